@@ -1,0 +1,48 @@
+"""roofline: analytical performance modelling for LLM inference.
+
+Public API (imports are lazy so ``import roofline`` stays fast and never needs torch)::
+
+    r = roofline.predict("llama-3.1-70b", "h100-sxm", batch=8, prompt_len=2048, output_len=256, tp=4)
+    r.ttft_s, r.tpot_s, r.throughput_tok_s, r.ops
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "hardware": "roofline.library",
+    "model": "roofline.library",
+    "list_hardware": "roofline.library",
+    "list_models": "roofline.library",
+    "json_schema": "roofline.library",
+    "HardwareSpec": "roofline.specs.hardware",
+    "ModelSpec": "roofline.specs.model",
+    "model_from_hf_config": "roofline.hf_import",
+    "RooflineError": "roofline.errors",
+    "predict": "roofline.predict",
+    "sweep": "roofline.predict",
+    "max_batch": "roofline.memory",
+    "Scenario": "roofline.scenario",
+    "Precision": "roofline.precision",
+    "CalibrationProfile": "roofline.profile",
+    "load_profile": "roofline.profile",
+    "default_profile": "roofline.profile",
+    "plan": "roofline.plan",
+}
+
+__all__ = [*sorted(_LAZY), "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "report":
+        import importlib
+
+        return importlib.import_module("roofline.report")
+    raise AttributeError(f"module 'roofline' has no attribute {name!r}")
