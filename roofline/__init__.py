@@ -22,15 +22,15 @@ _LAZY = {
     "ModelSpec": "roofline.specs.model",
     "model_from_hf_config": "roofline.hf_import",
     "RooflineError": "roofline.errors",
-    "predict": "roofline.predict",
-    "sweep": "roofline.predict",
+    "predict": "roofline.prediction",
+    "sweep": "roofline.prediction",
     "max_batch": "roofline.memory",
     "Scenario": "roofline.scenario",
     "Precision": "roofline.precision",
     "CalibrationProfile": "roofline.profile",
     "load_profile": "roofline.profile",
     "default_profile": "roofline.profile",
-    "plan": "roofline.plan",
+    "plan": "roofline.planner",
 }
 
 __all__ = [*sorted(_LAZY), "__version__"]

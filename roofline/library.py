@@ -58,7 +58,9 @@ def read_yaml(path: Path) -> Any:
         where = getattr(exc, "problem_mark", None)
         loc = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(f"{path} is not valid YAML{loc}: {problem}. Fix the syntax (indentation, quotes, colons).") from None
+        raise SpecError(
+            f"{path} is not valid YAML{loc}: {problem}. Fix the syntax (indentation, quotes, colons)."
+        ) from None
 
 
 def validate_spec(cls: type[S], data: Any, origin: str) -> S:
@@ -116,7 +118,7 @@ def _lookup(kind: Kind, name: str) -> Path:
 
 
 def _is_path(name: str) -> bool:
-    return name.endswith((".yaml", ".yml", ".json")) or os.sep in name or "/" in name and Path(name).exists()
+    return name.endswith((".yaml", ".yml", ".json")) or os.sep in name or ("/" in name and Path(name).exists())
 
 
 @functools.lru_cache(maxsize=256)

@@ -65,9 +65,7 @@ def parse_quantity(value: object, dim: Dimension) -> float:
         if dim == "count" or value == 0:
             return float(value)
         example = next(iter(k for k in UNITS[dim] if k))
-        raise UnitError(
-            f"a bare number ({value}) is ambiguous here: write it with a unit, e.g. '{value} {example}'"
-        )
+        raise UnitError(f"a bare number ({value}) is ambiguous here: write it with a unit, e.g. '{value} {example}'")
     if not isinstance(value, str):
         raise UnitError(f"expected a string such as '80 GB' for a {dim} quantity, got {type(value).__name__}")
     m = _NUM.match(value)
@@ -92,7 +90,7 @@ def parse_duration(text: str | float) -> float:
 
 def parse_count(text: str | int) -> int:
     """CLI helper: ``2k`` -> 2000, ``32768`` -> 32768, ``1M`` -> 1000000. Must be integral."""
-    v = parse_quantity(str(text).strip(), "count") if isinstance(text, str) else float(text)
+    v: float = parse_quantity(str(text).strip(), "count") if isinstance(text, str) else float(text)
     if v != int(v):
         raise UnitError(f"{text!r} is not a whole number")
     return int(v)
@@ -105,9 +103,9 @@ def fmt_bytes(n: float, binary: bool = False) -> str:
             if abs(n) >= f:
                 return f"{n / f:.2f} {unit}"
         return f"{n:.0f} B"
-    for unit, f in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(n) >= f:
-            return f"{n / f:.2f} {unit}"
+    for unit, g in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= g:
+            return f"{n / g:.2f} {unit}"
     return f"{n:.0f} B"
 
 

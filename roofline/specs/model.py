@@ -43,6 +43,7 @@ class Attention(Frozen):
     qkv_bias: bool = False
     o_bias: bool = False
     sinks: bool = Field(default=False, description="learned per-head attention sink logits (gpt-oss)")
+    qk_norm: bool = Field(default=False, description="RMSNorm of width head_dim on queries and keys (Qwen3)")
     sliding_window: int | None = Field(default=None, gt=0)
     layer_pattern: tuple[LayerKind, ...] | None = None
     mla: MLA | None = None
@@ -50,9 +51,7 @@ class Attention(Frozen):
     @model_validator(mode="after")
     def _consistent(self) -> Attention:
         if self.num_heads % self.num_kv_heads:
-            raise ValueError(
-                f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})"
-            )
+            raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
         expected = (
             "mla"
             if self.mla is not None
@@ -174,7 +173,7 @@ class ModelSpec(Frozen):
 
     # ---- parameter counts --------------------------------------------------------------
     def attention_params_per_layer(self) -> int:
-        """Weights + biases + sinks of one attention block (norm vectors of MLA included)."""
+        """Weights + biases + sinks of one attention block (norm vectors of MLA and QK-norm included)."""
         a, h = self.attention, self.hidden_size
         if a.mla is not None:
             m = a.mla
@@ -195,6 +194,8 @@ class ModelSpec(Frozen):
             n += h
         if a.sinks:
             n += a.num_heads
+        if a.qk_norm:
+            n += 2 * a.head_dim
         return n
 
     def ffn_params(self, intermediate: int, kind: Literal["gated", "mlp"], bias: bool) -> int:

@@ -1,0 +1,104 @@
+"""Phase totals from op lists: the sums that predict, sweep and plan all use.
+
+TTFT = Σ_ops count × time(op) + per-step overhead over the prefill ops.
+Decode steps j = 1 … O−1 attend contexts P + j; their summed time is computed in
+closed form (see ``evaluate.op_time_summed_over_context``), so no Python loop per token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.evaluate import BOUNDS, op_time, op_time_summed_over_context
+from roofline.ops import decode_ops, prefill_ops
+from roofline.ops.records import Op
+from roofline.profile import CalibrationProfile
+from roofline.scenario import Scenario
+from roofline.specs.hardware import HardwareSpec
+from roofline.specs.model import ModelSpec
+
+
+@dataclass(frozen=True)
+class PhaseCost:
+    """Totals of one phase (per forward pass, or summed over decode steps)."""
+
+    time_s: np.ndarray
+    flops: np.ndarray
+    memory_bytes: np.ndarray
+    bound_time_s: dict[str, np.ndarray]
+    steps: np.ndarray
+
+    @property
+    def bound(self) -> np.ndarray:
+        """Label of the largest share of time: compute, memory, communication or overhead."""
+        stack = np.stack(np.broadcast_arrays(*(self.bound_time_s[b] for b in BOUNDS)))
+        return BOUNDS[np.argmax(stack, axis=0)]
+
+
+def prefill_cost(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile) -> PhaseCost:
+    """One prefill pass: Σ count × op time + one per-step overhead."""
+    time = np.asarray(prof.overheads.per_step_s, dtype=np.float64)
+    flops = np.asarray(0.0)
+    mem = np.asarray(0.0)
+    by = {b: np.asarray(0.0) for b in BOUNDS}
+    by["overhead"] = by["overhead"] + prof.overheads.per_step_s
+    for op in ops:
+        t = op_time(op, hw, prof)
+        time = time + op.count * t.time_s
+        flops = flops + op.count * op.flops
+        mem = mem + op.count * op.memory_bytes
+        for b in BOUNDS:
+            by[b] = by[b] + np.where(t.bound == b, op.count * t.time_s, 0.0)
+    return PhaseCost(time, flops, mem, by, np.asarray(1.0))
+
+
+def decode_cost(
+    ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, ctx_lo: np.ndarray, ctx_hi: np.ndarray
+) -> PhaseCost:
+    """Decode steps at contexts ctx_lo … ctx_hi (inclusive), summed in closed form.
+
+    FLOPs and bytes are summed exactly too (affine in the span); the bound split uses
+    each op's bound at the middle context.
+    """
+    lo, hi = np.asarray(ctx_lo, dtype=np.float64), np.asarray(ctx_hi, dtype=np.float64)
+    steps = np.maximum(hi - lo + 1, 0)
+    mid = (lo + np.maximum(hi, lo)) / 2
+    time = steps * prof.overheads.per_step_s
+    flops = np.asarray(0.0)
+    mem = np.asarray(0.0)
+    by = {b: np.asarray(0.0) for b in BOUNDS}
+    by["overhead"] = by["overhead"] + time
+    for op in ops:
+        summed = op.count * op_time_summed_over_context(op, hw, prof, lo, hi)
+        time = time + summed
+        at_mid = op.at_context(mid)
+        flops = flops + op.count * at_mid.flops * steps
+        mem = mem + op.count * at_mid.memory_bytes * steps
+        bound = op_time(at_mid, hw, prof).bound
+        for b in BOUNDS:
+            by[b] = by[b] + np.where(bound == b, summed, 0.0)
+    return PhaseCost(time, flops, mem, by, steps)
+
+
+def _mid_exact(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return (lo + hi) / 2
+
+
+def scenario_costs(
+    model: ModelSpec, sc: Scenario, hw: HardwareSpec, prof: CalibrationProfile
+) -> tuple[list[Op], PhaseCost, list[Op], PhaseCost, PhaseCost]:
+    """(prefill ops, prefill cost, decode ops at context P+1, first decode step, all decode steps).
+
+    O output tokens: the first comes from prefill, the other O − 1 from decode steps at
+    contexts P + 1 … P + O − 1.
+    """
+    p = np.asarray(sc.prompt_len, dtype=np.float64)
+    o = np.asarray(sc.output_len, dtype=np.float64)
+    pre_ops = prefill_ops(model, sc, hw)
+    pre = prefill_cost(pre_ops, hw, prof)
+    dec_ops = decode_ops(model, sc, hw, p + 1)
+    first = prefill_cost(dec_ops, hw, prof)
+    total = decode_cost(dec_ops, hw, prof, p + 1, p + o - 1)
+    return pre_ops, pre, dec_ops, first, total

@@ -1,0 +1,118 @@
+"""The evaluator: one pure function from (op, hardware, profile) to time and bound.
+
+    time(op) = max(FLOPs / compute ceiling, bytes / bandwidth ceiling)
+               + wire bytes / link bandwidth + collectives × latency + kernels × per-kernel overhead
+
+Ceilings come from the CalibrationProfile: GEMMs use the dtype's large-GEMM ceiling ×
+the efficiency curve at their M; attention kernels use the attention multipliers;
+memory traffic uses the HBM ceiling × the transfer-size curve. Communication ops use
+the per-direction link bandwidth × link efficiency. The bound is whichever term is largest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.ops.records import Op
+from roofline.profile import CalibrationProfile
+from roofline.specs.hardware import HardwareSpec
+
+BOUNDS = np.array(["compute", "memory", "communication", "overhead"])
+
+
+@dataclass(frozen=True)
+class OpTiming:
+    """Seconds of one instance of an op, split by term, and the bound label."""
+
+    time_s: np.ndarray
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    comm_s: np.ndarray
+    overhead_s: np.ndarray
+    bound: np.ndarray
+
+
+def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.ndarray, np.ndarray]:
+    """(compute FLOP/s, memory bytes/s) that apply to ``op`` on ``hw``."""
+    compute = profile.compute_ceiling(hw, op.dtype)
+    memory = profile.memory_ceiling(hw)
+    if op.kind == "attention":
+        return (
+            np.asarray(compute * profile.attention.compute_efficiency) + 0 * op.m,
+            np.asarray(memory * profile.attention.memory_efficiency) + 0 * op.m,
+        )
+    c = compute * profile.gemm_m_efficiency(op.m) if op.kind == "gemm" else compute + 0 * op.m
+    size_curve = profile.memory_size_efficiency
+    bw = memory * size_curve(op.memory_bytes) if size_curve is not None else memory + 0 * op.m
+    return np.asarray(c), np.asarray(bw)
+
+
+def op_time(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> OpTiming:
+    """Time of one instance of ``op``: the roofline max plus communication and fixed overheads."""
+    c, bw = ceilings(op, hw, profile)
+    compute_s = op.flops / c
+    memory_s = op.memory_bytes / bw
+    comm_s = op.comm_bytes / profile.link_bytes_per_s(hw) + op.collectives * profile.comm.latency_s
+    overhead_s = np.asarray(op.kernels * profile.overheads.per_kernel_s) + 0 * compute_s
+    time_s = np.maximum(compute_s, memory_s) + comm_s + overhead_s
+    idx = np.argmax(np.stack(np.broadcast_arrays(compute_s, memory_s, comm_s, overhead_s)), axis=0)
+    return OpTiming(time_s, compute_s, memory_s, comm_s, overhead_s, BOUNDS[idx])
+
+
+def _lin_sum(p: np.ndarray, q: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Σ_{s=a}^{b} (p + q·s) over integers; 0 when b < a."""
+    n = np.maximum(b - a + 1, 0)
+    return n * p + q * (a + b) * n / 2
+
+
+def sum_max_affine(
+    p: np.ndarray, q: np.ndarray, u: np.ndarray, v: np.ndarray, a: np.ndarray, b: np.ndarray
+) -> np.ndarray:
+    """Σ_{s=a}^{b} max(p + q·s, u + v·s) over integers, in closed form.
+
+    The two lines cross at s0 = (u − p)/(q − v); each side of the crossing is an
+    arithmetic series.
+    """
+    p, q, u, v, a, b = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (p, q, u, v, a, b)))
+    dq = q - v
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s0 = np.where(dq != 0, (u - p) / np.where(dq != 0, dq, 1.0), 0.0)
+    # first line wins for s >= c (dq > 0) or s < c (dq < 0)
+    c_up = np.clip(np.ceil(s0), a, b + 1)
+    c_dn = np.clip(np.floor(s0) + 1, a, b + 1)
+    up = _lin_sum(u, v, a, c_up - 1) + _lin_sum(p, q, c_up, b)
+    dn = _lin_sum(p, q, a, c_dn - 1) + _lin_sum(u, v, c_dn, b)
+    flat = np.where(p >= u, _lin_sum(p, q, a, b), _lin_sum(u, v, a, b))
+    return np.where(dq > 0, up, np.where(dq < 0, dn, flat))
+
+
+def op_time_summed_over_context(
+    op: Op, hw: HardwareSpec, profile: CalibrationProfile, ctx_lo: np.ndarray, ctx_hi: np.ndarray
+) -> np.ndarray:
+    """Σ over integer contexts L in [ctx_lo, ctx_hi] of op_time(op.at_context(L)), in closed form.
+
+    FLOPs and bytes are affine in the span s = min(L, cap), so each instance's time is
+    max(p + q·s, u + v·s) + constant: below the cap s = L, above it s = cap.
+    """
+    lo, hi = np.asarray(ctx_lo, dtype=np.float64), np.asarray(ctx_hi, dtype=np.float64)
+    n_steps = np.maximum(hi - lo + 1, 0)
+    if not op.context_dependent:
+        return op_time(op, hw, profile).time_s * n_steps
+    c, bw = ceilings(op, hw, profile)
+    s_ref = np.minimum(op.ctx_ref, op.ctx_cap)
+    p = (op.flops - op.flops_per_ctx * s_ref) / c
+    q = op.flops_per_ctx / c
+    u = (op.memory_bytes - op.kv_read_bytes_per_ctx * s_ref) / bw
+    v = op.kv_read_bytes_per_ctx / bw
+    cap = op.ctx_cap
+    fixed = op.comm_bytes / profile.link_bytes_per_s(hw) + op.collectives * profile.comm.latency_s
+    fixed = fixed + op.kernels * profile.overheads.per_kernel_s
+    below = sum_max_affine(p, q, u, v, lo, np.minimum(hi, cap))
+    if np.isinf(cap):
+        above = 0.0 * below
+    else:
+        n_above = np.maximum(hi - np.maximum(lo, cap + 1) + 1, 0)
+        above = n_above * np.maximum(p + q * cap, u + v * cap)
+    return below + above + fixed * n_steps

@@ -1,0 +1,210 @@
+"""The one memory function: weights, KV cache, activations and the engine's budget.
+
+Everything that asks "does it fit / how many sequences fit" (predict, max_batch, sweep,
+plan, report) calls :func:`memory_budget`. Infeasible is a result with the missing
+bytes, never an exception.
+
+KV bytes per token (whole model) = Σ_layers kv_elements_per_token_per_layer × kv bytes,
+with 2·kv_heads·head_dim elements for MHA/GQA/MQA and kv_lora_rank + rope dim for MLA.
+A sequence at context L holds min(L, W) tokens on sliding-window layers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from roofline.library import hardware as load_hardware
+from roofline.library import model as load_model
+from roofline.scenario import EngineMemory, Scenario
+from roofline.specs.hardware import HardwareSpec
+from roofline.specs.model import ModelSpec
+
+NORM_BYTES = 2.0  # norm vectors and routers stay in 16-bit
+
+
+def weight_params_per_gpu(model: ModelSpec, sc: Scenario) -> dict[str, float]:
+    """Parameters held by one GPU of the largest pipeline stage, by component.
+
+    tp shards heads, FFN width and vocabulary; KV heads are replicated when tp > kv heads;
+    MLA's q_a/kv_a projections are replicated; experts are split over ep GPUs (else
+    tp-sharded). At tp = pp = ep = 1 the components sum to ``model.param_count()``.
+    """
+    a, h, tp = model.attention, model.hidden_size, sc.tp
+    stage = sc.layers_per_stage(model) / model.num_layers
+    if a.mla is not None:
+        full = model.attention_params_per_layer()
+        m = a.mla
+        replicated = h * (m.q_lora_rank or 0) + (m.q_lora_rank or 0) + h * (m.kv_lora_rank + m.qk_rope_head_dim)
+        replicated += m.kv_lora_rank
+        attn = replicated + (full - replicated) / tp
+    else:
+        q_out, kv_out = a.num_heads * a.head_dim, sc.kv_heads_per_gpu(model) * a.head_dim
+        attn = (2 * h * q_out) / tp + 2 * h * kv_out + a.num_heads * a.sinks / tp
+        attn += (q_out / tp + 2 * kv_out) * a.qkv_bias + h * a.o_bias
+    dense = model.ffn_params(model.ffn.intermediate_size, model.ffn.kind, model.ffn.bias) / tp
+    parts = {
+        "attention": model.num_layers * attn * stage,
+        "ffn": model.num_dense_layers * dense * stage,
+        "norms": (model.num_layers * model.norms_per_layer * h) * stage + h,
+    }
+    if model.moe is not None:
+        moe, n = model.moe, model.num_moe_layers * stage
+        experts = moe.num_experts / sc.ep * model.expert_params() / (1 if sc.ep > 1 else tp)
+        shared = moe.num_shared_experts * model.ffn_params(moe.shared_intermediate_size or 0, "gated", False) / tp
+        parts["moe_experts"] = n * (experts + shared)
+        parts["router"] = n * (h * moe.num_experts + moe.num_experts * moe.router_bias)
+    emb = model.vocab_size * h / tp
+    head = 0.0 if model.tie_word_embeddings else emb
+    parts["embedding"] = (emb + head) if sc.pp == 1 else max(emb, head)
+    return parts
+
+
+def weight_bytes_per_gpu(model: ModelSpec, sc: Scenario) -> float:
+    """Bytes of weights on one GPU: layer weights in the weight format, norms/router in 16-bit."""
+    parts = weight_params_per_gpu(model, sc)
+    emb_b = sc.weight_dtype.bytes_per_element if sc.quantize_embeddings else max(sc.activation.bytes_per_element, 2.0)
+    small = parts.get("norms", 0.0) + parts.get("router", 0.0)
+    big = sum(v for k, v in parts.items() if k not in ("norms", "router", "embedding"))
+    return big * sc.weight_dtype.bytes_per_element + small * NORM_BYTES + parts["embedding"] * emb_b
+
+
+def _kv_elems_per_gpu_per_layer(model: ModelSpec, sc: Scenario) -> float:
+    if model.attention.mla is not None:
+        return float(model.kv_elements_per_token_per_layer())  # latent replicated on every tp rank
+    return 2.0 * sc.kv_heads_per_gpu(model) * model.attention.head_dim
+
+
+def kv_bytes_per_token(model: ModelSpec, kv_bytes_per_element: float = 2.0) -> float:
+    """Whole-model KV bytes per cached token (no window cap): Σ_layers elems × bytes."""
+    return model.num_layers * model.kv_elements_per_token_per_layer() * kv_bytes_per_element
+
+
+def kv_bytes_per_sequence(model: ModelSpec, context: object, kv_bytes_per_element: float = 2.0) -> np.ndarray:
+    """Whole-model KV bytes of one sequence at ``context`` tokens (window-capped on local layers)."""
+    ctx = np.asarray(context, dtype=np.float64)
+    return _kv_tokens(model, ctx) * model.kv_elements_per_token_per_layer() * kv_bytes_per_element
+
+
+def _kv_tokens(model: ModelSpec, ctx: np.ndarray) -> np.ndarray:
+    """Σ over layers of cached tokens at context ``ctx``: global layers hold ctx, local min(ctx, W)."""
+    kinds = model.layer_kinds()
+    n_local = sum(k == "local" for k in kinds)
+    w = model.attention.sliding_window or 0
+    return (len(kinds) - n_local) * ctx + n_local * np.minimum(ctx, w)
+
+
+def kv_bytes_per_sequence_per_gpu(model: ModelSpec, sc: Scenario, context: object) -> np.ndarray:
+    """KV bytes one GPU of the largest stage holds for one sequence at ``context``."""
+    ctx = np.asarray(context, dtype=np.float64)
+    stage = sc.layers_per_stage(model) / model.num_layers
+    return _kv_tokens(model, ctx) * stage * _kv_elems_per_gpu_per_layer(model, sc) * sc.kv_dtype.bytes_per_element
+
+
+def activation_peak_bytes(model: ModelSpec, sc: Scenario, tokens: object) -> np.ndarray:
+    """Estimated transient activation peak for a forward pass over ``tokens`` tokens on one GPU.
+
+    ≈ tokens × (4·h + widest sharded intermediate) × act bytes  (residual, normed input,
+    attention output, FFN/QKV intermediate) + fp32 logits of the last positions (B·V/tp·4).
+    """
+    a, h, tp = model.attention, model.hidden_size, sc.tp
+    width = max(
+        (a.num_heads + 2 * a.num_kv_heads) * a.head_dim / tp,
+        2 * model.ffn.intermediate_size / tp,
+        2 * model.moe.expert_intermediate_size * model.moe.top_k if model.moe else 0,
+    )
+    t = np.asarray(tokens, dtype=np.float64)
+    ab = max(sc.activation.bytes_per_element, 2.0)
+    batch = np.asarray(sc.batch, dtype=np.float64)
+    return t * (4 * h + width) * ab + batch * model.vocab_size / tp * 4.0
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """Per-GPU memory accounting of one scenario (arrays broadcast over the scenario grid).
+
+    kv_budget = capacity × utilisation − weights − reserve; fits when B·kv_per_seq ≤ kv_budget.
+    """
+
+    capacity_bytes: float
+    usable_bytes: float
+    weight_bytes: float
+    reserve_bytes: np.ndarray
+    activation_peak_bytes: np.ndarray
+    kv_budget_bytes: np.ndarray
+    kv_bytes_per_sequence: np.ndarray
+    kv_bytes: np.ndarray
+    free_bytes: np.ndarray
+    missing_bytes: np.ndarray
+    fits: np.ndarray
+    max_batch: np.ndarray
+
+
+def memory_budget(model: ModelSpec, hw: HardwareSpec, sc: Scenario, context: object | None = None) -> MemoryBudget:
+    """Memory of one GPU for ``sc`` at ``context`` tokens (default prompt_len + output_len).
+
+    The reserve is ``engine.reserve_bytes`` if given (covering activations and runtime),
+    else the activation peak for min(B·prompt, max_batched_tokens) tokens + runtime overhead.
+    """
+    eng = sc.engine
+    ctx = np.asarray(sc.prompt_len if context is None else context, dtype=np.float64)
+    if context is None:
+        ctx = ctx + np.asarray(sc.output_len, dtype=np.float64)
+    capacity = eng.capacity_bytes if eng.capacity_bytes is not None else hw.memory.capacity_bytes
+    usable = capacity * eng.memory_utilization
+    weights = weight_bytes_per_gpu(model, sc)
+    tokens = np.asarray(sc.batch, dtype=np.float64) * np.asarray(sc.prompt_len, dtype=np.float64)
+    if eng.max_batched_tokens is not None:
+        tokens = np.minimum(tokens, eng.max_batched_tokens)
+    act = activation_peak_bytes(model, sc, tokens)
+    reserve = np.asarray(eng.reserve_bytes) + 0 * act if eng.reserve_bytes is not None else act
+    if eng.reserve_bytes is None:
+        reserve = reserve + eng.runtime_overhead_bytes
+    budget = usable - weights - reserve
+    per_seq = kv_bytes_per_sequence_per_gpu(model, sc, ctx)
+    kv = np.asarray(sc.batch, dtype=np.float64) * per_seq
+    free = budget - kv
+    max_b = np.floor(np.maximum(budget, 0) / per_seq)
+    return MemoryBudget(
+        capacity, usable, weights, reserve, act, budget, per_seq, kv, free, np.maximum(-free, 0.0), free >= 0, max_b
+    )
+
+
+def max_batch(
+    model: ModelSpec | str | Path,
+    hardware: HardwareSpec | str | Path,
+    context_len: int,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+    memory_capacity_bytes: float | None = None,
+    reserve_bytes: float | None = None,
+    memory_utilization: float = 0.9,
+    max_batched_tokens: int | None = 8192,
+) -> int:
+    """Largest number of sequences of ``context_len`` tokens whose KV fits next to the weights.
+
+    max_batch = floor((capacity × utilisation − weights − reserve) / KV per sequence); 0 when
+    not even one fits. Example (Llama-2-7B fp16, 4,096 tokens, 80e9 B, reserve 10e9,
+    utilisation 1): floor((80e9 − 13.48e9 − 10e9) / 2,147,483,648) = 26.
+    """
+    from roofline.precision import Precision
+
+    m, hw = load_model(model), load_hardware(hardware)
+    eng = EngineMemory(
+        memory_utilization=memory_utilization, reserve_bytes=reserve_bytes, capacity_bytes=memory_capacity_bytes,
+        max_batched_tokens=max_batched_tokens,
+    )  # fmt: skip
+    sc = Scenario(
+        batch=1, prompt_len=min(context_len, max_batched_tokens or context_len), output_len=1,
+        weight_dtype=Precision.parse(weight_dtype, "weight_dtype"), kv_dtype=Precision.parse(kv_dtype, "kv_dtype"),
+        tp=tp, pp=pp, engine=eng,
+    )  # fmt: skip
+    sc.validate_for(m, hw)
+    b = memory_budget(m, hw, replace(sc, output_len=1), context=context_len)
+    return int(b.max_batch) if math.isfinite(float(b.max_batch)) else 0

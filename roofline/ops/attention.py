@@ -1,0 +1,127 @@
+"""Attention block ops: projections, the attention kernel itself, KV-cache write.
+
+Attention is flash-style by default: scores never touch HBM, so the kernel moves Q, O
+and the cached K/V only. Work per (query, key) pair and head is 2·d_qk (QKᵀ) + 2·d_v (PV)
+FLOPs. Causal prefill of T tokens has T(T+1)/2 pairs per head; a sliding window W caps
+each query's keys at W.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roofline.ops.context import BuildContext
+from roofline.ops.records import Op, arr, elementwise, gemm
+
+
+def causal_pairs(past: np.ndarray, new: np.ndarray, window: float) -> np.ndarray:
+    """(query, key) pairs of ``new`` queries after ``past`` cached tokens: Σ_{i=past+1}^{past+new} min(i, W).
+
+    With f(n) = Σ_{i=1}^{n} min(i, W) = n(n+1)/2 for n ≤ W, else W(W+1)/2 + (n−W)·W,
+    pairs = f(past + new) − f(past).
+    """
+
+    def f(n: np.ndarray) -> np.ndarray:
+        if np.isinf(window):
+            return n * (n + 1) / 2
+        w = window
+        return np.where(n <= w, n * (n + 1) / 2, w * (w + 1) / 2 + (n - w) * w)
+
+    return f(past + new) - f(past)
+
+
+def attention_kernel(
+    c: BuildContext,
+    layer_kind: str,
+    count: int,
+    window: float,
+    q_heads: float,
+    kv_heads: float,
+    d_qk: float,
+    d_v: float,
+    kv_elems_per_token: float,
+) -> Op:
+    """The fused attention kernel of one layer on one GPU.
+
+    FLOPs = 2·(d_qk + d_v)·q_heads·B·pairs. HBM bytes: Q read + O written
+    (M·q_heads·(d_qk + d_v)·act bytes) + cached K/V read (B·span·kv_elems_per_token·kv bytes),
+    span = min(past + T, W + T − 1). Decode (T = 1) grows linearly with the span.
+    """
+    b, t, p = c.batch, c.new_tokens, c.past
+    pairs = causal_pairs(p, t, window)
+    span = np.minimum(p + t, window + t - 1)
+    per_pair = 2.0 * (d_qk + d_v) * q_heads
+    kv_per_span = kv_elems_per_token * c.kv_bytes
+    op = Op(
+        name="attn.core", group="attention", kind="attention", layer_kind=layer_kind, count=count,
+        dtype=c.attn_dtype, m=c.tokens, n=span, k=arr(d_qk) + 0 * span,
+        flops=per_pair * b * pairs,
+        act_bytes=c.tokens * q_heads * (d_qk + d_v) * c.a_bytes,
+        kv_read_bytes=b * span * kv_per_span,
+        ctx_ref=c.context, ctx_cap=window,
+    )  # fmt: skip
+    if c.phase == "decode":
+        op = Op(**{**op.__dict__, "flops_per_ctx": per_pair * b, "kv_read_bytes_per_ctx": b * kv_per_span})
+    return op
+
+
+def gqa_ops(c: BuildContext, layer_kind: str, count: int, window: float) -> list[Op]:
+    """Q/K/V projection (one fused GEMM), attention, KV write, O projection for MHA/GQA/MQA.
+
+    Sharded by tp over heads; KV heads are replicated when tp > num_kv_heads.
+    """
+    a, h, tp = c.model.attention, c.model.hidden_size, c.tp
+    hq, hkv, d = a.num_heads / tp, c.sc.kv_heads_per_gpu(c.model), a.head_dim
+    M, wb, ab, dt = c.tokens, c.w_bytes, c.a_bytes, c.gemm_dtype
+    return [
+        gemm("attn.qkv_proj", "attention", layer_kind, count, dt, M, (hq + 2 * hkv) * d, h, wb, ab),
+        attention_kernel(c, layer_kind, count, window, hq, hkv, d, d, 2 * hkv * d),
+        _kv_write(c, layer_kind, count, 2 * hkv * d),
+        gemm("attn.o_proj", "attention", layer_kind, count, dt, M, h, hq * d, wb, ab),
+    ]
+
+
+def mla_ops(c: BuildContext, layer_kind: str, count: int, window: float) -> list[Op]:
+    """Multi-head latent attention (DeepSeek-V3). The cache holds the latent (kv_lora + rope).
+
+    Prefill expands the latent to per-head K/V (kv_b_proj over the new tokens) and runs
+    ordinary attention with d_qk = nope + rope, d_v = v. Decode absorbs W_UK into the
+    query and W_UV into the output, so attention runs over the latent for every head:
+    d_qk = kv_lora + rope, d_v = kv_lora, with one shared latent "KV head".
+    q_a / kv_a projections are replicated across tp; head-wise ones are sharded.
+    """
+    a, h, tp = c.model.attention, c.model.hidden_size, c.tp
+    m = a.mla
+    assert m is not None
+    hq = a.num_heads / tp
+    qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+    latent = m.kv_lora_rank + m.qk_rope_head_dim
+    M, wb, ab, dt = c.tokens, c.w_bytes, c.a_bytes, c.gemm_dtype
+    ops: list[Op] = []
+    if m.q_lora_rank:
+        ops.append(gemm("attn.q_a_proj", "attention", layer_kind, count, dt, M, m.q_lora_rank, h, wb, ab))
+        ops.append(gemm("attn.q_b_proj", "attention", layer_kind, count, dt, M, hq * qk, m.q_lora_rank, wb, ab))
+    else:
+        ops.append(gemm("attn.q_proj", "attention", layer_kind, count, dt, M, hq * qk, h, wb, ab))
+    ops.append(gemm("attn.kv_a_proj", "attention", layer_kind, count, dt, M, latent, h, wb, ab))
+    if c.phase == "prefill":
+        kv_b_out = hq * (m.qk_nope_head_dim + m.v_head_dim)
+        ops.append(gemm("attn.kv_b_proj", "attention", layer_kind, count, dt, M, kv_b_out, m.kv_lora_rank, wb, ab))
+        ops.append(attention_kernel(c, layer_kind, count, window, hq, hq, qk, m.v_head_dim, latent))
+    else:
+        ops.append(gemm("attn.absorb_uk", "attention", layer_kind, count, dt, M, hq * m.kv_lora_rank,
+                        m.qk_nope_head_dim, wb, ab))  # fmt: skip
+        ops.append(attention_kernel(c, layer_kind, count, window, hq, 1, latent, m.kv_lora_rank, latent))
+        ops.append(gemm("attn.absorb_uv", "attention", layer_kind, count, dt, M, hq * m.v_head_dim,
+                        m.kv_lora_rank, wb, ab))  # fmt: skip
+    ops.append(_kv_write(c, layer_kind, count, latent))
+    ops.append(gemm("attn.o_proj", "attention", layer_kind, count, dt, M, h, hq * m.v_head_dim, wb, ab))
+    return ops
+
+
+def _kv_write(c: BuildContext, layer_kind: str, count: int, elems_per_token: float) -> Op:
+    """Append the new tokens' K/V (or latent) to the cache: M·elems·kv bytes written."""
+    M = c.tokens
+    op = elementwise("attn.kv_write", "attention", layer_kind, count, c.attn_dtype, M * elems_per_token, 0.0,
+                     c.a_bytes, flops_per_elem=0.0)  # fmt: skip
+    return Op(**{**op.__dict__, "kv_write_bytes": M * elems_per_token * c.kv_bytes})

@@ -1,0 +1,79 @@
+"""Shared inputs of the op builders for one phase: shapes, formats, sharding."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.ops.records import Phase, arr
+from roofline.scenario import Scenario
+from roofline.specs.hardware import ComputeDtype, HardwareSpec
+from roofline.specs.model import ModelSpec
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """One phase of one scenario: B sequences × T new tokens after ``past`` cached tokens.
+
+    Prefill: T = prompt_len, past = 0. Decode step: T = 1, past = context − 1.
+    """
+
+    model: ModelSpec
+    sc: Scenario
+    phase: Phase
+    batch: np.ndarray
+    new_tokens: np.ndarray
+    past: np.ndarray
+    gemm_dtype: ComputeDtype
+    attn_dtype: ComputeDtype
+
+    @classmethod
+    def create(
+        cls,
+        model: ModelSpec,
+        sc: Scenario,
+        hw: HardwareSpec,
+        phase: Phase,
+        batch: object,
+        new_tokens: object,
+        past: object,
+    ) -> BuildContext:
+        """Resolve formats against ``hw`` and broadcast the shape arrays."""
+        b, t, p = np.broadcast_arrays(arr(batch), arr(new_tokens), arr(past))
+        return cls(model, sc, phase, b, t, p, sc.gemm_compute_dtype(hw), sc.attention_compute_dtype(hw))
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """M = B·T tokens in this forward pass."""
+        return self.batch * self.new_tokens
+
+    @property
+    def context(self) -> np.ndarray:
+        """Attended length of the last new token: past + T."""
+        return self.past + self.new_tokens
+
+    @property
+    def w_bytes(self) -> float:
+        """Bytes per weight element of the layer GEMMs."""
+        return self.sc.weight_dtype.bytes_per_element
+
+    @property
+    def a_bytes(self) -> float:
+        """Bytes per activation element (at least 2: int formats keep bf16 activations in HBM)."""
+        return max(self.sc.activation.bytes_per_element, 1.0)
+
+    @property
+    def kv_bytes(self) -> float:
+        """Bytes per KV-cache element."""
+        return self.sc.kv_dtype.bytes_per_element
+
+    @property
+    def emb_bytes(self) -> float:
+        """Bytes per embedding / lm_head element (activation format unless quantize_embeddings)."""
+        return self.w_bytes if self.sc.quantize_embeddings else max(self.sc.activation.bytes_per_element, 2.0)
+
+    @property
+    def tp(self) -> int:
+        """Tensor-parallel degree."""
+        return self.sc.tp

@@ -1,0 +1,78 @@
+"""Feed-forward ops: dense FFN (gated: gate+up fused, act, down; plain: up, act, down) and MoE.
+
+MoE: M tokens each pick top_k of E experts. The expected number of distinct experts
+touched is E·(1 − (1 − k/E)^M) (each expert is missed by one token with probability
+1 − k/E, independently). Only touched experts' weights are read; FLOPs follow the M·k
+token-expert assignments. With expert parallelism ep, each GPU holds E/ep experts and
+receives M·k/ep assignments on average; without it, every expert is tp-sharded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roofline.ops.context import BuildContext
+from roofline.ops.records import Op, elementwise, gemm
+
+
+def expected_distinct_experts(num_experts: int, top_k: int, tokens: np.ndarray) -> np.ndarray:
+    """E·(1 − (1 − k/E)^tokens): experts touched by ``tokens`` uniformly routed tokens."""
+    e = float(num_experts)
+    return e * (1.0 - np.power(1.0 - top_k / e, tokens))
+
+
+def dense_ffn_ops(
+    c: BuildContext,
+    layer_kind: str,
+    count: int,
+    intermediate: float,
+    kind: str,
+    prefix: str = "ffn",
+    group: str = "ffn",
+) -> list[Op]:
+    """Dense FFN sharded by tp: gated = 3 matrices (gate and up fused into one GEMM), plain = 2."""
+    h, M, wb, ab, dt = c.model.hidden_size, c.tokens, c.w_bytes, c.a_bytes, c.gemm_dtype
+    i = intermediate / c.tp
+    up_n = 2 * i if kind == "gated" else i
+    return [
+        gemm(f"{prefix}.{'gate_up' if kind == 'gated' else 'up'}_proj", group, layer_kind, count, dt, M, up_n, h, wb,
+             ab),
+        elementwise(f"{prefix}.act", group, layer_kind, count, dt, M * i, 3.0 if kind == "gated" else 2.0, ab, 4.0),
+        gemm(f"{prefix}.down_proj", group, layer_kind, count, dt, M, h, i, wb, ab),
+    ]  # fmt: skip
+
+
+def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
+    """Router, routed experts (touched experts only), shared experts."""
+    moe = c.model.moe
+    assert moe is not None
+    h, M, wb, ab, dt = c.model.hidden_size, c.tokens, c.w_bytes, c.a_bytes, c.gemm_dtype
+    ep, tp = c.sc.ep, c.tp
+    shard = 1 if ep > 1 else tp  # experts are either distributed (ep) or tp-sharded
+    local_experts = moe.num_experts / ep
+    touched = local_experts * (1.0 - np.power(1.0 - moe.top_k / moe.num_experts, M))
+    assignments = M * moe.top_k / ep
+    rows = assignments / np.maximum(touched, 1e-12)  # tokens per touched expert (GEMM m)
+    i = moe.expert_intermediate_size / shard
+    frac = touched  # weight bytes are per expert in the gemm record, times touched experts
+    ops = [
+        gemm("moe.router", "moe", layer_kind, count, dt, M, moe.num_experts, h, max(ab, 2.0), ab),
+        _scale_rows(gemm("moe.experts_gate_up", "moe", layer_kind, count, dt, rows, 2 * i, h, wb, ab, frac), touched),
+        elementwise("moe.experts_act", "moe", layer_kind, count, dt, assignments * i, 3.0, ab, 4.0),
+        _scale_rows(gemm("moe.experts_down", "moe", layer_kind, count, dt, rows, h, i, wb, ab, frac), touched),
+    ]
+    if moe.num_shared_experts:
+        assert moe.shared_intermediate_size is not None
+        shared = moe.num_shared_experts * moe.shared_intermediate_size
+        ops += dense_ffn_ops(c, layer_kind, count, shared, "gated", prefix="moe.shared", group="moe")
+    return ops
+
+
+def _scale_rows(op: Op, touched: np.ndarray) -> Op:
+    """Turn a per-expert GEMM (rows = tokens per expert) into the grouped GEMM over touched experts.
+
+    FLOPs and activation bytes scale with the number of touched experts; weight bytes
+    already carry it (``weight_fraction``). ``m`` stays the per-expert row count, the
+    shape that decides GEMM efficiency.
+    """
+    return Op(**{**op.__dict__, "flops": op.flops * touched, "act_bytes": op.act_bytes * touched})

@@ -1,0 +1,141 @@
+"""Typed op records. An op describes work (shape, FLOPs, bytes by kind); never a time.
+
+All numeric fields are float64 numpy arrays broadcast over the scenario grid (a scalar
+scenario gives 0-d arrays). Quantities are *per instance on one GPU*; ``count`` is how
+many instances one forward pass executes (e.g. the number of layers of that kind).
+
+Context-dependent ops (decode attention) also carry ``flops_per_ctx`` and
+``kv_read_bytes_per_ctx``: the increase per token of attended span, where the span is
+``min(context, ctx_cap)`` (``ctx_cap`` = sliding window, or inf). This lets the
+evaluator sum decode steps over a growing context in closed form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+
+from roofline.specs.hardware import ComputeDtype
+
+OpKind = Literal["gemm", "attention", "elementwise", "comm"]
+Phase = Literal["prefill", "decode"]
+
+
+def arr(x: object) -> np.ndarray:
+    """float64 array view of a scalar or array."""
+    return np.asarray(x, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One kind of kernel in a forward pass.
+
+    ``m, n, k``: GEMM shape (tokens, output features, input features); for attention
+    m = query tokens, n = attended span per sequence, k = head dim. Bytes are split by
+    what is moved: weights, activations, KV cache read/written, and bytes each GPU sends
+    per direction over the scale-up link (``comm_bytes``, already multiplied by the
+    collective's algorithm factor).
+    """
+
+    name: str
+    group: str
+    kind: OpKind
+    layer_kind: str
+    count: int
+    dtype: ComputeDtype
+    m: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    flops: np.ndarray
+    weight_bytes: np.ndarray = field(default_factory=lambda: arr(0.0))
+    act_bytes: np.ndarray = field(default_factory=lambda: arr(0.0))
+    kv_read_bytes: np.ndarray = field(default_factory=lambda: arr(0.0))
+    kv_write_bytes: np.ndarray = field(default_factory=lambda: arr(0.0))
+    comm_bytes: np.ndarray = field(default_factory=lambda: arr(0.0))
+    collectives: int = 0
+    kernels: int = 1
+    flops_per_ctx: np.ndarray = field(default_factory=lambda: arr(0.0))
+    kv_read_bytes_per_ctx: np.ndarray = field(default_factory=lambda: arr(0.0))
+    ctx_ref: np.ndarray = field(default_factory=lambda: arr(0.0))
+    ctx_cap: float = float("inf")
+
+    @property
+    def memory_bytes(self) -> np.ndarray:
+        """HBM traffic of one instance: weights + activations + KV read + KV written."""
+        return self.weight_bytes + self.act_bytes + self.kv_read_bytes + self.kv_write_bytes
+
+    @property
+    def context_dependent(self) -> bool:
+        """True when FLOPs or bytes grow with the attended context."""
+        return bool(np.any(self.flops_per_ctx) or np.any(self.kv_read_bytes_per_ctx))
+
+    def at_context(self, context: np.ndarray) -> Op:
+        """The same op evaluated at another context length (tokens attended incl. the new one)."""
+        if not self.context_dependent:
+            return self
+        cap = self.ctx_cap
+        ds = np.minimum(arr(context), cap) - np.minimum(self.ctx_ref, cap)
+        return replace(
+            self,
+            flops=self.flops + self.flops_per_ctx * ds,
+            kv_read_bytes=self.kv_read_bytes + self.kv_read_bytes_per_ctx * ds,
+            n=np.minimum(arr(context), cap) + 0.0 * self.n,
+            ctx_ref=arr(context) + 0.0 * self.ctx_ref,
+        )
+
+
+def gemm(
+    name: str,
+    group: str,
+    layer_kind: str,
+    count: int,
+    dtype: ComputeDtype,
+    m: object,
+    n: object,
+    k: object,
+    w_bytes: float,
+    a_bytes: float,
+    weight_fraction: object = 1.0,
+) -> Op:
+    """A dense GEMM (m×k)·(k×n): FLOPs = 2·m·n·k; bytes = weights n·k + activations (m·k + m·n).
+
+    ``weight_fraction`` scales the weight bytes read (e.g. MoE: only touched experts).
+    """
+    m_, n_, k_ = arr(m), arr(n), arr(k)
+    return Op(
+        name=name,
+        group=group,
+        kind="gemm",
+        layer_kind=layer_kind,
+        count=count,
+        dtype=dtype,
+        m=m_,
+        n=n_ + 0 * m_,
+        k=k_ + 0 * m_,
+        flops=2.0 * m_ * n_ * k_,
+        weight_bytes=n_ * k_ * w_bytes * arr(weight_fraction) + 0 * m_,
+        act_bytes=(m_ * k_ + m_ * n_) * a_bytes,
+    )
+
+
+def elementwise(
+    name: str,
+    group: str,
+    layer_kind: str,
+    count: int,
+    dtype: ComputeDtype,
+    elems: object,
+    passes: float,
+    a_bytes: float,
+    flops_per_elem: float = 1.0,
+    weight_bytes: object = 0.0,
+) -> Op:
+    """A memory-bound kernel touching ``elems`` elements ``passes`` times (reads + writes)."""
+    e = arr(elems)
+    return Op(
+        name=name, group=group, kind="elementwise", layer_kind=layer_kind, count=count, dtype=dtype,
+        m=e, n=arr(1.0) + 0 * e, k=arr(1.0) + 0 * e, flops=flops_per_elem * e,
+        act_bytes=passes * e * a_bytes, weight_bytes=arr(weight_bytes) + 0 * e,
+    )  # fmt: skip

@@ -1,0 +1,213 @@
+"""CalibrationProfile: the fitted ceilings, efficiency curves and overheads that turn
+datasheet peaks into achievable ones. Profiles are versioned YAML documents.
+
+A ceiling is either *relative* (``efficiency`` × the datasheet peak of whatever device
+is predicted) or *absolute* (``flops_per_s`` / ``bytes_per_s`` measured on the device
+named by ``device``; used only when predicting that device). The default profile is
+relative, derived from public microbenchmarks (see ``roofline.default_profile_fit``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import Field, model_validator
+
+from roofline.errors import CalibrationError
+from roofline.specs._base import Frozen
+from roofline.specs.hardware import ComputeDtype, HardwareSpec
+
+SCHEMA_VERSION = 1
+
+
+class Curve(Frozen):
+    """Multiplier against a size, piecewise-linear in log2(x), clamped at both ends."""
+
+    x: tuple[float, ...] = Field(min_length=1)
+    y: tuple[float, ...] = Field(min_length=1)
+    sources: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _ok(self) -> Curve:
+        if len(self.x) != len(self.y):
+            raise ValueError("x and y must have the same length")
+        if any(b <= a for a, b in zip(self.x, self.x[1:], strict=False)) or min(self.x) <= 0:
+            raise ValueError("x must be positive and strictly increasing")
+        if not all(0 < v <= 1.5 for v in self.y):
+            raise ValueError("curve values must be in (0, 1.5]")
+        return self
+
+    def __call__(self, x: Any) -> np.ndarray:
+        """Interpolated multiplier at ``x`` (array-friendly)."""
+        lx = np.log2(np.maximum(np.asarray(x, dtype=np.float64), 1e-30))
+        return np.interp(lx, np.log2(np.asarray(self.x)), np.asarray(self.y))
+
+
+class Ceiling(Frozen):
+    """An achievable rate: relative ``efficiency`` of the datasheet peak and/or absolute ``value``."""
+
+    efficiency: float | None = Field(default=None, gt=0, le=1.5)
+    value: float | None = Field(default=None, gt=0, description="absolute FLOP/s or bytes/s on `device`")
+    spread: float | None = Field(default=None, ge=0, description="relative spread of repeats (IQR/median)")
+    sources: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _one(self) -> Ceiling:
+        if self.efficiency is None and self.value is None:
+            raise ValueError("a ceiling needs an efficiency or an absolute value")
+        return self
+
+
+class Attention(Frozen):
+    """Multipliers on the GEMM compute ceiling and the memory ceiling for attention kernels."""
+
+    compute_efficiency: float = Field(default=1.0, gt=0, le=1.5)
+    memory_efficiency: float = Field(default=1.0, gt=0, le=1.5)
+    sources: tuple[str, ...] = ()
+
+
+class Overheads(Frozen):
+    """Fixed costs: per kernel launch, per forward pass (scheduler, sampling, framework)."""
+
+    per_kernel_s: float = Field(default=0.0, ge=0)
+    per_step_s: float = Field(default=0.0, ge=0)
+    sources: tuple[str, ...] = ()
+
+
+class Comm(Frozen):
+    """Collectives: fraction of the per-direction link bandwidth reached, and latency per collective."""
+
+    link_efficiency: float = Field(default=1.0, gt=0, le=1.5)
+    latency_s: float = Field(default=0.0, ge=0)
+    sources: tuple[str, ...] = ()
+
+
+class CalibrationProfile(Frozen):
+    """Versioned calibration document consumed by :func:`roofline.evaluate.op_times`."""
+
+    schema_version: Literal[1] = 1
+    name: str
+    device: str | None = Field(default=None, description="hardware slug measured on; None = relative profile")
+    created: str = Field(default_factory=lambda: dt.date.today().isoformat())
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    hardware: HardwareSpec | None = Field(default=None, description="spec of the measured device when not bundled")
+    compute: dict[ComputeDtype, Ceiling]
+    vendor_compute_efficiency: dict[str, dict[ComputeDtype, float]] = Field(default_factory=dict)
+    gemm_m_efficiency: Curve
+    memory: Ceiling
+    memory_size_efficiency: Curve | None = None
+    attention: Attention = Attention()
+    overheads: Overheads = Overheads()
+    comm: Comm = Comm()
+    residuals: dict[str, Any] = Field(default_factory=dict)
+
+    # ---- ceilings -------------------------------------------------------------------
+    def _absolute(self, hw: HardwareSpec) -> bool:
+        return self.device is not None and self.device == hw.name
+
+    def compute_ceiling(self, hw: HardwareSpec, dtype: ComputeDtype) -> float:
+        """Achievable large-GEMM FLOP/s for ``dtype`` on ``hw``."""
+        peak = hw.peak_flops_per_s(dtype)
+        c = self.compute.get(dtype) or self.compute.get("bf16")
+        if c is not None and c.value is not None and self._absolute(hw) and dtype in self.compute:
+            return c.value
+        if peak is None:
+            raise CalibrationError(f"{hw.name} has no {dtype} peak; choose a format it supports")
+        eff = self.vendor_compute_efficiency.get(hw.vendor, {}).get(dtype)
+        if eff is None:
+            eff = c.efficiency if c is not None and c.efficiency is not None else None
+        if eff is None and c is not None and c.value is not None:
+            dev_peak = self.hardware.peak_flops_per_s(dtype) if self.hardware is not None else None
+            eff = c.value / dev_peak if dev_peak else None
+        if eff is None:
+            raise CalibrationError(f"profile '{self.name}' has no usable {dtype} ceiling for {hw.name}")
+        return eff * peak
+
+    def memory_ceiling(self, hw: HardwareSpec) -> float:
+        """Achievable HBM bytes/s on ``hw``."""
+        m = self.memory
+        if m.value is not None and self._absolute(hw):
+            return m.value
+        eff = m.efficiency
+        if eff is None and m.value is not None and self.hardware is not None:
+            eff = m.value / self.hardware.memory.bandwidth_bytes_per_s
+        if eff is None:
+            raise CalibrationError(f"profile '{self.name}' has no relative memory efficiency usable on {hw.name}")
+        return eff * hw.memory.bandwidth_bytes_per_s
+
+    def link_bytes_per_s(self, hw: HardwareSpec) -> float:
+        """Achievable per-direction scale-up bandwidth; PCIe Gen4 x16 (32 GB/s) when none is published."""
+        bw = hw.interconnect.bandwidth_per_direction_bytes_per_s if hw.interconnect else 32e9
+        return bw * self.comm.link_efficiency
+
+    # ---- I/O ------------------------------------------------------------------------
+    def to_yaml(self) -> str:
+        """Serialise to YAML (SI floats, by field name)."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        if self.hardware is not None:
+            data["hardware"] = _hardware_to_yaml_dict(self.hardware)
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+    def save(self, path: str | Path) -> Path:
+        """Write atomically (temp file + rename) and return the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(f"# roofline calibration profile, schema v{SCHEMA_VERSION}\n")
+            fh.write(self.to_yaml())
+        os.replace(tmp, path)
+        return path
+
+
+def _hardware_to_yaml_dict(hw: HardwareSpec) -> dict[str, Any]:
+    """HardwareSpec back to its YAML form (units written explicitly)."""
+    d: dict[str, Any] = {
+        "name": hw.name,
+        "display_name": hw.display_name,
+        "vendor": hw.vendor,
+        "form_factor": hw.form_factor,
+        "memory": {
+            "capacity": f"{hw.memory.capacity_bytes!r} B",
+            "bandwidth": f"{hw.memory.bandwidth_bytes_per_s!r} B/s",
+        },
+        "peak_dense": {k: f"{v!r} FLOPS" for k, v in hw.peak_dense.model_dump().items() if v is not None},
+        "sources": [s.model_dump() for s in hw.sources],
+        "notes": hw.notes,
+    }
+    if hw.l2_cache_bytes:
+        d["l2_cache"] = f"{hw.l2_cache_bytes!r} B"
+    return d
+
+
+def load_profile(path_or_profile: str | Path | CalibrationProfile | None) -> CalibrationProfile:
+    """A profile from a YAML path; None gives the default profile; a profile passes through."""
+    if path_or_profile is None:
+        return default_profile()
+    if isinstance(path_or_profile, CalibrationProfile):
+        return path_or_profile
+    from roofline.library import read_yaml, validate_spec
+
+    path = Path(path_or_profile)
+    if not path.exists():
+        raise CalibrationError(
+            f"calibration profile {path} does not exist; create one with `roofline calibrate -o {path}` "
+            "or omit --calibration to use the default profile"
+        )
+    return validate_spec(CalibrationProfile, read_yaml(path), str(path))
+
+
+DEFAULT_PROFILE_PATH = Path(__file__).resolve().parent / "data" / "default_profile.yaml"
+
+
+@functools.lru_cache(maxsize=1)
+def default_profile() -> CalibrationProfile:
+    """The shipped default: datasheet × efficiencies derived from public microbenchmarks."""
+    return load_profile(DEFAULT_PROFILE_PATH)
