@@ -30,6 +30,7 @@ _LAZY = {
     "CalibrationProfile": "roofline.profile",
     "load_profile": "roofline.profile",
     "default_profile": "roofline.profile",
+    "datasheet_profile": "roofline.profile",
     "plan": "roofline.planner",
 }
 

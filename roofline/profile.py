@@ -211,3 +211,17 @@ DEFAULT_PROFILE_PATH = Path(__file__).resolve().parent / "data" / "default_profi
 def default_profile() -> CalibrationProfile:
     """The shipped default: datasheet × efficiencies derived from public microbenchmarks."""
     return load_profile(DEFAULT_PROFILE_PATH)
+
+
+@functools.lru_cache(maxsize=1)
+def datasheet_profile() -> CalibrationProfile:
+    """The pure roofline: datasheet peaks reached exactly, no overheads (a lower bound on time)."""
+    one = Ceiling(efficiency=1.0, sources=("datasheet",))
+    return CalibrationProfile(
+        name="datasheet",
+        created="2026-11-29",
+        provenance={"kind": "datasheet", "notes": "all efficiencies 1, no overheads: an optimistic lower bound"},
+        compute={dt: one for dt in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")},
+        gemm_m_efficiency=Curve(x=(1.0,), y=(1.0,)),
+        memory=one,
+    )
