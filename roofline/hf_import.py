@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -62,6 +62,7 @@ _ATTENTION_BIAS = ("LlamaForCausalLM", "Qwen3MoeForCausalLM", "Gemma2ForCausalLM
 _LAYER_TYPES = {"sliding_attention": "local", "full_attention": "global"}
 _MAX_LAYERS = 10_000
 _MISSING = object()
+_T = TypeVar("_T")
 
 
 class _Config:
@@ -94,22 +95,13 @@ class _Config:
         """An integer, or None when the key is absent or null."""
         return None if self.data.get(key) is None else self.integer(key, minimum=minimum)
 
-    def flag(self, key: str, default: bool) -> bool:
-        """A JSON boolean; null counts as absent."""
+    def typed(self, key: str, kind: type[_T], default: _T) -> _T:
+        """A value of JSON type ``kind`` (bool or str); absent or null gives ``default``."""
         v = self.data.get(key)
         if v is None:
             return default
-        if not isinstance(v, bool):
-            raise self._fail(key, f"must be true or false, got {v!r}")
-        return v
-
-    def text(self, key: str, default: str) -> str:
-        """A string; null counts as absent."""
-        v = self.data.get(key)
-        if v is None:
-            return default
-        if not isinstance(v, str):
-            raise self._fail(key, f"must be a string, got {v!r}")
+        if not isinstance(v, kind):
+            raise self._fail(key, f"must be a {'boolean' if kind is bool else 'string'}, got {v!r}")
         return v
 
     def int_list(self, key: str) -> list[int]:
@@ -181,7 +173,7 @@ def _mla(c: _Config) -> dict[str, Any] | None:
     """MLA ranks for DeepSeek-V3, else None."""
     if c.arch != "DeepseekV3ForCausalLM":
         return None
-    if c.flag("attention_bias", False):
+    if c.typed("attention_bias", bool, False):
         raise c._fail("attention_bias", "true is not supported for MLA (no MLA bias terms in the spec)")
     return {
         "q_lora_rank": c.opt_int("q_lora_rank"),
@@ -202,7 +194,9 @@ def _attention(c: _Config, hidden: int, num_layers: int) -> dict[str, Any]:
     else:
         kind = "mha" if kv_heads == heads else "mqa" if kv_heads == 1 else "gqa"
         head_dim = c.opt_int("head_dim") or hidden // heads
-    bias = c.flag("attention_bias", False) and c.arch in _ATTENTION_BIAS
+        if c.data.get("head_dim") is None and hidden % heads:
+            raise c._fail("head_dim", f"is absent and num_attention_heads ({heads}) does not divide {hidden}")
+    bias = c.typed("attention_bias", bool, False) and c.arch in _ATTENTION_BIAS
     window, pattern = _window(c, num_layers)
     return {
         "kind": kind,
@@ -222,7 +216,7 @@ def _attention(c: _Config, hidden: int, num_layers: int) -> dict[str, Any]:
 def _layer_kinds(c: _Config, num_layers: int) -> list[str]:
     """'local'/'global' per layer, per the architecture's sliding-window semantics."""
     qwen = c.arch in ("Qwen2ForCausalLM", "Qwen3MoeForCausalLM")
-    if qwen and not (c.flag("use_sliding_window", False) and c.data.get("sliding_window") is not None):
+    if qwen and not (c.typed("use_sliding_window", bool, False) and c.data.get("sliding_window") is not None):
         return ["global"] * num_layers  # never from sliding_window alone
     if c.data.get("layer_types") is not None or c.arch == "GptOssForCausalLM":
         types = c.raw("layer_types")
@@ -322,7 +316,7 @@ def _moe(c: _Config, num_layers: int) -> dict[str, Any] | None:
 
 def _dtype(c: _Config) -> str:
     key = "torch_dtype" if "torch_dtype" in c.data else "dtype"
-    raw = c.text(key, "bfloat16")
+    raw = c.typed(key, str, "bfloat16")
     if raw not in _DTYPES:
         raise c._fail(key, f"is {raw!r}; supported: {', '.join(_DTYPES)}")
     return _DTYPES[raw]
@@ -332,7 +326,10 @@ def _notes(c: _Config) -> str:
     """Facts worth keeping that the schema has no field for."""
     notes = []
     if c.data.get("quantization_config") is not None:
-        qc = json.dumps(c.data["quantization_config"], sort_keys=True, default=str)
+        try:
+            qc = json.dumps(c.data["quantization_config"], sort_keys=True, default=str)
+        except (TypeError, ValueError):  # a caller's dict with mixed-type keys or a cycle
+            qc = repr(c.data["quantization_config"])
         notes.append(f"Checkpoint quantization_config (recorded only, not used for native_dtype): {qc}.")
     if "torch_dtype" not in c.data and "dtype" not in c.data:
         notes.append("No torch_dtype in the config; bf16 assumed.")
@@ -386,7 +383,7 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         "num_layers": num_layers,
         "hidden_size": hidden,
         "vocab_size": c.integer("vocab_size"),
-        "tie_word_embeddings": c.flag("tie_word_embeddings", _TIED_DEFAULT.get(arch, False)),
+        "tie_word_embeddings": c.typed("tie_word_embeddings", bool, _TIED_DEFAULT.get(arch, False)),
         "max_position_embeddings": c.opt_int("max_position_embeddings"),
         "norm": "rmsnorm",
         "norms_per_layer": _NORMS_PER_LAYER.get(arch, 2),
@@ -394,8 +391,8 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         "ffn": {
             "kind": "gated",
             "intermediate_size": c.integer("intermediate_size"),
-            "activation": c.text("hidden_activation", c.text("hidden_act", "silu")),
-            "bias": arch == "LlamaForCausalLM" and c.flag("mlp_bias", False),
+            "activation": c.typed("hidden_activation", str, c.typed("hidden_act", str, "silu")),
+            "bias": arch == "LlamaForCausalLM" and c.typed("mlp_bias", bool, False),
         },
         "moe": _moe(c, num_layers),
         "native_dtype": _dtype(c),

@@ -118,7 +118,7 @@ def _lookup(kind: Kind, name: str) -> Path:
 
 
 def _is_path(name: str) -> bool:
-    return name.endswith((".yaml", ".yml", ".json")) or os.sep in name or ("/" in name and Path(name).exists())
+    return name.endswith((".yaml", ".yml", ".json")) or (("/" in name or os.sep in name) and Path(name).exists())
 
 
 @functools.lru_cache(maxsize=256)
