@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.evaluate import BOUNDS, op_time, op_time_summed_over_context
+from roofline.evaluate import BOUNDS, bound_codes, op_time, op_time_summed_over_context
 from roofline.ops import decode_ops, prefill_ops
 from roofline.ops.records import Op
 from roofline.profile import CalibrationProfile
@@ -33,8 +33,7 @@ class PhaseCost:
     @property
     def bound(self) -> np.ndarray:
         """Label of the largest share of time: compute, memory, communication or overhead."""
-        stack = np.stack(np.broadcast_arrays(*(self.bound_time_s[b] for b in BOUNDS)))
-        return BOUNDS[np.argmax(stack, axis=0)]
+        return BOUNDS[bound_codes(*(self.bound_time_s[b] for b in BOUNDS))]
 
 
 def prefill_cost(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile) -> PhaseCost:
@@ -42,16 +41,25 @@ def prefill_cost(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile) -> P
     time = np.asarray(prof.overheads.per_step_s, dtype=np.float64)
     flops = np.asarray(0.0)
     mem = np.asarray(0.0)
-    by = {b: np.asarray(0.0) for b in BOUNDS}
-    by["overhead"] = by["overhead"] + prof.overheads.per_step_s
+    by = [np.asarray(0.0) for _ in BOUNDS]
+    by[3] = by[3] + prof.overheads.per_step_s
     for op in ops:
         t = op_time(op, hw, prof)
-        time = time + op.count * t.time_s
+        share = op.count * t.time_s
+        time = time + share
         flops = flops + op.count * op.flops
         mem = mem + op.count * op.memory_bytes
-        for b in BOUNDS:
-            by[b] = by[b] + np.where(t.bound == b, op.count * t.time_s, 0.0)
-    return PhaseCost(time, flops, mem, by, np.asarray(1.0))
+        _split(by, t.bound_code, share)
+    return PhaseCost(time, flops, mem, dict(zip(BOUNDS, by, strict=True)), np.asarray(1.0))
+
+
+def _split(by: list[np.ndarray], code: np.ndarray, share: np.ndarray) -> None:
+    """Add ``share`` to the bucket of its bound code (scalar fast path)."""
+    if code.ndim == 0:
+        by[int(code)] = by[int(code)] + share
+        return
+    for i in range(len(by)):
+        by[i] = by[i] + np.where(code == i, share, 0.0)
 
 
 def decode_cost(
@@ -68,22 +76,16 @@ def decode_cost(
     time = steps * prof.overheads.per_step_s
     flops = np.asarray(0.0)
     mem = np.asarray(0.0)
-    by = {b: np.asarray(0.0) for b in BOUNDS}
-    by["overhead"] = by["overhead"] + time
+    by = [np.asarray(0.0) for _ in BOUNDS]
+    by[3] = by[3] + time
     for op in ops:
         summed = op.count * op_time_summed_over_context(op, hw, prof, lo, hi)
         time = time + summed
         at_mid = op.at_context(mid)
         flops = flops + op.count * at_mid.flops * steps
         mem = mem + op.count * at_mid.memory_bytes * steps
-        bound = op_time(at_mid, hw, prof).bound
-        for b in BOUNDS:
-            by[b] = by[b] + np.where(bound == b, summed, 0.0)
-    return PhaseCost(time, flops, mem, by, steps)
-
-
-def _mid_exact(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    return (lo + hi) / 2
+        _split(by, op_time(at_mid, hw, prof).bound_code, summed)
+    return PhaseCost(time, flops, mem, dict(zip(BOUNDS, by, strict=True)), steps)
 
 
 def scenario_costs(

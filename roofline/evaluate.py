@@ -31,7 +31,12 @@ class OpTiming:
     memory_s: np.ndarray
     comm_s: np.ndarray
     overhead_s: np.ndarray
-    bound: np.ndarray
+    bound_code: np.ndarray
+
+    @property
+    def bound(self) -> np.ndarray:
+        """Bound label(s): index ``bound_code`` into BOUNDS."""
+        return BOUNDS[self.bound_code]
 
 
 def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.ndarray, np.ndarray]:
@@ -56,9 +61,20 @@ def op_time(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> OpTiming:
     memory_s = op.memory_bytes / bw
     comm_s = op.comm_bytes / profile.link_bytes_per_s(hw) + op.collectives * profile.comm.latency_s
     overhead_s = np.asarray(op.kernels * profile.overheads.per_kernel_s) + 0 * compute_s
-    time_s = np.maximum(compute_s, memory_s) + comm_s + overhead_s
-    idx = np.argmax(np.stack(np.broadcast_arrays(compute_s, memory_s, comm_s, overhead_s)), axis=0)
-    return OpTiming(time_s, compute_s, memory_s, comm_s, overhead_s, BOUNDS[idx])
+    roof_s = np.maximum(compute_s, memory_s)
+    time_s = roof_s + comm_s + overhead_s
+    return OpTiming(
+        time_s, compute_s, memory_s, comm_s, overhead_s, bound_codes(compute_s, memory_s, comm_s, overhead_s)
+    )
+
+
+def bound_codes(compute_s: np.ndarray, memory_s: np.ndarray, comm_s: np.ndarray, overhead_s: np.ndarray) -> np.ndarray:
+    """Index into BOUNDS of the largest term (ties go to the earlier label)."""
+    code = np.where(memory_s > compute_s, 1, 0)
+    best = np.maximum(compute_s, memory_s)
+    code = np.where(comm_s > best, 2, code)
+    best = np.maximum(best, comm_s)
+    return np.where(overhead_s > best, 3, code)
 
 
 def _lin_sum(p: np.ndarray, q: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:

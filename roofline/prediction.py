@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from roofline.costs import PhaseCost, scenario_costs
+from roofline.costs import prefill_cost, scenario_costs
 from roofline.evaluate import op_time, op_time_summed_over_context
 from roofline.library import hardware as load_hardware
 from roofline.library import model as load_model
@@ -105,7 +105,12 @@ def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: Calibr
     tpot = dec_total / (o - 1) if o > 1 else float(first.time_s)
     e2e = ttft + dec_total
     contexts = p + np.arange(1, max(int(o), 2), dtype=np.float64)
-    steps = _step_times(dec_ops, hw, prof, contexts) if o > 1 else np.asarray([float(first.time_s)])
+    last = prefill_cost([op.at_context(np.asarray(p + o - 1)) for op in dec_ops], hw, prof) if o > 2 else first
+
+    def steps_fn() -> np.ndarray:
+        steps = _step_times(dec_ops, hw, prof, contexts) if o > 1 else np.asarray([float(first.time_s)])
+        return steps if fits else steps * nan
+
     gpus = sc.num_gpus
     peak = hw.peak_flops_per_s(sc.gemm_compute_dtype(hw)) or nan
     # ops are per GPU over all layers; with pp each GPU holds 1/pp of them while stages run in turn
@@ -113,11 +118,10 @@ def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: Calibr
     dec_bytes = float(dec.memory_bytes) / max(o - 1, 1) if o > 1 else float(first.memory_bytes)
     mbu = dec_bytes / (tpot * hw.memory.bandwidth_bytes_per_s) if tpot > 0 else nan
     out_tps = b * o / e2e * sc.replicas
-    ops_df = ops_frame(pre_ops, pre, dec_ops, dec, first, hw, prof, p, o)
     return PredictionResult(
         model=m, hardware=hw, scenario=sc, profile=prof, fits=fits, missing_bytes=float(mem.missing_bytes),
         ttft_s=ttft if fits else nan, tpot_s=tpot if fits else nan,
-        tpot_first_s=float(steps[0]) if fits else nan, tpot_last_s=float(steps[-1]) if fits else nan,
+        tpot_first_s=float(first.time_s) if fits else nan, tpot_last_s=float(last.time_s) if fits else nan,
         e2e_s=e2e if fits else nan, decode_s=dec_total if fits else nan,
         throughput_tok_s=out_tps if fits else nan, throughput_tok_s_per_gpu=out_tps / gpus if fits else nan,
         total_throughput_tok_s=b * (p + o) / e2e * sc.replicas if fits else nan,
@@ -129,7 +133,7 @@ def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: Calibr
         decode_flops_per_step=float(dec.flops) / max(o - 1, 1) if o > 1 else float(first.flops),
         decode_bytes_per_step=dec_bytes, mfu_prefill=mfu, mbu_decode=mbu,
         bound_prefill=str(pre.bound), bound_decode=str(dec.bound if o > 1 else first.bound),
-        ops=ops_df, tpot_steps_s=steps if fits else steps * nan,
+        ops_fn=lambda: ops_frame(pre_ops, dec_ops, hw, prof, p, o), steps_fn=steps_fn,
     )  # fmt: skip
 
 
@@ -142,9 +146,8 @@ def _step_times(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, conte
 
 
 def ops_frame(
-    pre_ops: list[Op], pre: PhaseCost, dec_ops: list[Op], dec: PhaseCost, first: PhaseCost,
-    hw: HardwareSpec, prof: CalibrationProfile, p: float, o: float,
-) -> pd.DataFrame:  # fmt: skip
+    pre_ops: list[Op], dec_ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, p: float, o: float
+) -> pd.DataFrame:
     """Per-op breakdown. Prefill rows sum to TTFT; decode rows (mean over steps) sum to mean TPOT."""
     import pandas as pd
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -56,8 +58,18 @@ class PredictionResult:
     mbu_decode: float
     bound_prefill: str
     bound_decode: str
-    ops: pd.DataFrame = field(repr=False)
-    tpot_steps_s: np.ndarray = field(repr=False)
+    ops_fn: Callable[[], pd.DataFrame] = field(repr=False, compare=False)
+    steps_fn: Callable[[], np.ndarray] = field(repr=False, compare=False)
+
+    @functools.cached_property
+    def ops(self) -> pd.DataFrame:
+        """Per-op breakdown (built on first access): prefill rows sum to TTFT, decode rows to mean TPOT."""
+        return self.ops_fn()
+
+    @functools.cached_property
+    def tpot_steps_s(self) -> np.ndarray:
+        """Time of every decode step j = 1 … O−1 (context P + j); NaN when the scenario does not fit."""
+        return self.steps_fn()
 
     @property
     def num_gpus(self) -> int:

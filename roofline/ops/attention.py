@@ -61,7 +61,14 @@ def attention_kernel(
         ctx_ref=c.context, ctx_cap=window,
     )  # fmt: skip
     if c.phase == "decode":
-        op = Op(**{**op.__dict__, "flops_per_ctx": per_pair * b, "kv_read_bytes_per_ctx": b * kv_per_span})
+        op = Op(
+            **{
+                **op.__dict__,
+                "flops_per_ctx": per_pair * b,
+                "kv_read_bytes_per_ctx": b * kv_per_span,
+                "ctx_dependent": True,
+            }
+        )
     return op
 
 

@@ -60,6 +60,7 @@ class Op:
     kv_read_bytes_per_ctx: np.ndarray = field(default_factory=lambda: arr(0.0))
     ctx_ref: np.ndarray = field(default_factory=lambda: arr(0.0))
     ctx_cap: float = float("inf")
+    ctx_dependent: bool = False
 
     @property
     def memory_bytes(self) -> np.ndarray:
@@ -69,7 +70,7 @@ class Op:
     @property
     def context_dependent(self) -> bool:
         """True when FLOPs or bytes grow with the attended context."""
-        return bool(np.any(self.flops_per_ctx) or np.any(self.kv_read_bytes_per_ctx))
+        return self.ctx_dependent
 
     def at_context(self, context: np.ndarray) -> Op:
         """The same op evaluated at another context length (tokens attended incl. the new one)."""
