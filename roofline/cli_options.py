@@ -1,0 +1,199 @@
+"""Parsing of CLI option values as people type them, and machine-readable output helpers.
+
+Kept free of numpy/pandas/pydantic at import time: ``roofline --help`` imports this module.
+
+Counts accept SI suffixes (``2k`` = 2000, ``32768``); durations accept units (``500ms``,
+``0.5s``; a bare number is seconds). Lists and ranges (``--batch``, ``--prompt``,
+``--output``, ``--tp`` of ``sweep``) follow :data:`RANGE_HELP`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roofline.errors import RooflineError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from rich.console import Console
+
+RANGE_HELP = (
+    "Values: 8 | 2k (=2000) | lists 1,8,64 | ranges: 128..32768 doubles from 128 up to 32768; "
+    "1,2,4..256 continues the listed progression (geometric when the listed values are, e.g. ×2 here; "
+    "else arithmetic: 8,16,24..64 steps by 8); 256..4096:256 is linear with step 256."
+)
+
+
+class OptionError(RooflineError):
+    """A malformed or out-of-range command-line value (exit code 2)."""
+
+
+def parse_count_opt(text: str | int, option: str, minimum: int = 1) -> int:
+    """A whole number such as ``2048``, ``2k`` or ``1M`` that is >= ``minimum``."""
+    from roofline.units import UnitError, parse_count
+
+    try:
+        value = parse_count(text)
+    except (UnitError, ValueError, OverflowError):
+        raise OptionError(
+            f"{option}: cannot read {str(text)!r} as a whole number; write e.g. 2048, 2k or 32768"
+        ) from None
+    if value < minimum:
+        raise OptionError(f"{option} must be >= {minimum}, got {value}")
+    return value
+
+
+def parse_float_opt(text: str | float, option: str) -> float:
+    """A positive finite number; ``k``/``M`` suffixes allowed (``1.5k`` = 1500)."""
+    from roofline.units import UnitError, parse_quantity
+
+    try:
+        value = parse_quantity(str(text).strip(), "count")
+    except (UnitError, ValueError):
+        raise OptionError(f"{option}: cannot read {str(text)!r} as a number; write e.g. 20 or 0.5") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise OptionError(f"{option} must be a positive number, got {text}")
+    return value
+
+
+def parse_duration_opt(text: str | float, option: str) -> float:
+    """A positive duration in seconds from ``500ms``, ``0.5s``, ``50 ms`` or a bare number of seconds."""
+    from roofline.units import UnitError, parse_duration
+
+    try:
+        value = parse_duration(str(text).strip())
+    except (UnitError, ValueError):
+        raise OptionError(
+            f"{option}: cannot read {str(text)!r} as a duration; write e.g. 500ms, 0.5s or 50ms"
+        ) from None
+    if not (value > 0 and math.isfinite(value)):
+        raise OptionError(f"{option} must be a positive duration, got {text}")
+    return value
+
+
+def parse_int_list(text: str, option: str) -> list[int]:
+    """Expand ``1,2,4..256``, ``128..32768`` or ``256..4096:256`` into distinct integers (see RANGE_HELP)."""
+    out: list[int] = []
+    items = str(text).split(",")
+    for item in (i.strip() for i in items):
+        if not item:
+            raise OptionError(f"{option}: empty item in {text!r}; write e.g. 1,2,4..256")
+        if ".." not in item:
+            out.append(parse_count_opt(item, option))
+            continue
+        lo_s, hi_s = item.split("..", 1)
+        step_s = None
+        if ":" in hi_s:
+            hi_s, step_s = hi_s.split(":", 1)
+        lo, hi = parse_count_opt(lo_s, option), parse_count_opt(hi_s, option)
+        if hi < lo:
+            raise OptionError(f"{option}: range {item!r} ends below its start; write low..high")
+        if step_s is not None:
+            step = parse_count_opt(step_s, option)
+            out.extend(range(lo, hi + 1, step))
+        else:
+            out.extend(_progression([*out, lo], hi, option, text))
+    seen: dict[int, None] = dict.fromkeys(out)
+    return list(seen)
+
+
+def _progression(prefix: list[int], hi: int, option: str, text: str) -> list[int]:
+    """Values from prefix[-1] up to hi continuing prefix: ×r if geometric (or a lone start: ×2), else +d."""
+    start = prefix[-1]
+    ratio, step = 2, 0
+    if len(prefix) >= 2:
+        ratios = {b / a for a, b in itertools.pairwise(prefix)}
+        diffs = {b - a for a, b in itertools.pairwise(prefix)}
+        if len(ratios) == 1 and (r := ratios.pop()) >= 2 and r == int(r):
+            ratio = int(r)
+        elif len(diffs) == 1 and (d := diffs.pop()) > 0:
+            ratio, step = 1, d
+        else:
+            raise OptionError(
+                f"{option}: cannot continue {text!r}: the values before '..' are neither geometric "
+                f"(×2, ×4 …) nor arithmetic; list them or use a..b:step"
+            )
+    values, v = [], start
+    while v <= hi:
+        values.append(v)
+        v = v * ratio + step
+    return values
+
+
+def parse_names(text: str | None) -> list[str] | None:
+    """Comma-separated names; None or ``all`` means every one."""
+    if text is None or text.strip().lower() == "all":
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise OptionError(f"expected a comma-separated list of names, got {text!r}")
+    return names
+
+
+def parse_prices(values: Iterable[str]) -> dict[str, float]:
+    """``h100-sxm=2.49`` items (repeatable or comma-separated) → {slug: USD per GPU-hour}."""
+    out: dict[str, float] = {}
+    for value in values:
+        for item in (i.strip() for i in value.split(",")):
+            if not item:
+                continue
+            name, sep, price = item.partition("=")
+            if not sep or not name.strip():
+                raise OptionError(f"--price: expected NAME=USD_PER_GPU_HOUR such as h100-sxm=2.49, got {item!r}")
+            out[name.strip()] = parse_float_opt(price.strip().lstrip("$"), f"--price {name.strip()}")
+    return out
+
+
+def clean_json(x: Any) -> Any:
+    """Recursively turn NaN/inf into None and numpy scalars/arrays into Python values (exact floats)."""
+    if isinstance(x, dict):
+        return {str(k): clean_json(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [clean_json(v) for v in x]
+    if hasattr(x, "tolist") and not isinstance(x, str | bytes):  # numpy scalar or array
+        return clean_json(x.tolist())
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def dumps(x: Any) -> str:
+    """JSON text of ``x`` with shortest round-trip floats and null for NaN."""
+    return json.dumps(clean_json(x), indent=2, allow_nan=False)
+
+
+def frame_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """DataFrame rows as JSON-ready dicts (NaN → None, numpy → Python)."""
+    return [clean_json(r) for r in df.to_dict(orient="records")]
+
+
+def write_frame(df: pd.DataFrame, path: Path | None, fmt: str | None) -> str:
+    """Write ``df`` as CSV or JSON to ``path`` (format from ``fmt`` or the suffix) or stdout; returns the format."""
+    fmt = (fmt or (path.suffix.lstrip(".") if path else "") or "csv").lower()
+    if fmt not in ("csv", "json"):
+        raise OptionError(f"unknown output format {fmt!r}; use --format csv or --format json (or a .csv/.json file)")
+    text = df.to_csv(index=False) if fmt == "csv" else dumps(frame_records(df)) + "\n"
+    if path is None:
+        sys.stdout.write(text)
+    else:
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise OptionError(f"cannot write {path}: {exc.strerror}; check the folder exists and is writable") from None
+    return fmt
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich console on stdout/stderr; 160 columns when not a terminal (pipes, tests)."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else int(os.environ.get("COLUMNS", "160"))
+    return Console(file=stream, width=width, highlight=False, soft_wrap=False)
