@@ -54,11 +54,24 @@ def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.
     return np.asarray(c), np.asarray(bw)
 
 
+def kv_read_factor(op: Op, profile: CalibrationProfile) -> float:
+    """HBM reads per cached K/V byte: 1 + (1 − gqa_kv_reuse)·(q_per_kv − 1); 1 for non-attention ops."""
+    if op.kind != "attention":
+        return 1.0
+    return 1.0 + (1.0 - profile.attention.gqa_kv_reuse) * (op.q_per_kv - 1.0)
+
+
+def hbm_bytes(op: Op, profile: CalibrationProfile) -> np.ndarray:
+    """HBM traffic the kernel really moves: the op's bytes plus any per-query-head K/V re-reads."""
+    extra = kv_read_factor(op, profile) - 1.0
+    return op.memory_bytes + extra * op.kv_read_bytes if extra else op.memory_bytes
+
+
 def op_time(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> OpTiming:
     """Time of one instance of ``op``: the roofline max plus communication and fixed overheads."""
     c, bw = ceilings(op, hw, profile)
     compute_s = op.flops / c
-    memory_s = op.memory_bytes / bw
+    memory_s = hbm_bytes(op, profile) / bw
     comm_s = op.comm_bytes / profile.link_bytes_per_s(hw) + op.collectives * profile.comm.latency_s
     overhead_s = np.asarray(op.kernels * profile.overheads.per_kernel_s) + 0 * compute_s
     roof_s = np.maximum(compute_s, memory_s)
@@ -120,8 +133,9 @@ def op_time_summed_over_context(
     s_ref = np.minimum(op.ctx_ref, op.ctx_cap)
     p = (op.flops - op.flops_per_ctx * s_ref) / c
     q = op.flops_per_ctx / c
-    u = (op.memory_bytes - op.kv_read_bytes_per_ctx * s_ref) / bw
-    v = op.kv_read_bytes_per_ctx / bw
+    kv_f = kv_read_factor(op, profile)
+    u = (hbm_bytes(op, profile) - kv_f * op.kv_read_bytes_per_ctx * s_ref) / bw
+    v = kv_f * op.kv_read_bytes_per_ctx / bw
     cap = op.ctx_cap
     fixed = op.comm_bytes / profile.link_bytes_per_s(hw) + op.collectives * profile.comm.latency_s
     fixed = fixed + op.kernels * profile.overheads.per_kernel_s

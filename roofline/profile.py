@@ -66,10 +66,17 @@ class Ceiling(Frozen):
 
 
 class Attention(Frozen):
-    """Multipliers on the GEMM compute ceiling and the memory ceiling for attention kernels."""
+    """Multipliers on the GEMM compute ceiling and the memory ceiling for attention kernels.
+
+    ``gqa_kv_reuse`` says how the attention kernel of the serving stack loads K/V for a GQA
+    group of g query heads: HBM K/V reads = cached K/V bytes × (1 + (1 − gqa_kv_reuse)·(g − 1)).
+    1 = each K/V head is streamed once per group (XQA, FlashInfer, FlashAttention pack-GQA);
+    0 = once per query head (TensorRT-LLM < 0.8 masked-MHA decode kernel, one block per query head).
+    """
 
     compute_efficiency: float = Field(default=1.0, gt=0, le=1.5)
     memory_efficiency: float = Field(default=1.0, gt=0, le=1.5)
+    gqa_kv_reuse: float = Field(default=1.0, ge=0, le=1)
     sources: tuple[str, ...] = ()
 
 

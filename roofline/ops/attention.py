@@ -58,7 +58,7 @@ def attention_kernel(
         flops=per_pair * b * pairs,
         act_bytes=c.tokens * q_heads * (d_qk + d_v) * c.a_bytes,
         kv_read_bytes=b * span * kv_per_span,
-        ctx_ref=c.context, ctx_cap=window,
+        ctx_ref=c.context, ctx_cap=window, q_per_kv=float(q_heads / kv_heads),
     )  # fmt: skip
     if c.phase == "decode":
         op = Op(

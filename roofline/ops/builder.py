@@ -65,7 +65,7 @@ def build_ops(
     c = BuildContext.create(model, sc, hw, phase, batch, new_tokens, past)
     h, v, M, B, ab, dt = model.hidden_size, model.vocab_size, c.tokens, c.batch, c.a_bytes, c.gemm_dtype
     ops = [
-        elementwise("embedding", "embedding", "model", 1, dt, M * h, 1.0, ab, 0.0, M * h * c.emb_bytes),
+        elementwise("embedding", "embedding", "model", 1, dt, M * h, 1.0, ab, 0.0, np.minimum(M, v) * h * c.emb_bytes),
     ]
     for (attn_kind, ffn_kind), count in sorted(layer_groups(model).items()):
         ops += _layer_ops(c, attn_kind, ffn_kind, count)

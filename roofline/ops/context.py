@@ -60,8 +60,13 @@ class BuildContext:
 
     @property
     def a_bytes(self) -> float:
-        """Bytes per activation element (at least 2: int formats keep bf16 activations in HBM)."""
-        return max(self.sc.activation.bytes_per_element, 1.0)
+        """Bytes per activation element in HBM: at least 2.
+
+        FP8 (W8A8) engines quantise only the GEMM inputs, inside the kernel that produces them;
+        the residual stream, GEMM outputs, attention Q/O and the TP all-reduce stay 16-bit.
+        Weight-only int/fp4 formats keep bf16 activations.
+        """
+        return max(self.sc.activation.bytes_per_element, 2.0)
 
     @property
     def kv_bytes(self) -> float:

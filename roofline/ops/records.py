@@ -36,7 +36,9 @@ class Op:
     m = query tokens, n = attended span per sequence, k = head dim. Bytes are split by
     what is moved: weights, activations, KV cache read/written, and bytes each GPU sends
     per direction over the scale-up link (``comm_bytes``, already multiplied by the
-    collective's algorithm factor).
+    collective's algorithm factor). ``q_per_kv`` is the number of query heads sharing one
+    K/V head in an attention kernel (the GQA group size); the evaluator uses it when the
+    profile says the kernel re-reads K/V per query head (``attention.gqa_kv_reuse`` < 1).
     """
 
     name: str
@@ -60,6 +62,7 @@ class Op:
     kv_read_bytes_per_ctx: np.ndarray = field(default_factory=lambda: arr(0.0))
     ctx_ref: np.ndarray = field(default_factory=lambda: arr(0.0))
     ctx_cap: float = float("inf")
+    q_per_kv: float = 1.0
     ctx_dependent: bool = False
 
     @property
