@@ -1,0 +1,67 @@
+"""Per-batch load curves of one replica, for the latency and Pareto charts.
+
+These are the quantities :mod:`roofline.planner` evaluates at every batch B (see its module
+docstring): with t_pre = prefill of one request and t_dec(B) = mean decode step at batch B,
+
+    TTFT(B) = t_pre + t_dec(B)
+    TPOT(B) = t_dec(B) + B·t_pre/(O − 1)        (at full load, where the SLO is checked)
+    λ_max(B) = B / ((O − 1)·t_dec(B) + B·t_pre)  requests/s per replica
+
+The planner exposes only the chosen batch, so the charts recompute the curve from the same
+``sweep`` calls; ``tests/test_report.py`` checks that the curve passes exactly through
+every planned candidate.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from roofline.specs.hardware import HardwareSpec
+
+
+def batch_grid(b_max: int, extra: tuple[int, ...] = (), points: int = 36) -> np.ndarray:
+    """Geometric batch grid 1 … b_max (whole numbers) plus ``extra`` batches."""
+    top = max(int(b_max), 1)
+    grid = np.unique(np.round(np.geomspace(1, top, points)).astype(np.int64))
+    return np.unique(np.concatenate([grid, np.asarray([b for b in extra if 1 <= b <= top], dtype=np.int64)]))
+
+
+def replica_curve(
+    inp: Any, hw: HardwareSpec, *, tp: int, precision: str, kv_dtype: str = "bf16", pp: int = 1,
+    extra: tuple[int, ...] = (),
+) -> pd.DataFrame:  # fmt: skip
+    """TTFT, full-load TPOT, λ_max and output tokens/s per GPU against batch, up to the memory limit.
+
+    Empty when even one sequence does not fit. Columns: batch, ttft_s, tpot_s,
+    replica_rps, tok_s_per_gpu, user_tok_s (= 1 / tpot_s), max_batch.
+    """
+    import pandas as pd
+
+    from roofline.prediction import sweep
+
+    wl = inp.workload
+    p, o = wl.prompt_len, wl.output_len
+    opts: dict[str, Any] = {"weight_dtype": precision, "kv_dtype": kv_dtype, "max_batched_tokens": p}
+    if pp != 1:
+        opts["pp"] = pp
+    first = sweep(inp.model, hw, 1, p, o, tp=tp, calibration=inp.profile, **opts).iloc[0]
+    if not bool(first["fits"]):
+        return pd.DataFrame(columns=["batch", "ttft_s", "tpot_s", "replica_rps", "tok_s_per_gpu", "user_tok_s"])
+    b_mem = int(first["max_batch"])
+    grid = [int(x) for x in batch_grid(b_mem, extra)]
+    df = sweep(inp.model, hw, grid, p, o, tp=tp, calibration=inp.profile, **opts)
+    df = df[df["fits"]]
+    b = df["batch"].to_numpy(dtype=np.float64)
+    t_dec = df["tpot_s"].to_numpy(dtype=np.float64)
+    t_pre = float(first["ttft_s"])
+    rps = b / ((o - 1) * t_dec + b * t_pre)
+    tpot = t_dec + b * t_pre / (o - 1)
+    return pd.DataFrame({
+        "batch": b.astype(np.int64), "ttft_s": t_pre + t_dec, "tpot_s": tpot, "replica_rps": rps,
+        "tok_s_per_gpu": rps * o / (tp * pp), "user_tok_s": 1.0 / tpot, "max_batch": b_mem,
+    })  # fmt: skip

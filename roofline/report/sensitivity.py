@@ -1,0 +1,132 @@
+"""Sensitivity: re-plan with the achieved bandwidth or compute ±15% and with datasheet ceilings.
+
+Each variant is a modified :class:`~roofline.profile.CalibrationProfile` (``model_copy``),
+so the planner and evaluator are exactly the ones the baseline used.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from roofline.profile import CalibrationProfile, Ceiling, Curve
+from roofline.report.content import hw_name, num, run_plan
+
+STEP = 0.15
+
+
+@dataclass(frozen=True)
+class SensitivityRow:
+    """The planner's answer under one profile variant, compared with the baseline."""
+
+    label: str
+    description: str
+    hardware: str | None
+    display_name: str
+    tp: int | None
+    gpus: float
+    usd_per_hour: float
+    usd_per_million_output_tokens: float
+    tpot_s: float
+    ttft_s: float
+    changes_choice: bool
+    baseline: bool = False
+    change: str = ""
+
+    @property
+    def downside(self) -> bool:
+        """The answer got worse: more GPUs, other hardware or no plan at all."""
+        return self.change in ("no plan", "other hardware", "more GPUs")
+
+
+def _scale(c: Ceiling, f: float) -> Ceiling:
+    upd: dict[str, Any] = {}
+    if c.efficiency is not None:
+        upd["efficiency"] = c.efficiency * f
+    if c.value is not None:
+        upd["value"] = c.value * f
+    return c.model_copy(update=upd)
+
+
+def scale_bandwidth(p: CalibrationProfile, f: float) -> CalibrationProfile:
+    """The profile with every achieved HBM bandwidth multiplied by ``f``."""
+    return p.model_copy(update={"memory": _scale(p.memory, f), "name": f"{p.name} bandwidth x{f:g}"})
+
+
+def scale_compute(p: CalibrationProfile, f: float) -> CalibrationProfile:
+    """The profile with every achieved compute ceiling (all formats, all vendors) multiplied by ``f``."""
+    vendor = {v: {d: e * f for d, e in effs.items()} for v, effs in p.vendor_compute_efficiency.items()}
+    return p.model_copy(update={
+        "compute": {d: _scale(c, f) for d, c in p.compute.items()}, "vendor_compute_efficiency": vendor,
+        "name": f"{p.name} compute x{f:g}",
+    })  # fmt: skip
+
+
+def datasheet_profile(p: CalibrationProfile) -> CalibrationProfile:
+    """Pure datasheet roofline: every efficiency 1, no overheads, no measured absolute values."""
+    return p.model_copy(update={
+        "name": "datasheet", "device": None, "hardware": None,
+        "compute": {d: Ceiling(efficiency=1.0, sources=("datasheet",)) for d in p.compute},
+        "vendor_compute_efficiency": {}, "gemm_m_efficiency": Curve(x=(1.0,), y=(1.0,)),
+        "memory": Ceiling(efficiency=1.0, sources=("datasheet",)), "memory_size_efficiency": None,
+        "attention": p.attention.model_copy(update={"compute_efficiency": 1.0, "memory_efficiency": 1.0}),
+        "overheads": p.overheads.model_copy(update={"per_kernel_s": 0.0, "per_step_s": 0.0}),
+        "comm": p.comm.model_copy(update={"link_efficiency": 1.0, "latency_s": 0.0}),
+    })  # fmt: skip
+
+
+def variants(p: CalibrationProfile) -> list[tuple[str, str, CalibrationProfile]]:
+    """(label, description, profile) of each sensitivity case."""
+    pct = f"{STEP:.0%}"
+    out = [
+        (f"bandwidth -{pct}", f"achieved HBM bandwidth is {pct} below the profile", scale_bandwidth(p, 1 - STEP)),
+        (f"bandwidth +{pct}", f"achieved HBM bandwidth is {pct} above the profile", scale_bandwidth(p, 1 + STEP)),
+        (f"compute -{pct}", f"achieved compute is {pct} below the profile", scale_compute(p, 1 - STEP)),
+        (f"compute +{pct}", f"achieved compute is {pct} above the profile", scale_compute(p, 1 + STEP)),
+        ("datasheet", "datasheet peaks are reached, with no overheads (an upper bound)", datasheet_profile(p)),
+    ]
+    return out
+
+
+def _key(c: Any) -> tuple[str, float] | None:
+    """What counts as the answer: which hardware and how many GPUs (tp alone may shift)."""
+    return None if c is None else (hw_name(c.hardware), float(c.gpus))
+
+
+def _change(key: tuple[str, float] | None, base: tuple[str, float] | None) -> str:
+    """'' when the answer holds, else how it moved: no plan, other hardware, more or fewer GPUs."""
+    if key == base:
+        return ""
+    if key is None:
+        return "no plan"
+    if base is None:
+        return "plan found"
+    if key[0] != base[0]:
+        return "other hardware"
+    return "more GPUs" if key[1] > base[1] else "fewer GPUs"
+
+
+def _row(label: str, desc: str, plan: Any, names: dict[str, str], base_key: Any, baseline: bool) -> SensitivityRow:
+    c = getattr(plan, "recommended", None)
+    key = _key(c)
+    change = "" if baseline else _change(key, base_key)
+    nan = math.nan
+    if c is None or key is None:
+        return SensitivityRow(
+            label, desc, None, "none meets the SLOs", None, nan, nan, nan, nan, nan, bool(change), baseline, change
+        )
+    return SensitivityRow(
+        label, desc, key[0], names.get(key[0], key[0]), int(c.tp), key[1], num(c.usd_per_hour),
+        num(c.usd_per_million_output_tokens), float(c.tpot_s), float(c.ttft_s), bool(change), baseline, change,
+    )  # fmt: skip
+
+
+def sensitivity(inp: Any, base_plan: Any) -> tuple[SensitivityRow, ...]:
+    """The baseline row followed by one row per variant, each re-planned with the modified profile."""
+    names = {h.name: h.display_name for h in inp.hardware}
+    base_key = _key(getattr(base_plan, "recommended", None))
+    rows = [_row("baseline", f"profile '{inp.profile.name}' as given", base_plan, names, base_key, True)]
+    for label, desc, prof in variants(inp.profile):
+        rows.append(_row(label, desc, run_plan(inp, prof), names, base_key, False))
+    return tuple(rows)

@@ -1,0 +1,117 @@
+"""Named workload presets: prompt/output lengths, request rate and latency SLOs, with rationale.
+
+A preset is a starting point that the report states verbatim; any field can be overridden
+(the report then says which). ``custom`` has no defaults: every field must be given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from roofline.errors import ScenarioError, suggest
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A serving workload: request shape, arrival rate and latency targets (SI units)."""
+
+    name: str
+    prompt_len: int
+    output_len: int
+    qps: float
+    ttft_slo_s: float
+    tpot_slo_s: float
+    rationale: str
+    overridden: tuple[str, ...] = ()
+
+    @property
+    def per_user_tok_s(self) -> float:
+        """Token rate one user sees at the TPOT SLO (1 / TPOT)."""
+        return 1.0 / self.tpot_slo_s
+
+
+PRESETS: dict[str, Workload] = {
+    "chat": Workload(
+        "chat",
+        1024,
+        256,
+        10.0,
+        0.5,
+        0.050,
+        "An interactive assistant turn: system prompt plus a few turns of history (~1k tokens) and a reply of a "
+        "few paragraphs. A first token within 0.5 s feels instant; 50 ms per token (20 tokens/s) streams faster "
+        "than people read (~5-8 tokens/s). 10 requests/s is a modest production service.",
+    ),
+    "rag": Workload(
+        "rag",
+        8192,
+        256,
+        5.0,
+        2.0,
+        0.060,
+        "Retrieval-augmented answers: ~8k tokens of retrieved passages plus the question, a short grounded answer. "
+        "Users already wait for retrieval, so a 2 s first token is acceptable; 60 ms per token still streams "
+        "faster than reading. Long prompts make prefill (TTFT) the binding constraint.",
+    ),
+    "summarize": Workload(
+        "summarize",
+        4096,
+        512,
+        2.0,
+        3.0,
+        0.080,
+        "Document summarisation: a ~4k-token document in, a ~500-token summary out. The user waits for the "
+        "whole summary, so latency targets are looser (3 s first token, 80 ms per token: about 44 s end to end) "
+        "and cost per token matters more.",
+    ),
+}
+
+FIELDS = ("prompt_len", "output_len", "qps", "ttft_slo_s", "tpot_slo_s")
+
+
+def resolve_workload(
+    name: str,
+    *,
+    prompt_len: int | None = None,
+    output_len: int | None = None,
+    qps: float | None = None,
+    ttft_slo_s: float | None = None,
+    tpot_slo_s: float | None = None,
+) -> Workload:
+    """The preset ``name`` with any given field overridden; ``custom`` needs every field."""
+    given = {
+        "prompt_len": prompt_len, "output_len": output_len, "qps": qps,
+        "ttft_slo_s": ttft_slo_s, "tpot_slo_s": tpot_slo_s,
+    }  # fmt: skip
+    overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    key = name.strip().lower()
+    if key == "custom":
+        missing = [k for k in FIELDS if k not in overrides]
+        if missing:
+            flags = ", ".join(_FLAG[k] for k in missing)
+            raise ScenarioError(f"workload 'custom' needs every field; missing {flags}")
+        wl = Workload("custom", 1, 1, 1.0, 1.0, 1.0, "Workload given explicitly by the user.")
+        wl = replace(wl, **overrides)
+    elif key in PRESETS:
+        wl = replace(PRESETS[key], **overrides, overridden=tuple(k for k in FIELDS if k in overrides))
+    else:
+        names = [*PRESETS, "custom"]
+        raise ScenarioError(f"unknown workload '{name}'{suggest(key, names)} Known workloads: {', '.join(names)}.")
+    _check(wl)
+    return wl
+
+
+_FLAG = {
+    "prompt_len": "--prompt", "output_len": "--output", "qps": "--qps",
+    "ttft_slo_s": "--ttft-slo", "tpot_slo_s": "--tpot-slo",
+}  # fmt: skip
+
+
+def _check(wl: Workload) -> None:
+    for k in ("prompt_len", "output_len"):
+        if int(getattr(wl, k)) < 1:
+            raise ScenarioError(f"{_FLAG[k]} must be a whole number of tokens >= 1 (got {getattr(wl, k)})")
+    for k in ("qps", "ttft_slo_s", "tpot_slo_s"):
+        if not getattr(wl, k) > 0:
+            raise ScenarioError(f"{_FLAG[k]} must be > 0 (got {getattr(wl, k)})")

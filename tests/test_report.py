@@ -1,0 +1,272 @@
+"""The HTML report shows exactly the API's numbers, has every section, and is self-contained.
+
+GIVEN the README example (Llama-3.1-70B, chat, H100/H200/A100) WHEN the report is built THEN
+each number in the HTML (read from ``data-value`` attributes) equals ``roofline.plan`` /
+``roofline.predict`` for the same inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import time
+from html.parser import HTMLParser
+from typing import Any
+
+import pytest
+
+import roofline
+from roofline.library import spec_path
+from roofline.profile import default_profile
+from roofline.report import build
+from roofline.report.curves import replica_curve
+from roofline.report.sensitivity import datasheet_profile, scale_bandwidth, scale_compute
+
+MODEL, HARDWARE, PROMPT, OUT = "llama-3.1-70b", ("h100-sxm", "h200-sxm", "a100-80gb-sxm"), 1024, 256
+SECTIONS = ("summary", "inputs", "comparison", "charts", "sensitivity", "evidence", "reproduce")
+CHARTS = ("chart-latency", "chart-pareto", "chart-memory", "chart-roofline")
+
+
+class Page(HTMLParser):
+    """Collects tags, ids and data-key/data-value pairs with their row context."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.ids: set[str] = set()
+        self.values: list[tuple[dict[str, str], str, str]] = []  # (row attrs, key, value)
+        self._row: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        self.tags.append((tag, a))
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "tr":
+            self._row = a
+        if "data-key" in a:
+            self.values.append((self._row if tag == "td" else {}, a["data-key"], a.get("data-value", "")))
+
+    def value(self, key: str, **row: str) -> str:
+        hits = [v for r, k, v in self.values if k == key and all(r.get(f"data-{n}") == x for n, x in row.items())]
+        assert len(hits) == 1, f"{key} {row}: {hits}"
+        return hits[0]
+
+
+def parse(html: str) -> Page:
+    page = Page()
+    page.feed(html)
+    return page
+
+
+def same(text: str, expected: Any) -> None:
+    """A data-value equals the API value exactly (repr round-trip), NaN matching None/NaN."""
+    if expected is None or (isinstance(expected, float) and math.isnan(expected)):
+        assert text == "nan"
+    else:
+        assert float(text) == float(expected), (text, expected)
+
+
+@pytest.fixture(scope="module")
+def report() -> Any:
+    t0 = time.perf_counter()
+    rep = build(MODEL, hardware=",".join(HARDWARE), workload="chat", output_path="reports/llama-3.1-70b-chat.html")
+    rep.data.__dict__["wall_s"] = time.perf_counter() - t0  # frozen dataclass: stash for the timing test
+    return rep
+
+
+@pytest.fixture(scope="module")
+def page(report: Any) -> Page:
+    return parse(report.html)
+
+
+@pytest.fixture(scope="module")
+def plan() -> Any:
+    return roofline.plan(
+        MODEL, qps=10.0, prompt_len=PROMPT, output_len=OUT, ttft_slo_s=0.5, tpot_slo_s=0.05, hardware=list(HARDWARE)
+    )
+
+
+def test_every_section_and_chart_is_present(page: Page, report: Any) -> None:
+    assert set(SECTIONS) <= page.ids
+    assert set(CHARTS) <= page.ids
+    assert sum(1 for tag, a in page.tags if tag == "svg" and "chart" in a.get("class", "")) == len(CHARTS)
+    assert report.html.startswith("<!DOCTYPE html>")
+
+
+def test_report_is_fast(report: Any) -> None:
+    assert report.data.__dict__["wall_s"] < 10.0
+
+
+def test_comparison_table_equals_plan(page: Page, plan: Any) -> None:
+    for hw in HARDWARE:
+        cfg = dict(kv.split("=") for kv in page.value("config", hardware=hw).split(","))
+        (c,) = [
+            c for c in plan.candidates
+            if c.hardware == hw and c.tp == int(cfg["tp"]) and c.precision == cfg["precision"]
+        ]  # fmt: skip
+        assert c.feasible and c.batch == int(cfg["batch"])
+        cheapest = min((x for x in plan.candidates if x.hardware == hw and x.feasible), key=plan.candidates.index)
+        assert c is cheapest  # the row is the planner's best candidate on that hardware
+        same(page.value("ttft_s", hardware=hw), c.ttft_s)
+        same(page.value("tpot_s", hardware=hw), c.tpot_s)
+        same(page.value("gpus", hardware=hw), c.gpus)
+        same(page.value("usd_per_hour", hardware=hw), c.usd_per_hour)
+        same(page.value("usd_per_million_output_tokens", hardware=hw), c.usd_per_million_output_tokens)
+        same(page.value("max_batch", hardware=hw), c.max_batch_memory)
+        same(page.value("tok_s_per_gpu", hardware=hw), c.replica_rps * OUT / c.tp)
+
+
+def test_max_batch_equals_predict(page: Page, plan: Any) -> None:
+    for hw in HARDWARE:
+        c = next(x for x in plan.candidates if x.hardware == hw and x.feasible)
+        r = roofline.predict(MODEL, hw, batch=c.batch, prompt_len=PROMPT, output_len=OUT, tp=c.tp,
+                             weight_dtype=c.precision, kv_dtype=c.kv_dtype, max_batched_tokens=PROMPT)  # fmt: skip
+        same(page.value("max_batch", hardware=hw), r.max_batch)
+
+
+def test_summary_is_the_plans_recommendation(page: Page, plan: Any) -> None:
+    rec = plan.recommended
+    assert page.value("recommended.hardware") == rec.hardware
+    for key in ("gpus", "usd_per_hour", "usd_per_million_output_tokens", "headroom", "ttft_s", "tpot_s"):
+        same(page.value(f"recommended.{key}"), getattr(rec, key))
+
+
+def test_best_values_are_marked(report: Any) -> None:
+    """The best finite value of each ranked column is flagged, on every row that holds it."""
+    rows = [r for r in report.data.rows if r.feasible]
+    for key, best in (("usd_per_hour", min), ("gpus", min), ("tok_s_per_gpu", max), ("max_batch", max)):
+        values = [r.values[key] for r in rows if math.isfinite(r.values[key])]
+        for r in rows:
+            assert (key in r.best) == (math.isfinite(r.values[key]) and r.values[key] == best(values)), (key, r)
+    assert re.search(r'class="num best" data-key="usd_per_hour"', report.html)
+
+
+def test_load_curve_passes_through_every_planned_candidate(report: Any, plan: Any) -> None:
+    """The charts' per-batch curve uses the planner's formulas: it must hit the plan exactly."""
+    for c in plan.candidates:
+        if not c.feasible:
+            continue
+        df = replica_curve(report.data.inputs, roofline.hardware(c.hardware), tp=c.tp, precision=c.precision,
+                           kv_dtype=c.kv_dtype, extra=(c.batch,))  # fmt: skip
+        at = df[df["batch"] == c.batch].iloc[0]
+        assert at["ttft_s"] == pytest.approx(c.ttft_s, rel=1e-12)
+        assert at["tpot_s"] == pytest.approx(c.tpot_full_load_s, rel=1e-12)
+        assert at["replica_rps"] == pytest.approx(c.replica_rps, rel=1e-12)
+        assert int(at["max_batch"]) == c.max_batch_memory
+
+
+def test_sensitivity_rows_equal_replanning(page: Page, plan: Any) -> None:
+    same(page.value("gpus", case="baseline"), plan.recommended.gpus)
+    lower_bw = scale_bandwidth(default_profile(), 0.85)
+    again = roofline.plan(
+        MODEL, qps=10.0, prompt_len=PROMPT, output_len=OUT, ttft_slo_s=0.5, tpot_slo_s=0.05, hardware=list(HARDWARE),
+        calibration=lower_bw,
+    )  # fmt: skip
+    same(page.value("gpus", case="bandwidth -15%"), again.recommended.gpus)
+    same(page.value("usd_per_hour", case="bandwidth -15%"), again.recommended.usd_per_hour)
+    same(page.value("tpot_s", case="bandwidth -15%"), again.recommended.tpot_s)
+
+
+def test_profile_variants_move_exactly_one_ceiling() -> None:
+    p, hw = default_profile(), roofline.hardware("h100-sxm")
+    bw = scale_bandwidth(p, 1.15)
+    assert bw.memory_ceiling(hw) == pytest.approx(1.15 * p.memory_ceiling(hw))
+    assert bw.compute_ceiling(hw, "bf16") == p.compute_ceiling(hw, "bf16")
+    comp = scale_compute(p, 0.85)
+    assert comp.compute_ceiling(hw, "fp8") == pytest.approx(0.85 * p.compute_ceiling(hw, "fp8"))
+    assert comp.compute_ceiling(roofline.hardware("mi300x"), "bf16") == pytest.approx(
+        0.85 * p.compute_ceiling(roofline.hardware("mi300x"), "bf16")
+    )
+    assert comp.memory_ceiling(hw) == p.memory_ceiling(hw)
+    ds = datasheet_profile(p)
+    assert ds.compute_ceiling(hw, "bf16") == hw.peak_flops_per_s("bf16")
+    assert ds.memory_ceiling(hw) == hw.memory.bandwidth_bytes_per_s
+    assert ds.overheads.per_kernel_s == ds.overheads.per_step_s == 0.0
+    assert float(ds.gemm_m_efficiency(1)) == 1.0
+
+
+def test_evidence_states_the_profile_and_ceilings(page: Page, report: Any) -> None:
+    assert page.value("evidence.kind") == "default"
+    assert "Default profile from public microbenchmarks" in report.html
+    fractions = [float(v) for r, k, v in page.values if k == "memory_fraction"]
+    hw = roofline.hardware("h100-sxm")
+    assert fractions[0] == default_profile().memory_ceiling(hw) / hw.memory.bandwidth_bytes_per_s
+    assert 'id="accuracy-table"' in report.html  # roofline.accuracy is installed: its summary is shown
+
+
+def test_reproduce_lists_command_and_hashes(page: Page, report: Any) -> None:
+    assert (
+        "roofline report llama-3.1-70b --hardware h100-sxm,h200-sxm,a100-80gb-sxm --workload chat "
+        "-o reports/llama-3.1-70b-chat.html"
+    ) in report.html
+    hashes = {v for _, k, v in page.values if k == "sha256"}
+    for kind, name in [("model", MODEL), *(("hardware", h) for h in HARDWARE)]:
+        assert hashlib.sha256(spec_path(kind, name).read_bytes()).hexdigest() in hashes  # type: ignore[arg-type]
+    assert roofline.__version__ in report.html
+
+
+def test_inputs_state_the_workload_preset_and_model(report: Any) -> None:
+    html = report.html
+    for text in ("1,024 tokens", "256 tokens", "10 requests/s", "500 ms", "50 ms", "70.55 B", "320 KiB"):
+        assert text in html, text
+    assert "Why these numbers." in html and "2026-09-20" in html  # rationale and price dates
+
+
+def test_self_contained_no_scripts_no_network(report: Any, page: Page) -> None:
+    html = report.html
+    assert not re.search(r"<script|<link|<iframe|<object|<embed|@import|@font-face", html, re.I)
+    assert not re.search(r"url\(\s*['\"]?(https?:|//)", html, re.I)
+    for tag, attrs in page.tags:
+        for name in ("src", "href", "xlink:href", "action", "poster", "srcset"):
+            value = attrs.get(name, "")
+            assert not re.match(r"\s*(https?:|//|ftp:)", value, re.I), (tag, name, value)
+        assert not any(k.startswith("on") for k in attrs), (tag, attrs)
+
+
+def _evil_specs(tmp_path: Any) -> None:
+    src = spec_path("hardware", "h100-sxm").read_text(encoding="utf-8")
+    src = re.sub(r"(?m)^name: .*$", "name: evil-gpu", src)
+    src = re.sub(r"(?m)^display_name: .*$", 'display_name: "<script>alert(1)</script> & co"', src)
+    src = re.sub(r"(?m)^aliases: .*$", "aliases: []", src)
+    src = re.sub(r"(?m)^notes: .*$", 'notes: "<img src=x onerror=alert(2)>"', src)
+    (tmp_path / "hardware").mkdir()
+    (tmp_path / "hardware" / "evil-gpu.yaml").write_text(src, encoding="utf-8")
+    m = spec_path("model", "llama-3.1-8b").read_text(encoding="utf-8")
+    m = re.sub(r"(?m)^name: .*$", "name: evil-model", m)
+    m = re.sub(r"(?m)^display_name: .*$", 'display_name: "<b onmouseover=alert(3)>Evil</b>"', m)
+    m = re.sub(r"(?m)^aliases: .*$", "aliases: []", m)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "evil-model.yaml").write_text(m, encoding="utf-8")
+
+
+def test_user_yaml_strings_are_escaped(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _evil_specs(tmp_path)
+    monkeypatch.setenv("ROOFLINE_SPECS_PATH", str(tmp_path))
+    html = build("evil-model", hardware="evil-gpu", workload="chat").html
+    assert "<script" not in html.lower() and "<img" not in html.lower() and "<b onmouseover" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; co" in html  # table cells (jinja2 autoescape)
+    assert "&lt;img src=x onerror=alert(2)&gt;" in html  # YAML notes
+    page = parse(html)
+    assert {t for t, _ in page.tags}.isdisjoint({"script", "img"})
+    assert all(not k.startswith("on") for _, a in page.tags for k in a)
+
+
+def test_notebook_view_escapes_and_plots() -> None:
+    hw = roofline.hardware("h100-sxm").model_copy(update={"display_name": "<script>alert(1)</script>"})
+    r = roofline.predict("llama-3.1-8b", hw, batch=4, prompt_len=512, output_len=64)
+    html = r._repr_html_()
+    assert "<script" not in html and "&lt;script&gt;" in html
+    assert 'data-key="ttft_s"' in html and f'data-value="{r.ttft_s!r}"' in html
+    from roofline.report.charts import figure_svg
+
+    svg = figure_svg(r.plot_roofline(), "t", "roofline")
+    assert "<script" not in svg and "&lt;script&gt;" in svg and svg.startswith("<svg")
+
+
+def test_infeasible_report_explains(tmp_path: Any) -> None:
+    rep = build("llama-3.1-8b", hardware="h100-sxm", workload="chat", ttft_slo_s=1e-4)
+    assert rep.data.recommended is None
+    assert "No configuration meets the SLOs" in rep.html and "misses the SLO" in rep.html
+    assert parse(rep.html).value("recommended.hardware") == ""
