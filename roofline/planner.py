@@ -247,6 +247,33 @@ def _check_request(qps: float, p: int, o: int, ttft: float, tpot: float, max_gpu
             raise ScenarioError(msg)
 
 
+@dataclass(frozen=True)
+class LoadCurve:
+    """Full-load latencies and capacity of one replica against batch B (arrays over B).
+
+    ttft_s = t_pre + t_dec(B); tpot_s = t_dec(B) + B·t_pre/(O−1);
+    replica_rps = λ_max(B) = B / ((O−1)·t_dec(B) + B·t_pre).
+    """
+
+    batch: np.ndarray
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    replica_rps: np.ndarray
+
+
+def load_curve(batch: np.ndarray, t_prefill_s: float, t_decode_s: np.ndarray, output_len: int) -> LoadCurve:
+    """The planner's per-batch formulas (module docstring), shared with the report's charts."""
+    b = np.asarray(batch, dtype=np.float64)
+    t_dec = np.asarray(t_decode_s, dtype=np.float64)
+    n_dec = output_len - 1
+    return LoadCurve(
+        batch=b,
+        ttft_s=t_prefill_s + t_dec,
+        tpot_s=t_dec + b * t_prefill_s / n_dec,
+        replica_rps=b / (n_dec * t_dec + b * t_prefill_s),
+    )
+
+
 def _rank(cands: list[Candidate]) -> list[Candidate]:
     """Feasible first by $/hour (unpriced after priced, by GPUs), then the rejected in input order."""
     ok = [c for c in cands if c.feasible]
@@ -276,9 +303,8 @@ def _candidate(
     b = df["batch"].to_numpy(dtype=np.float64)
     t_dec = df["tpot_s"].to_numpy(dtype=np.float64)
     t_pre = float(first["ttft_s"])
-    n_dec = req.o - 1
-    tpot_full = t_dec + b * t_pre / n_dec
-    ttft = t_pre + t_dec
+    curve = load_curve(b, t_pre, t_dec, req.o)
+    tpot_full, ttft = curve.tpot_s, curve.ttft_s
     fits = df["fits"].to_numpy(dtype=bool)
     ok = fits & (tpot_full <= req.tpot_slo) & (ttft <= req.ttft_slo)
     base = replace(base, max_batch_memory=b_mem, t_prefill_s=t_pre)
@@ -317,7 +343,8 @@ def _slo_reject(base: Candidate, ttft: float, tpot: float, req: _Request) -> Can
 def _size(c: Candidate, req: _Request) -> Candidate:
     """Replicas, GPUs, latencies at the operating load, headroom and cost for batch ``c.batch``."""
     b, t_pre, t_dec, n_dec = c.batch, c.t_prefill_s, c.t_decode_s, req.o - 1
-    lam_max = b / (n_dec * t_dec + b * t_pre)
+    at_b = load_curve(np.asarray(b), t_pre, np.asarray(t_dec), req.o)
+    lam_max = float(at_b.replica_rps)
     replicas = max(1, math.ceil(req.qps / lam_max))
     while True:  # Little's law: requests in the system must fit the B slots
         lam = req.qps / replicas
@@ -332,7 +359,7 @@ def _size(c: Candidate, req: _Request) -> Candidate:
     per_m = cost / (req.qps * req.o * 3600) * 1e6 if cost is not None else None
     c = replace(
         c, feasible=True, replica_rps=lam_max, replicas=replicas, gpus=gpus, ttft_s=ttft, tpot_s=tpot,
-        tpot_full_load_s=t_dec + b * t_pre / n_dec, prefill_share=rho, concurrency=conc,
+        tpot_full_load_s=float(at_b.tpot_s), prefill_share=rho, concurrency=conc,
         headroom=replicas * lam_max / req.qps - 1, usd_per_hour=cost, usd_per_million_output_tokens=per_m,
     )  # fmt: skip
     if req.max_gpus is not None and gpus > req.max_gpus:

@@ -7,9 +7,9 @@ docstring): with t_pre = prefill of one request and t_dec(B) = mean decode step 
     TPOT(B) = t_dec(B) + B·t_pre/(O − 1)        (at full load, where the SLO is checked)
     λ_max(B) = B / ((O − 1)·t_dec(B) + B·t_pre)  requests/s per replica
 
-The planner exposes only the chosen batch, so the charts recompute the curve from the same
-``sweep`` calls; ``tests/test_report.py`` checks that the curve passes exactly through
-every planned candidate.
+The formulas live in :func:`roofline.planner.load_curve`; the charts evaluate it on a batch
+grid from the same ``sweep`` calls, and ``tests/test_report.py`` checks that the curve
+passes exactly through every planned candidate.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def replica_curve(
     """
     import pandas as pd
 
+    from roofline.planner import load_curve
     from roofline.prediction import sweep
 
     wl = inp.workload
@@ -56,12 +57,10 @@ def replica_curve(
     grid = [int(x) for x in batch_grid(b_mem, extra)]
     df = sweep(inp.model, hw, grid, p, o, tp=tp, calibration=inp.profile, **opts)
     df = df[df["fits"]]
-    b = df["batch"].to_numpy(dtype=np.float64)
-    t_dec = df["tpot_s"].to_numpy(dtype=np.float64)
-    t_pre = float(first["ttft_s"])
-    rps = b / ((o - 1) * t_dec + b * t_pre)
-    tpot = t_dec + b * t_pre / (o - 1)
+    curve = load_curve(df["batch"].to_numpy(dtype=np.float64), float(first["ttft_s"]),
+                       df["tpot_s"].to_numpy(dtype=np.float64), o)  # fmt: skip
+    rps, tpot = curve.replica_rps, curve.tpot_s
     return pd.DataFrame({
-        "batch": b.astype(np.int64), "ttft_s": t_pre + t_dec, "tpot_s": tpot, "replica_rps": rps,
+        "batch": curve.batch.astype(np.int64), "ttft_s": curve.ttft_s, "tpot_s": tpot, "replica_rps": rps,
         "tok_s_per_gpu": rps * o / (tp * pp), "user_tok_s": 1.0 / tpot, "max_batch": b_mem,
     })  # fmt: skip
