@@ -9,16 +9,19 @@ Summaries give the median and the 90th percentile (numpy linear interpolation) o
 metric kind (latency: ttft/tpot/itl/e2e; throughput), metric, hardware and source.
 
 Every metric is a function of one predicted time T (seconds) that is *linear* in the fixed
-overheads of the profile: T = T₀ + a·per_kernel_s + b·per_step_s. ``case_time_s`` returns T;
+overheads of the profile: T = T₀ + a·per_kernel_s + b·per_step_s (+ c·per_kernel_graph_s when
+decode steps replay as CUDA graphs). ``case_time_s`` returns T;
 ``metric_from_time`` / ``time_from_metric`` convert between T and the row's metric:
 
 * ``ttft_context_phase``: T = prefill(P) (with its one per-step overhead); metric = 1000·T ms.
 * ``static_batch_out_tok_s_per_gpu``: T = prefill + (OSL − 1) decode steps; metric = OSL·BS / T / GPUs.
 * ``static_batch_out_tok_s``: as above without the division by GPUs.
 
-Rows are evaluated with the engine semantics of their source (``Source.gqa_kv_reuse``) unless
-``engine_semantics=False``. Measured runs are known to fit, so memory is budgeted with the whole
-device (utilisation 1, no reserve); a row that still does not fit is skipped with the missing bytes.
+Rows are evaluated with the engine semantics of their source (``Source.gqa_kv_reuse``: decode
+attention K/V reuse; ``Source.cuda_graphs``: decode steps launched eagerly or replayed as CUDA
+graphs) unless ``engine_semantics=False``, which predicts them as a modern engine would run them.
+Measured runs are known to fit, so memory is budgeted with the whole device (utilisation 1, no
+reserve); a row that still does not fit is skipped with the missing bytes.
 """
 
 from __future__ import annotations
@@ -74,9 +77,10 @@ def case_time_s(case: RowCase, profile: CalibrationProfile, *, engine_semantics:
     prof = engine_profile(profile, case) if engine_semantics else profile
     m, hw = load_model(case.model), load_hardware(case.hardware)
     out = 1 if case.definition == "ttft_context_phase" else case.output_len
+    graphs = case.cuda_graphs if engine_semantics and case.cuda_graphs is not None else True
     sc = make_scenario(
         case.batch, case.prompt_len, out, tp=case.tp, weight_dtype=case.weight_dtype, kv_dtype=case.kv_dtype,
-        memory_utilization=1.0, reserve_bytes=0.0,
+        memory_utilization=1.0, reserve_bytes=0.0, cuda_graphs=graphs,
     )  # fmt: skip
     sc.validate_for(m, hw)
     r = evaluate_scenario(m, hw, sc, prof)
@@ -131,7 +135,7 @@ class AccuracyReport:
     def engines(self) -> dict[str, str]:
         """Engine semantics applied per source key of the predicted rows (empty when switched off)."""
         used = set(self.rows["source"]) if self.engine_semantics else set()
-        return {s.key: s.engine for s in SOURCES if s.key in used and s.gqa_kv_reuse is not None}
+        return {s.key: s.engine for s in SOURCES if s.key in used and s.has_engine_semantics}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict: rows, skipped rows, summary and provenance."""

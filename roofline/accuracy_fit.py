@@ -4,8 +4,10 @@ Every row's predicted time is linear in the two fixed overheads of the profile:
 
     T(k, s) = T₀ + a·k + b·s,
 
-with k = ``overheads.per_kernel_s`` (a = kernels launched over the row's run), s =
-``overheads.per_step_s`` (b = forward passes), and T₀ the time with both at zero. The
+with k = ``overheads.per_kernel_s`` (a = kernels launched eagerly over the row's run), s =
+``overheads.per_step_s`` (b = forward passes), and T₀ the time with both at zero (T₀ keeps
+``overheads.per_kernel_graph_s`` of decode steps replayed as CUDA graphs, which is not fitted
+here: every grade-A row ran without CUDA graphs, see ``roofline.accuracy_rows``). The
 coefficients are exact finite differences (T is affine in k and s). The fit minimises the
 sum of squared *relative* time residuals
 
@@ -53,7 +55,8 @@ class LinearTerms:
 
 
 def _with_overheads(profile: CalibrationProfile, k: float, s: float) -> CalibrationProfile:
-    ov = Overheads(per_kernel_s=k, per_step_s=s, sources=profile.overheads.sources)
+    """``profile`` with (per_kernel_s, per_step_s) = (k, s); the graph-replay cost is kept."""
+    ov: Overheads = profile.overheads.model_copy(update={"per_kernel_s": k, "per_step_s": s})
     return profile.model_copy(update={"overheads": ov})
 
 

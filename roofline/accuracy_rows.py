@@ -77,6 +77,8 @@ class Source:
 
     ``gqa_kv_reuse`` overrides the profile's ``attention.gqa_kv_reuse`` for these rows when the
     engine's decode-attention kernel is documented to differ from the modern default.
+    ``cuda_graphs`` overrides the scenario's launch mode of decode steps (default: replayed as
+    CUDA graphs) when the benchmark is documented to have launched them otherwise.
     """
 
     key: str
@@ -84,6 +86,12 @@ class Source:
     table_prefix: str
     engine: str
     gqa_kv_reuse: float | None = None
+    cuda_graphs: bool | None = None
+
+    @property
+    def has_engine_semantics(self) -> bool:
+        """True when the rows of this source are predicted with non-default engine semantics."""
+        return self.gqa_kv_reuse is not None or self.cuda_graphs is not None
 
 
 _TRTLLM_PERF = "TensorRT-LLM docs: Performance of TensorRT-LLM"
@@ -92,10 +100,16 @@ _NO_XQA = (
     "(sequence, query head), so each query head streams its K/V head from HBM; the XQA kernel that "
     "shares K/V loads across a group arrived in v0.8 (nvidia.github.io/TensorRT-LLM/blogs/XQA-kernel.html)"
 )
+_NO_GRAPHS = (
+    "gptSessionBenchmark without CUDA graphs: the reproduction commands of performance.md @138f96d4 "
+    "do not pass --enable_cuda_graph, which is opt-in (benchmarks/cpp/gptSessionBenchmark.cpp calls "
+    "session.setCudaGraphMode(false) unless it is given), so every decode kernel is launched eagerly"
+)
+_TRTLLM_OLD = f"{_NO_XQA}; {_NO_GRAPHS}"
 SOURCES: tuple[Source, ...] = (
-    Source("trtllm-0.6.1-h100-fp8", _TRTLLM_PERF, "Peak Throughput / H100", _NO_XQA, gqa_kv_reuse=0.0),
-    Source("trtllm-0.6.1-a100-fp16", _TRTLLM_PERF, "Peak Throughput / A100", _NO_XQA, gqa_kv_reuse=0.0),
-    Source("trtllm-0.5-ttft-bs1", _TRTLLM_PERF, "Low Latency", _NO_XQA, gqa_kv_reuse=0.0),
+    Source("trtllm-0.6.1-h100-fp8", _TRTLLM_PERF, "Peak Throughput / H100", _TRTLLM_OLD, 0.0, cuda_graphs=False),
+    Source("trtllm-0.6.1-a100-fp16", _TRTLLM_PERF, "Peak Throughput / A100", _TRTLLM_OLD, 0.0, cuda_graphs=False),
+    Source("trtllm-0.5-ttft-bs1", _TRTLLM_PERF, "Low Latency", _TRTLLM_OLD, 0.0, cuda_graphs=False),
     Source("trtllm-perf-overview-1.0", "TensorRT-LLM docs: Performance Overview", "", "trtllm-bench, in-flight"),
     Source("azure-ai-benchmarking-guide", "Azure AI-benchmarking-guide", "", "not stated"),
     Source("mlperf-inference-4.1", "MLPerf Inference v4.1", "", "submitter harness"),
@@ -134,6 +148,7 @@ class RowCase:
     definition: str
     measured: float
     gqa_kv_reuse: float | None
+    cuda_graphs: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -217,7 +232,7 @@ def express(row: dict[str, str]) -> RowCase | Skip:
         model_label=row["model"], model=mapping.slug, model_note=mapping.note, tp=tp, batch=batch,
         prompt_len=p, output_len=o, weight_dtype=w, kv_dtype=kv, metric=metric,
         kind="latency" if metric in LATENCY_METRICS else "throughput", definition=definition,
-        measured=float(row["value"]), gqa_kv_reuse=src.gqa_kv_reuse,
+        measured=float(row["value"]), gqa_kv_reuse=src.gqa_kv_reuse, cuda_graphs=src.cuda_graphs,
     )  # fmt: skip
 
 

@@ -44,17 +44,29 @@ KvDtype = Annotated[str, typer.Option("--kv-dtype", help="KV-cache format: bf16,
 Calibration = Annotated[
     str | None,
     typer.Option(
-        "--calibration", "-c", metavar="PROFILE", help="Calibration profile YAML (default: bundled datasheet profile)."
+        "--calibration",
+        "-c",
+        metavar="PROFILE",
+        help="Calibration profile YAML (default: the bundled profile fitted to public microbenchmarks).",
     ),
 ]
 MemUtil = Annotated[float, typer.Option("--memory-utilization", help="Fraction of device memory the engine may use.")]
+Graphs = Annotated[
+    bool,
+    typer.Option(
+        "--cuda-graphs/--eager",
+        help="Decode steps replayed as CUDA graphs (vLLM, SGLang, TRT-LLM >= 0.9) or launched eagerly.",
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON (fields with units in their names).")]
 Csv = Annotated[bool, typer.Option("--csv", help="Print CSV (same fields as --json).")]
 
 
-def _scenario_kwargs(tp: int, pp: int, ep: int, weight_dtype: str, kv_dtype: str, mem_util: float) -> dict[str, Any]:
+def _scenario_kwargs(
+    tp: int, pp: int, ep: int, weight_dtype: str, kv_dtype: str, mem_util: float, graphs: bool = True
+) -> dict[str, Any]:
     return {"tp": tp, "pp": pp, "ep": ep, "weight_dtype": weight_dtype, "kv_dtype": kv_dtype,
-            "memory_utilization": mem_util}  # fmt: skip
+            "memory_utilization": mem_util, "cuda_graphs": graphs}  # fmt: skip
 
 
 def predict_cmd(
@@ -70,6 +82,7 @@ def predict_cmd(
     kv_dtype: KvDtype = "bf16",
     calibration: Calibration = None,
     memory_utilization: MemUtil = 0.9,
+    cuda_graphs: Graphs = True,
     ops: Annotated[bool, typer.Option("--ops", help="Add the per-op breakdown.")] = False,
     json: Json = False,
     csv: Csv = False,
@@ -84,7 +97,7 @@ def predict_cmd(
     if json and csv:
         raise OptionError("--json and --csv are exclusive; pick one")
     b, p, o = (parse_count_opt(v, n) for v, n in ((batch, "--batch"), (prompt, "--prompt"), (output, "--output")))
-    kw = _scenario_kwargs(tp, pp, ep, weight_dtype, kv_dtype, memory_utilization)
+    kw = _scenario_kwargs(tp, pp, ep, weight_dtype, kv_dtype, memory_utilization, cuda_graphs)
     r = predict(model, hardware, b, p, o, calibration=calibration, **kw)
     if json:
         doc: dict[str, Any] = r.summary()
@@ -139,6 +152,7 @@ def sweep_cmd(
     kv_dtype: KvDtype = "bf16",
     calibration: Calibration = None,
     memory_utilization: MemUtil = 0.9,
+    cuda_graphs: Graphs = True,
     out: Annotated[
         Path | None,
         typer.Option("--out", "-o", metavar="FILE", help="Write to FILE (.csv or .json) instead of stdout."),
@@ -159,7 +173,7 @@ def sweep_cmd(
     axes = {n: parse_int_list(v, f"--{n}") for n, v in (("batch", batch), ("prompt", prompt), ("output", output))}
     tps = parse_int_list(tp, "--tp")
     m, hw, prof = resolve(model, hardware, calibration)
-    kw = _scenario_kwargs(1, pp, ep, weight_dtype, kv_dtype, memory_utilization)
+    kw = _scenario_kwargs(1, pp, ep, weight_dtype, kv_dtype, memory_utilization, cuda_graphs)
     kw.pop("tp")
     per_batch = len(axes["prompt"]) * len(axes["output"])
     chunk = max(1, 20000 // per_batch)
@@ -221,6 +235,7 @@ def compare_cmd(
     kv_dtype: KvDtype = "bf16",
     calibration: Calibration = None,
     memory_utilization: MemUtil = 0.9,
+    cuda_graphs: Graphs = True,
     json: Json = False,
 ) -> None:
     """The same scenario on several devices side by side; the best value of each row is marked ★.
@@ -234,7 +249,7 @@ def compare_cmd(
 
     b, p, o = (parse_count_opt(v, n) for v, n in ((batch, "--batch"), (prompt, "--prompt"), (output, "--output")))
     names = parse_names(hardware) or list_hardware()
-    kw = _scenario_kwargs(tp, pp, ep, weight_dtype, kv_dtype, memory_utilization)
+    kw = _scenario_kwargs(tp, pp, ep, weight_dtype, kv_dtype, memory_utilization, cuda_graphs)
     columns: list[tuple[str, dict[str, Any] | str]] = []
     errors: list[RooflineError] = []
     for name in names:

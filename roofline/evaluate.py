@@ -3,6 +3,9 @@
     time(op) = max(FLOPs / compute ceiling, bytes / bandwidth ceiling)
                + wire bytes / link bandwidth + collectives × latency + kernels × per-kernel overhead
 
+The per-kernel overhead depends on how the op is launched (``Op.launch``): eager kernels pay
+``overheads.per_kernel_s``, kernels replayed inside a CUDA graph ``overheads.per_kernel_graph_s``.
+
 Ceilings come from the CalibrationProfile: GEMMs use the dtype's large-GEMM ceiling ×
 the efficiency curve at their M; attention kernels use the attention multipliers;
 memory traffic uses the HBM ceiling × the transfer-size curve. Communication ops use
@@ -67,13 +70,19 @@ def hbm_bytes(op: Op, profile: CalibrationProfile) -> np.ndarray:
     return op.memory_bytes + extra * op.kv_read_bytes if extra else op.memory_bytes
 
 
+def launch_overhead_s(op: Op, profile: CalibrationProfile) -> float:
+    """Fixed launch cost of one instance of ``op``: kernels × the per-kernel cost of its launch mode."""
+    o = profile.overheads
+    return op.kernels * (o.per_kernel_graph_s if op.launch == "graph" else o.per_kernel_s)
+
+
 def op_time(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> OpTiming:
     """Time of one instance of ``op``: the roofline max plus communication and fixed overheads."""
     c, bw = ceilings(op, hw, profile)
     compute_s = op.flops / c
     memory_s = hbm_bytes(op, profile) / bw
     comm_s = op.comm_bytes / profile.link_bytes_per_s(hw) + op.collectives * profile.comm.latency_s
-    overhead_s = np.asarray(op.kernels * profile.overheads.per_kernel_s) + 0 * compute_s
+    overhead_s = np.asarray(launch_overhead_s(op, profile)) + 0 * compute_s
     roof_s = np.maximum(compute_s, memory_s)
     time_s = roof_s + comm_s + overhead_s
     return OpTiming(
@@ -138,7 +147,7 @@ def op_time_summed_over_context(
     v = kv_f * op.kv_read_bytes_per_ctx / bw
     cap = op.ctx_cap
     fixed = op.comm_bytes / profile.link_bytes_per_s(hw) + op.collectives * profile.comm.latency_s
-    fixed = fixed + op.kernels * profile.overheads.per_kernel_s
+    fixed = fixed + launch_overhead_s(op, profile)
     below = sum_max_affine(p, q, u, v, lo, np.minimum(hi, cap))
     if np.isinf(cap):
         above = 0.0 * below

@@ -62,8 +62,13 @@ def make_scenario(
     memory_capacity_bytes: float | None = None,
     max_batched_tokens: int | None = None,
     quantize_embeddings: bool = False,
+    cuda_graphs: bool = True,
 ) -> Scenario:
-    """Build a Scenario from plain values (names for formats)."""
+    """Build a Scenario from plain values (names for formats).
+
+    ``cuda_graphs`` (default True): decode steps replay as CUDA graphs (vLLM, SGLang,
+    TensorRT-LLM ≥ 0.9 defaults); False launches every decode kernel eagerly.
+    """
     return Scenario(
         batch=batch, prompt_len=prompt_len, output_len=output_len,
         weight_dtype=Precision.parse(weight_dtype, "weight_dtype"),
@@ -71,7 +76,7 @@ def make_scenario(
         kv_dtype=Precision.parse(kv_dtype, "kv_dtype"), tp=tp, pp=pp, ep=ep, replicas=replicas,
         engine=EngineMemory(memory_utilization=memory_utilization, reserve_bytes=reserve_bytes,
                             capacity_bytes=memory_capacity_bytes, max_batched_tokens=max_batched_tokens),
-        quantize_embeddings=quantize_embeddings,
+        quantize_embeddings=quantize_embeddings, cuda_graphs=cuda_graphs,
     )  # fmt: skip
 
 
@@ -86,7 +91,7 @@ def predict(
     scenario: Scenario | None = None,
     **kwargs: Any,
 ) -> PredictionResult:
-    """Predict one scenario. ``kwargs`` are :func:`make_scenario` options (tp, weight_dtype, …)."""
+    """Predict one scenario. ``kwargs`` are :func:`make_scenario` options (tp, weight_dtype, cuda_graphs, …)."""
     m, hw, prof = resolve(model, hardware, calibration)
     sc = scenario or make_scenario(batch, prompt_len, output_len, **kwargs)
     sc.validate_for(m, hw)

@@ -81,9 +81,15 @@ class Attention(Frozen):
 
 
 class Overheads(Frozen):
-    """Fixed costs: per kernel launch, per forward pass (scheduler, sampling, framework)."""
+    """Fixed costs: per kernel launch, per forward pass (scheduler, sampling, framework).
+
+    ``per_kernel_s`` is paid by every eagerly launched kernel (prefill always; decode when the
+    scenario has ``cuda_graphs=False``); ``per_kernel_graph_s`` by every kernel of a decode step
+    replayed as a CUDA graph (the graph removes the host launch, leaving the GPU-side gap).
+    """
 
     per_kernel_s: float = Field(default=0.0, ge=0)
+    per_kernel_graph_s: float = Field(default=0.0, ge=0, description="fixed cost per kernel in a replayed CUDA graph")
     per_step_s: float = Field(default=0.0, ge=0)
     sources: tuple[str, ...] = ()
 

@@ -54,6 +54,13 @@ class Scenario:
     ``act_dtype`` defaults to the weight format when that is a compute format (fp8 W8A8,
     bf16, fp16), else bf16. ``kv_dtype`` defaults to bf16. Embeddings and lm_head stay
     in the activation format unless ``quantize_embeddings``.
+
+    ``cuda_graphs``: decode steps are replayed as CUDA graphs, as vLLM, SGLang and
+    TensorRT-LLM ≥ 0.9 do by default, so each decode kernel pays the profile's
+    ``overheads.per_kernel_graph_s`` instead of the eager ``per_kernel_s``. False models an
+    engine that launches every decode kernel eagerly (e.g. TensorRT-LLM 0.5/0.6
+    ``gptSessionBenchmark`` without ``--enable_cuda_graph``). Prefill (variable token
+    counts) always launches its kernels eagerly.
     """
 
     batch: IntArray = 1
@@ -69,6 +76,7 @@ class Scenario:
     engine: EngineMemory = field(default_factory=EngineMemory)
     flash_attention: bool = True
     quantize_embeddings: bool = False
+    cuda_graphs: bool = True
 
     @property
     def activation(self) -> Precision:
@@ -97,8 +105,15 @@ class Scenario:
         return self._peak(hw, self.activation, "weight_dtype/act_dtype")
 
     def attention_compute_dtype(self, hw: HardwareSpec) -> ComputeDtype:
-        """Peak used by attention: the activation format's, capped at bf16/fp16 for int formats."""
-        act = self.activation if self.activation in (Precision.BF16, Precision.FP16, Precision.FP8) else Precision.BF16
+        """Peak used by attention (QKᵀ, PV): 16-bit, fp16 or fp32 when the activations are, else bf16.
+
+        FP8 activations (W8A8) do not make attention run at the FP8 peak: FP8 attention math is
+        opt-in in every engine (TensorRT-LLM FP8 context FMHA, vLLM/FlashInfer/FA3 FP8 paths are
+        flags, not defaults); with an FP8 KV cache the kernels dequantise K/V to 16-bit and run
+        the matmuls at the bf16/fp16 peak. Int and fp4 weight-only formats keep bf16.
+        """
+        keep = (Precision.BF16, Precision.FP16, Precision.FP32)
+        act = self.activation if self.activation in keep else Precision.BF16
         return self._peak(hw, act, "act_dtype")
 
     @staticmethod

@@ -9,6 +9,7 @@ layers of that kind, so the list stays short while the totals are exact.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 
@@ -60,7 +61,8 @@ def build_ops(
 
     With pipeline parallelism the stages run one after another for a single batch, so
     the pass traverses all layers plus (pp − 1) activation hand-offs. The lm_head runs
-    on the last position of each sequence only: m = B.
+    on the last position of each sequence only: m = B. A decode step of a scenario with
+    ``cuda_graphs`` replays as one CUDA graph: every op gets ``launch="graph"``.
     """
     c = BuildContext.create(model, sc, hw, phase, batch, new_tokens, past)
     h, v, M, B, ab, dt = model.hidden_size, model.vocab_size, c.tokens, c.batch, c.a_bytes, c.gemm_dtype
@@ -75,6 +77,8 @@ def build_ops(
         ops.append(comm.all_gather("comm.logits_all_gather", "comm", "model", 1, dt, B * v * ab, sc.tp))
     if sc.pp > 1:
         ops.append(comm.send_recv("comm.pp_send_recv", "comm", sc.pp - 1, dt, M * h * ab))
+    if phase == "decode" and sc.cuda_graphs:
+        ops = [replace(op, launch="graph") for op in ops]
     return ops
 
 

@@ -21,6 +21,7 @@ from roofline.specs.hardware import ComputeDtype
 
 OpKind = Literal["gemm", "attention", "elementwise", "comm"]
 Phase = Literal["prefill", "decode"]
+Launch = Literal["eager", "graph"]
 
 
 def arr(x: object) -> np.ndarray:
@@ -39,6 +40,9 @@ class Op:
     collective's algorithm factor). ``q_per_kv`` is the number of query heads sharing one
     K/V head in an attention kernel (the GQA group size); the evaluator uses it when the
     profile says the kernel re-reads K/V per query head (``attention.gqa_kv_reuse`` < 1).
+    ``launch`` says how its ``kernels`` are launched: "eager" (one host launch each, paying
+    ``overheads.per_kernel_s``) or "graph" (replayed inside a CUDA graph, paying
+    ``overheads.per_kernel_graph_s``).
     """
 
     name: str
@@ -64,6 +68,7 @@ class Op:
     ctx_cap: float = float("inf")
     q_per_kv: float = 1.0
     ctx_dependent: bool = False
+    launch: Launch = "eager"
 
     @property
     def memory_bytes(self) -> np.ndarray:

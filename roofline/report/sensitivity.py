@@ -71,7 +71,7 @@ def datasheet_profile(p: CalibrationProfile) -> CalibrationProfile:
         "vendor_compute_efficiency": {}, "gemm_m_efficiency": Curve(x=(1.0,), y=(1.0,)),
         "memory": Ceiling(efficiency=1.0, sources=("datasheet",)), "memory_size_efficiency": None,
         "attention": p.attention.model_copy(update={"compute_efficiency": 1.0, "memory_efficiency": 1.0}),
-        "overheads": p.overheads.model_copy(update={"per_kernel_s": 0.0, "per_step_s": 0.0}),
+        "overheads": p.overheads.model_copy(update={"per_kernel_s": 0.0, "per_kernel_graph_s": 0.0, "per_step_s": 0.0}),
         "comm": p.comm.model_copy(update={"link_efficiency": 1.0, "latency_s": 0.0}),
     })  # fmt: skip
 
