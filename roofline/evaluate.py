@@ -51,7 +51,7 @@ def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.
             np.asarray(compute * profile.attention.compute_efficiency) + 0 * op.m,
             np.asarray(memory * profile.attention.memory_efficiency) + 0 * op.m,
         )
-    c = compute * profile.gemm_m_efficiency(op.m) if op.kind == "gemm" else compute + 0 * op.m
+    c = compute * profile.gemm_curve(op.dtype)(op.m) if op.kind == "gemm" else compute + 0 * op.m
     size_curve = profile.memory_size_efficiency
     bw = memory * size_curve(op.memory_bytes) if size_curve is not None else memory + 0 * op.m
     return np.asarray(c), np.asarray(bw)

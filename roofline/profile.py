@@ -114,6 +114,9 @@ class CalibrationProfile(Frozen):
     compute: dict[ComputeDtype, Ceiling]
     vendor_compute_efficiency: dict[str, dict[ComputeDtype, float]] = Field(default_factory=dict)
     gemm_m_efficiency: Curve
+    gemm_m_efficiency_by_dtype: dict[ComputeDtype, Curve] = Field(
+        default_factory=dict, description="per-format curves; formats not listed use gemm_m_efficiency"
+    )
     memory: Ceiling
     memory_size_efficiency: Curve | None = None
     attention: Attention = Attention()
@@ -122,6 +125,10 @@ class CalibrationProfile(Frozen):
     residuals: dict[str, Any] = Field(default_factory=dict)
 
     # ---- ceilings -------------------------------------------------------------------
+    def gemm_curve(self, dtype: ComputeDtype) -> Curve:
+        """GEMM efficiency against M for ``dtype``: its own curve when measured, else the shared one."""
+        return self.gemm_m_efficiency_by_dtype.get(dtype, self.gemm_m_efficiency)
+
     def _absolute(self, hw: HardwareSpec) -> bool:
         return self.device is not None and self.device == hw.name
 
@@ -176,6 +183,9 @@ class CalibrationProfile(Frozen):
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(f"# roofline calibration profile, schema v{SCHEMA_VERSION}\n")
             fh.write(self.to_yaml())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a profile is meant to be shared
         os.replace(tmp, path)
         return path
 
