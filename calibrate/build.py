@@ -154,6 +154,10 @@ def build_profile(fit: FitResult, run: RunResult, cfg: RunConfig) -> Calibration
                 "take the next larger M's value; other dtypes' curves under residuals.gemm_m_efficiency_by_dtype",
             ),
         ),
+        gemm_m_efficiency_by_dtype={
+            d: Curve(x=c.x, y=c.y, sources=(f"measured: {d} GEMMs, median over shapes, monotone in log2 M",))
+            for d, c in fit.gemm_curves_by_dtype.items()
+        },
         memory=memory,
         memory_size_efficiency=(
             Curve(x=p.memory_curve.x, y=p.memory_curve.y, sources=("measured: copy/read/GEMV, monotone in log2 bytes",))
