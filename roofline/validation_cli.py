@@ -185,10 +185,10 @@ def validate_command(
 ) -> None:
     """Closed loop: time a real torch decoder built from MODEL against the prediction, point by point.
 
-    Random weights; Llama-family dense or MoE blocks with fused QKV and gate_up, a preallocated KV
-    cache and scaled-dot-product attention. Prints measured vs predicted per point and the median
-    and worst |error| per phase. Needs torch (the package's calibrate extra).
-    """
+    Random weights; Llama-family dense or MoE blocks with fused QKV and gate_up, a preallocated KV cache and scaled-dot-product attention. Prints measured vs predicted per point and the median and worst |error| per phase.
+
+    Example: roofline validate llama-3.1-8b --device cpu --calibrate 30 (measure a quick profile first). Needs torch.
+    """  # noqa: E501
     try:
         import torch  # noqa: F401
     except ImportError:
