@@ -8,7 +8,8 @@
 # 2. calibrates cuda:0 with a 90 s budget  -> OUT/profile.yaml, OUT/profile.measurements.jsonl;
 # 3. renders the profile                   -> OUT/profile_summary.txt;
 # 4. runs closed-loop validation when calibrate/validate.py exists -> OUT/validation.csv
-#    (VALIDATE_ARGS overrides its arguments; default "--model llama-3.1-8b --scale small");
+#    (VALIDATE_ARGS overrides its arguments; default "--model llama-3.1-8b --scale full" on a GPU,
+#    "--scale tiny" for a DEVICE=cpu dry run);
 # 5. writes every step's log to OUT/*.log and a final status table to OUT/gpu_check.log.
 # DEVICE (default cuda:0) and BUDGET (default 90) exist for dry runs, e.g. DEVICE=cpu BUDGET=20.
 # Exit code: 0 when the profile was written (validation problems are reported, not fatal),
@@ -127,7 +128,10 @@ if [ -f calibrate/validate.py ]; then
         [ $budget -gt 300 ] && budget=300
         say "validating (timeout ${budget} s) ..."
         # shellcheck disable=SC2086  # VALIDATE_ARGS is a word list on purpose
-        timeout "$budget" "$PY" -m calibrate.validate ${VALIDATE_ARGS:---model llama-3.1-8b --scale small} \
+        # GPU: the real Llama-3.1-8B shapes (issue target); CPU dry run: the tiny scaled model
+        default_args="--model llama-3.1-8b --scale full"
+        [ "$DEVICE" = cpu ] && default_args="--model llama-3.1-8b --scale tiny"
+        timeout "$budget" "$PY" -m calibrate.validate ${VALIDATE_ARGS:-$default_args} \
             --device "$DEVICE" --calibration "$OUT/profile.yaml" -o "$OUT/validation.csv" > "$OUT/validate.log" 2>&1
         rc=$?
         tail -n 30 "$OUT/validate.log"
