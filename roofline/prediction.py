@@ -118,10 +118,10 @@ def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: Calibr
 
     gpus = sc.num_gpus
     peak = hw.peak_flops_per_s(sc.gemm_compute_dtype(hw)) or nan
-    # ops are per GPU over all layers; with pp each GPU holds 1/pp of them while stages run in turn
-    mfu = float(pre.flops) / sc.pp / (ttft * peak) if ttft > 0 else nan
     dec_bytes = float(dec.memory_bytes) / max(o - 1, 1) if o > 1 else float(first.memory_bytes)
-    mbu = dec_bytes / (tpot * hw.memory.bandwidth_bytes_per_s) if tpot > 0 else nan
+    dec_flops = float(dec.flops) / max(o - 1, 1) if o > 1 else float(first.flops)
+    mfu, mbu = _utilisation(hw, sc, peak, float(pre.flops), float(pre.memory_bytes), ttft)
+    mfu_dec, mbu_dec = _utilisation(hw, sc, peak, dec_flops, dec_bytes, tpot)
     out_tps = b * o / e2e * sc.replicas
     return PredictionResult(
         model=m, hardware=hw, scenario=sc, profile=prof, fits=fits, missing_bytes=float(mem.missing_bytes),
@@ -135,11 +135,23 @@ def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: Calibr
         kv_cache_bytes=b * float(kv_bytes_per_sequence(m, p + o, sc.kv_dtype.bytes_per_element)),
         weight_bytes_per_gpu=mem.weight_bytes, activation_peak_bytes=float(mem.activation_peak_bytes),
         memory=mem, max_batch=int(mem.max_batch), prefill_flops=float(pre.flops), prefill_bytes=float(pre.memory_bytes),
-        decode_flops_per_step=float(dec.flops) / max(o - 1, 1) if o > 1 else float(first.flops),
-        decode_bytes_per_step=dec_bytes, mfu_prefill=mfu, mbu_decode=mbu,
+        decode_flops_per_step=dec_flops, decode_bytes_per_step=dec_bytes, mfu_prefill=mfu, mbu_prefill=mbu,
+        mfu_decode=mfu_dec, mbu_decode=mbu_dec,
         bound_prefill=str(pre.bound), bound_decode=str(dec.bound if o > 1 else first.bound),
         ops_fn=lambda: ops_frame(pre_ops, dec_ops, hw, prof, p, o), steps_fn=steps_fn,
     )  # fmt: skip
+
+
+def _utilisation(
+    hw: HardwareSpec, sc: Scenario, peak: float, flops: float, mem_bytes: float, t: float
+) -> tuple[float, float]:
+    """(MFU, MBU) of one phase: per-GPU FLOPs / (t × datasheet peak), bytes / (t × datasheet bandwidth).
+
+    Ops are per GPU over all layers; with pp each GPU holds 1/pp of them while stages run in turn.
+    """
+    if not t > 0:
+        return float("nan"), float("nan")
+    return flops / sc.pp / (t * peak), mem_bytes / sc.pp / (t * hw.memory.bandwidth_bytes_per_s)
 
 
 def _step_times(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, contexts: np.ndarray) -> np.ndarray:

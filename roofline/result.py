@@ -55,6 +55,8 @@ class PredictionResult:
     decode_flops_per_step: float
     decode_bytes_per_step: float
     mfu_prefill: float
+    mbu_prefill: float
+    mfu_decode: float
     mbu_decode: float
     bound_prefill: str
     bound_decode: str
@@ -121,6 +123,8 @@ class PredictionResult:
             "decode_flops_per_step": self.decode_flops_per_step,
             "decode_bytes_per_step": self.decode_bytes_per_step,
             "mfu_prefill": self.mfu_prefill,
+            "mbu_prefill": self.mbu_prefill,
+            "mfu_decode": self.mfu_decode,
             "mbu_decode": self.mbu_decode,
             "bound_prefill": self.bound_prefill,
             "bound_decode": self.bound_decode,
