@@ -401,6 +401,14 @@ def fit_hint(m: ModelSpec, hw: HardwareSpec, sc: Scenario) -> str:
     prec = next((p for p in lower if fits(replace(sc, weight_dtype=p, act_dtype=None))), None)
     if prec is not None:
         hints.append(f"--weight-dtype {prec.value}")
+    if prec is None:  # neither alone may be practical: the smallest tp with lower-precision weights
+        combo = next(
+            ((t, p) for t in (2, 4, 8, 16, 32) if t > sc.tp and (tp is None or t < tp)
+             for p in lower if fits(replace(sc, tp=t, weight_dtype=p, act_dtype=None))),
+            None,
+        )  # fmt: skip
+        if combo is not None:
+            hints.append(f"--tp {combo[0]} --weight-dtype {combo[1].value}")
     pp = next((q for q in (2, 4, 8) if q > sc.pp and fits(replace(sc, pp=q))), None)
     if pp is not None and not hints:
         hints.append(f"--pp {pp}")
