@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from calibrate.records import SUITES
+from calibrate.measure.records import SUITES
 from roofline.errors import RooflineError
 
 

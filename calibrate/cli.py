@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from calibrate.records import Record
+from calibrate.measure.records import Record
 from roofline.errors import CalibrationError
 from roofline.profile import CalibrationProfile, load_profile
 
@@ -65,10 +65,10 @@ def run_calibration(
     --device cpu") when nothing can be measured or fitted.
     """
     start = time.monotonic()
-    from calibrate.build import build_profile
-    from calibrate.context import World
-    from calibrate.fit import fit
-    from calibrate.runner import RunConfig, Runner
+    from calibrate.fitting.build import build_profile
+    from calibrate.fitting.fit import fit
+    from calibrate.measure.context import World
+    from calibrate.measure.runner import RunConfig, Runner
 
     output = Path(output)
     progress = progress and World.from_env().rank == 0

@@ -131,7 +131,7 @@ if [ -f calibrate/validate.py ]; then
         # GPU: the real Llama-3.1-8B shapes (issue target); CPU dry run: the tiny scaled model
         default_args="--model llama-3.1-8b --scale full"
         [ "$DEVICE" = cpu ] && default_args="--model llama-3.1-8b --scale tiny"
-        timeout "$budget" "$PY" -m calibrate.validate ${VALIDATE_ARGS:-$default_args} \
+        timeout "$budget" "$PY" -m calibrate.closedloop.validate ${VALIDATE_ARGS:-$default_args} \
             --device "$DEVICE" --calibration "$OUT/profile.yaml" -o "$OUT/validation.csv" > "$OUT/validate.log" 2>&1
         rc=$?
         tail -n 30 "$OUT/validate.log"

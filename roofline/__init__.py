@@ -13,25 +13,25 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "hardware": "roofline.library",
-    "model": "roofline.library",
-    "list_hardware": "roofline.library",
-    "list_models": "roofline.library",
-    "json_schema": "roofline.library",
+    "hardware": "roofline.specs.library",
+    "model": "roofline.specs.library",
+    "list_hardware": "roofline.specs.library",
+    "list_models": "roofline.specs.library",
+    "json_schema": "roofline.specs.library",
     "HardwareSpec": "roofline.specs.hardware",
     "ModelSpec": "roofline.specs.model",
-    "model_from_hf_config": "roofline.hf_import",
+    "model_from_hf_config": "roofline.specs.hf_import",
     "RooflineError": "roofline.errors",
     "predict": "roofline.prediction",
     "sweep": "roofline.prediction",
     "max_batch": "roofline.memory",
-    "Scenario": "roofline.scenario",
-    "Precision": "roofline.precision",
+    "Scenario": "roofline.specs.scenario",
+    "Precision": "roofline.specs.precision",
     "CalibrationProfile": "roofline.profile",
     "load_profile": "roofline.profile",
     "default_profile": "roofline.profile",
     "datasheet_profile": "roofline.profile",
-    "plan": "roofline.planner",
+    "plan": "roofline.serving.planner",
 }
 
 __all__ = [*sorted(_LAZY), "__version__"]

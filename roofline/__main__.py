@@ -1,5 +1,5 @@
 """``python -m roofline`` runs the command line."""
 
-from roofline.cli import main
+from roofline.cli.app import main
 
 main()

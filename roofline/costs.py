@@ -15,9 +15,9 @@ from roofline.evaluate import BOUNDS, bound_codes, op_time, op_time_summed_over_
 from roofline.ops import decode_ops, prefill_ops
 from roofline.ops.records import Op
 from roofline.profile import CalibrationProfile
-from roofline.scenario import Scenario
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
+from roofline.specs.scenario import Scenario
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from roofline.library import hardware as load_hardware
-from roofline.library import model as load_model
-from roofline.scenario import EngineMemory, Scenario
 from roofline.specs.hardware import HardwareSpec
+from roofline.specs.library import hardware as load_hardware
+from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
+from roofline.specs.scenario import EngineMemory, Scenario
 
 NORM_BYTES = 2.0  # norm vectors and routers stay in 16-bit
 
@@ -193,7 +193,7 @@ def max_batch(
     not even one fits. Example (Llama-2-7B fp16, 4,096 tokens, 80e9 B, reserve 10e9,
     utilisation 1): floor((80e9 − 13.48e9 − 10e9) / 2,147,483,648) = 26.
     """
-    from roofline.precision import Precision
+    from roofline.specs.precision import Precision
 
     m, hw = load_model(model), load_hardware(hardware)
     eng = EngineMemory(

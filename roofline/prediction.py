@@ -10,16 +10,16 @@ import numpy as np
 
 from roofline.costs import prefill_cost, scenario_costs
 from roofline.evaluate import op_time, op_time_summed_over_context
-from roofline.library import hardware as load_hardware
-from roofline.library import model as load_model
 from roofline.memory import kv_bytes_per_sequence, kv_bytes_per_token, memory_budget
 from roofline.ops.records import Op
-from roofline.precision import Precision
 from roofline.profile import CalibrationProfile, load_profile
 from roofline.result import PredictionResult
-from roofline.scenario import EngineMemory, Scenario
 from roofline.specs.hardware import HardwareSpec
+from roofline.specs.library import hardware as load_hardware
+from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
+from roofline.specs.precision import Precision
+from roofline.specs.scenario import EngineMemory, Scenario
 
 if TYPE_CHECKING:
     import pandas as pd

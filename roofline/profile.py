@@ -4,7 +4,7 @@ datasheet peaks into achievable ones. Profiles are versioned YAML documents.
 A ceiling is either *relative* (``efficiency`` × the datasheet peak of whatever device
 is predicted) or *absolute* (``flops_per_s`` / ``bytes_per_s`` measured on the device
 named by ``device``; used only when predicting that device). The default profile is
-relative, derived from public microbenchmarks (see ``roofline.default_profile_fit``).
+relative, derived from public microbenchmarks (see ``roofline.published.default_profile``).
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def load_profile(path_or_profile: str | Path | CalibrationProfile | None) -> Cal
         return default_profile()
     if isinstance(path_or_profile, CalibrationProfile):
         return path_or_profile
-    from roofline.library import read_yaml, validate_spec
+    from roofline.specs.library import read_yaml, validate_spec
 
     path = Path(path_or_profile)
     if not path.exists():

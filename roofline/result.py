@@ -11,9 +11,9 @@ import numpy as np
 
 from roofline.memory import MemoryBudget
 from roofline.profile import CalibrationProfile
-from roofline.scenario import Scenario
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
+from roofline.specs.scenario import Scenario
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -17,7 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 import roofline
-from roofline.accuracy import (
+from roofline.evaluate import kv_read_factor
+from roofline.ops import decode_ops
+from roofline.prediction import make_scenario
+from roofline.profile import default_profile
+from roofline.published.accuracy import (
     AccuracyReport,
     case_time_s,
     evaluate_rows,
@@ -25,12 +29,8 @@ from roofline.accuracy import (
     metric_from_time,
     time_from_metric,
 )
-from roofline.accuracy_fit import fit_overheads, linear_terms
-from roofline.accuracy_rows import MICROBENCH_REASON, MODEL_LABELS, at_least, read_rows
-from roofline.evaluate import kv_read_factor
-from roofline.ops import decode_ops
-from roofline.prediction import make_scenario
-from roofline.profile import default_profile
+from roofline.published.overhead_fit import fit_overheads, linear_terms
+from roofline.published.rows import MICROBENCH_REASON, MODEL_LABELS, at_least, read_rows
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_grade_a_median_error_targets(report: AccuracyReport) -> None:
 
 
 def test_every_row_is_predicted_or_skipped_with_a_reason(report: AccuracyReport) -> None:
-    ids = [r["id"] for r in read_rows(roofline.accuracy.published_path())]
+    ids = [r["id"] for r in read_rows(roofline.published.accuracy.published_path())]
     assert sorted([*report.rows["id"], *report.skipped["id"]]) == sorted(ids)
     assert report.skipped["reason"].map(lambda s: isinstance(s, str) and len(s.strip()) > 0).all()
 
@@ -178,7 +178,7 @@ def test_shipped_overheads_are_the_deterministic_fit() -> None:
 
 def test_custom_data_file(tmp_path: Path) -> None:
     """--data: any csv with the same columns; a file without expressible rows still gives a report."""
-    src = roofline.accuracy.published_path()
+    src = roofline.published.accuracy.published_path()
     lines = src.read_text(encoding="utf-8").splitlines()
     keep = [lines[0], *(ln for ln in lines[1:] if ln.startswith(("V017,", "V001,")))]
     (tmp_path / "two.csv").write_text("\n".join(keep) + "\n", encoding="utf-8")
@@ -200,7 +200,7 @@ def test_harness_is_fast() -> None:
 
 
 def test_cli_json_and_bad_grade() -> None:
-    from roofline.cli import app
+    from roofline.cli.app import app
 
     runner = CliRunner()
     out = runner.invoke(app, ["accuracy", "--grade", "A", "--json"])

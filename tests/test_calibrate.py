@@ -18,11 +18,11 @@ import pytest
 import torch  # required, never skipped: CI installs .[calibrate]
 
 from calibrate.cli import run_calibration, show_profile
-from calibrate.env import gpu_slug
-from calibrate.records import Bench, Case, Record
-from calibrate.runner import RunConfig, Runner
-from calibrate.store import measurements_path
-from calibrate.timing import HostTimer, Timing, check_timing
+from calibrate.measure.env import gpu_slug
+from calibrate.measure.records import Bench, Case, Record
+from calibrate.measure.runner import RunConfig, Runner
+from calibrate.measure.store import measurements_path
+from calibrate.measure.timing import HostTimer, Timing, check_timing
 from roofline.errors import CalibrationError
 from roofline.profile import CalibrationProfile, load_profile
 
@@ -34,7 +34,7 @@ class NumpyStream:
     1 GiB one: partly cache-served). Allocated once; page faults are not timed."""
 
     def __init__(self) -> None:
-        from calibrate.env import last_level_cache_bytes
+        from calibrate.measure.env import last_level_cache_bytes
 
         self.nbytes = max(256 * 2**20, 2 * last_level_cache_bytes())
         self.a = np.full(self.nbytes // 4, 1.0, dtype=np.float32)
@@ -332,5 +332,5 @@ def test_gpu_names_map_to_bundled_slugs() -> None:
 
 
 def test_core_imports_stay_torch_free() -> None:
-    code = "import sys, roofline, calibrate.cli, calibrate.fit; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, roofline, calibrate.cli, calibrate.fitting.fit; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import roofline
-from roofline.cli import app
+from roofline.cli.app import app
 
 runner = CliRunner()
 M8, H100 = "llama-3.1-8b", "h100-sxm"
@@ -197,7 +197,7 @@ def test_sweep_json_file_tp_list_and_infeasible_rows(tmp_path: Path) -> None:
     ],
 )
 def test_range_syntax(text: str, values: list[int]) -> None:
-    from roofline.cli_options import parse_int_list
+    from roofline.cli.options import parse_int_list
 
     assert parse_int_list(text, "--batch") == values
 
@@ -312,13 +312,13 @@ def test_calibrate_without_package(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_optional_commands_register_or_stub(monkeypatch: pytest.MonkeyPatch) -> None:
     import typer
 
-    from roofline import cli_extern
-    from roofline.cli import RooflineGroup
+    from roofline.cli import extern as cli_extern
+    from roofline.cli.app import RooflineGroup
 
     monkeypatch.setattr(cli_extern, "OPTIONAL_COMMANDS", (
         ("absent", "roofline.no_such_module", "cmd"),
         ("broken", "json", "no_such_function"),
-        ("present", "roofline.cli_library", "schema_cmd"),
+        ("present", "roofline.cli.library", "schema_cmd"),
     ))  # fmt: skip
     sub = typer.Typer(cls=RooflineGroup)
     sub.command("noop")(lambda: None)

@@ -17,8 +17,8 @@ import pytest
 
 import roofline
 from roofline.errors import UnknownNameError
-from roofline.library import load_spec_file
 from roofline.specs.hardware import COMPUTE_DTYPES, HardwareSpec
+from roofline.specs.library import load_spec_file
 
 REPO = Path(__file__).resolve().parents[1]
 HW_DIR = REPO / "hardware_specs"

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 import roofline
 from roofline.errors import RooflineError, SpecError
-from roofline.hf_import import SUPPORTED, model_from_hf_config, spec_to_yaml
-from roofline.library import bundled_dir, spec_path
+from roofline.specs.hf_import import SUPPORTED, model_from_hf_config, spec_to_yaml
+from roofline.specs.library import bundled_dir, spec_path
 from roofline.specs.model import ModelSpec
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 import roofline
-from roofline.default_profile_fit import DECODE_STEP_POINTS, decode_step, fit_graph_overhead
 from roofline.evaluate import launch_overhead_s, op_time, op_time_summed_over_context
 from roofline.ops import decode_ops, prefill_ops
 from roofline.prediction import make_scenario
 from roofline.profile import CalibrationProfile, default_profile
+from roofline.published.default_profile import DECODE_STEP_POINTS, decode_step, fit_graph_overhead
 
 
 def _with_costs(eager_s: float, graph_s: float) -> CalibrationProfile:

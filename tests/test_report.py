@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 import roofline
-from roofline.library import spec_path
 from roofline.profile import default_profile
 from roofline.report import build
 from roofline.report.curves import replica_curve
 from roofline.report.sensitivity import datasheet_profile, scale_bandwidth, scale_compute
+from roofline.specs.library import spec_path
 
 MODEL, HARDWARE, PROMPT, OUT = "llama-3.1-70b", ("h100-sxm", "h200-sxm", "a100-80gb-sxm"), 1024, 256
 SECTIONS = ("summary", "inputs", "comparison", "charts", "sensitivity", "evidence", "reproduce")
@@ -193,7 +193,7 @@ def test_evidence_states_the_profile_and_ceilings(page: Page, report: Any) -> No
     fractions = [float(v) for r, k, v in page.values if k == "memory_fraction"]
     hw = roofline.hardware("h100-sxm")
     assert fractions[0] == default_profile().memory_ceiling(hw) / hw.memory.bandwidth_bytes_per_s
-    assert 'id="accuracy-table"' in report.html  # roofline.accuracy is installed: its summary is shown
+    assert 'id="accuracy-table"' in report.html  # roofline.published.accuracy is installed: its summary is shown
 
 
 def test_reproduce_lists_command_and_hashes(page: Page, report: Any) -> None:

@@ -68,7 +68,7 @@ def test_prices_and_unpriced_hardware_are_stated() -> None:
 
 
 def test_cli_report_command(tmp_path: Path) -> None:
-    from roofline.cli import app
+    from roofline.cli.app import app
 
     out = tmp_path / "r.html"
     res = CliRunner().invoke(app, ["report", "llama-3.1-8b", "-H", "h100-sxm", "--workload", "rag",
@@ -86,7 +86,7 @@ def test_report_command_imports_lightly() -> None:
     import sys
 
     code = (
-        "import sys, roofline.report.command;"
+        "import sys, roofline.cli.report;"
         "print(any(m in sys.modules for m in ('matplotlib', 'jinja2', 'numpy', 'pandas')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 import roofline
 from roofline.errors import RooflineError, SpecError, UnknownNameError
-from roofline.hf_import import model_from_hf_config
-from roofline.library import load_spec_file, spec_path
 from roofline.specs.hardware import HardwareSpec
+from roofline.specs.hf_import import model_from_hf_config
+from roofline.specs.library import load_spec_file, spec_path
 from roofline.specs.model import ModelSpec
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"

@@ -24,10 +24,10 @@ import pytest
 import torch
 
 import roofline
-from calibrate.model import Block, KVCache, MoE, Rope, build_model, count_parameters, scale_spec
-from calibrate.validate import calibrate_and_validate, ideal_profile, parse_grid
-from calibrate.validate_extras import eager_extra_ops
-from calibrate.validate_grid import GRIDS, combine_pairs, format_table, summarize
+from calibrate.closedloop.extras import eager_extra_ops
+from calibrate.closedloop.grid import GRIDS, combine_pairs, format_table, summarize
+from calibrate.closedloop.model import Block, KVCache, MoE, Rope, build_model, count_parameters, scale_spec
+from calibrate.closedloop.validate import calibrate_and_validate, ideal_profile, parse_grid
 from roofline.errors import ScenarioError, SpecError
 
 TOLERANCE_PCT = 40.0  # median |error| per phase; justified in the module docstring
@@ -118,7 +118,7 @@ def test_moe_routes_each_token_to_top_k_experts() -> None:
 def test_rotation_copies_follow_the_calibration_pool_rule() -> None:
     # GIVEN the tiny model (15 MB of weights) WHEN a point's weights + cache are far below 2 × LLC
     # THEN calls rotate through enough copies to exceed it; a point already beyond it needs one copy
-    from calibrate.validate_runner import ROTATE_MAX_COPIES, Runner
+    from calibrate.closedloop.runner import ROTATE_MAX_COPIES, Runner
 
     runner = Runner(scale_spec(roofline.model("llama-3.1-8b"), "tiny"), "cpu", "fp32")
     runner.llc_bytes, runner.max_bytes = 64 * 2**20, 1e12

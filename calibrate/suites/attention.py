@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from calibrate.context import AttnShape, SuiteContext
-from calibrate.records import Bench, Case
+from calibrate.measure.context import AttnShape, SuiteContext
+from calibrate.measure.records import Bench, Case
 
 PREFILL_GPU: tuple[int, ...] = (1024, 2048, 4096, 8192)
 PREFILL_GPU_QUICK: tuple[int, ...] = (1024, 4096)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from calibrate.context import SuiteContext
-from calibrate.records import Bench, Case, Skip
+from calibrate.measure.context import SuiteContext
+from calibrate.measure.records import Bench, Case, Skip
 
 MIN_MSG = 4096
 MAX_MSG_GPU, MAX_MSG_CPU = 256 * 2**20, 16 * 2**20

@@ -14,8 +14,8 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from calibrate.context import SuiteContext, coarse_to_fine
-from calibrate.records import Bench, Case, Skip
+from calibrate.measure.context import SuiteContext, coarse_to_fine
+from calibrate.measure.records import Bench, Case, Skip
 
 M_FULL = tuple(2**i for i in range(14))  # 1 … 8192
 M_CPU = tuple(2**i for i in range(13))  # 1 … 4096

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from calibrate.context import SuiteContext, coarse_to_fine
-from calibrate.records import Bench, Case
+from calibrate.measure.context import SuiteContext, coarse_to_fine
+from calibrate.measure.records import Bench, Case
 
 MIN_SIZE = 4096
 GEMV_K = 4096

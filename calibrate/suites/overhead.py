@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from calibrate.context import SuiteContext
-from calibrate.records import Bench, Case
+from calibrate.measure.context import SuiteContext
+from calibrate.measure.records import Bench, Case
 
 CHAIN = 8
 

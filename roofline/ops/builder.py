@@ -16,9 +16,9 @@ import numpy as np
 from roofline.ops import attention, comm, ffn
 from roofline.ops.context import BuildContext
 from roofline.ops.records import Op, Phase, elementwise, gemm
-from roofline.scenario import Scenario
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
+from roofline.specs.scenario import Scenario
 
 
 def layer_groups(model: ModelSpec) -> Counter[tuple[str, str]]:

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline.ops.records import Phase, arr
-from roofline.scenario import Scenario
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.model import ModelSpec
+from roofline.specs.scenario import Scenario
 
 
 @dataclass(frozen=True)

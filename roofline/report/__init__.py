@@ -16,9 +16,9 @@ _LAZY = {
     "render": "roofline.report.api",
     "save": "roofline.report.api",
     "Report": "roofline.report.api",
-    "Workload": "roofline.report.workloads",
-    "PRESETS": "roofline.report.workloads",
-    "resolve_workload": "roofline.report.workloads",
+    "Workload": "roofline.serving.workloads",
+    "PRESETS": "roofline.serving.workloads",
+    "resolve_workload": "roofline.serving.workloads",
     "roofline_figure": "roofline.report.charts",
     "prediction_html": "roofline.report.notebook",
 }

@@ -20,7 +20,7 @@ from roofline.report.content import (
     risks,
     run_plan,
 )
-from roofline.report.workloads import resolve_workload
+from roofline.serving.workloads import resolve_workload
 from roofline.specs.model import ModelSpec
 
 DEFAULT_HARDWARE = ("h100-sxm", "h200-sxm", "a100-80gb-sxm")

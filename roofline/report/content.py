@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roofline.library import hardware as load_hardware
-from roofline.library import model as load_model
 from roofline.memory import kv_bytes_per_token
 from roofline.profile import CalibrationProfile, load_profile
-from roofline.report.workloads import Workload
 from roofline.result import PredictionResult
+from roofline.serving.workloads import Workload
 from roofline.specs.hardware import HardwareSpec
+from roofline.specs.library import hardware as load_hardware
+from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
 
 # table columns: key, header, unit, which direction is better (None: not ranked)
@@ -120,7 +120,7 @@ def _split(value: str | Sequence[Any]) -> list[str]:
 
 def run_plan(inp: ReportInputs, profile: CalibrationProfile | None = None) -> Any:
     """Call :func:`roofline.plan` with the report's inputs (optionally another profile)."""
-    from roofline.planner import plan
+    from roofline.serving.planner import plan
 
     wl = inp.workload
     return plan(
@@ -137,7 +137,7 @@ def num(x: Any) -> float:
 
 
 def planner_options(inp: ReportInputs, cand: Any) -> dict[str, Any]:
-    """The scenario options the planner evaluates a candidate with (see ``roofline.planner``)."""
+    """The scenario options the planner evaluates a candidate with (see ``roofline.serving.planner``)."""
     return {
         "tp": int(cand.tp), "pp": int(getattr(cand, "pp", 1)), "weight_dtype": str(cand.precision),
         "kv_dtype": str(getattr(cand, "kv_dtype", "bf16")), "max_batched_tokens": inp.workload.prompt_len,

@@ -131,9 +131,9 @@ def _text(v: Any) -> str:
 def accuracy(inp: Any) -> tuple[tuple[AccuracyRow, ...], str]:
     """Median and p90 error of roofline against published measurements, or why it is unavailable."""
     try:
-        from roofline.accuracy import ape_stats, evaluate_rows
+        from roofline.published.accuracy import ape_stats, evaluate_rows
     except ImportError:
-        return (), "Unavailable: this installation has no roofline.accuracy.evaluate_rows."
+        return (), "Unavailable: this installation has no roofline.published.accuracy.evaluate_rows."
     try:
         rep = evaluate_rows(profile=inp.profile)
     except RooflineError as exc:
@@ -173,7 +173,7 @@ def _display(path: Path) -> str:
 
 
 def _spec_file(kind: str, arg: str, spec: Any) -> SpecFile:
-    from roofline.library import hardware, model, spec_path
+    from roofline.specs.library import hardware, model, spec_path
 
     p = Path(arg).expanduser()
     if p.suffix not in (".yaml", ".yml", ".json") or not p.exists():

@@ -1,0 +1,223 @@
+"""Turn a fit and its run into a CalibrationProfile (and, for unbundled devices, a HardwareSpec).
+
+On a bundled GPU the profile names its slug as ``device``; every ceiling carries the
+absolute measured ``value`` and ``efficiency`` = value / datasheet peak, so it also
+applies, relatively, to other devices. A CPU (``host-cpu``) or an unrecognised GPU has
+no datasheet: the profile embeds a HardwareSpec whose "peaks" are the best medians
+measured in this run (stated in its sources), and efficiencies are relative to those.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from calibrate.fitting.fit import FitResult
+from calibrate.measure.runner import RunConfig, RunResult
+from roofline.errors import CalibrationError
+from roofline.profile import Attention, CalibrationProfile, Ceiling, Comm, Curve, Overheads
+from roofline.specs.hardware import COMPUTE_DTYPES, HardwareSpec
+
+
+def _num(x: float) -> str:
+    return f"{x!r}"
+
+
+def measured_spec(fit: FitResult, run: RunResult) -> HardwareSpec:
+    """A HardwareSpec for a device without a datasheet: peaks = best measured medians."""
+    t = run.target
+    if fit.memory is None or not fit.compute:
+        raise CalibrationError("cannot describe this device: no bandwidth or GEMM was measured; raise --budget")
+    tensor = [d for d in fit.compute if d != "fp32"]
+    if not tensor:
+        raise CalibrationError(
+            "a HardwareSpec needs at least one tensor-format peak (bf16, fp16, …) but only fp32 GEMMs were "
+            "measured; include bf16 in --dtypes or raise --budget"
+        )
+    cpu = run.info.get("cpu", {})
+    threads = run.info.get("threads", {}).get("torch_threads")
+    if t.is_cuda:
+        gpu = run.info.get("gpu", {})
+        display, capacity = t.name, gpu.get("total_memory_bytes")
+        vendor = "AMD" if "AMD" in t.name or run.info["versions"].get("hip") else "NVIDIA"
+        form, cap_src = "GPU", "torch.cuda.get_device_properties().total_memory"
+    else:
+        display = f"{cpu.get('model_name', 'CPU')} ({threads} thread{'s' if threads != 1 else ''})"
+        capacity, vendor, form, cap_src = (
+            cpu.get("mem_total_bytes"),
+            cpu.get("vendor", "unknown"),
+            "host CPU",
+            "/proc/meminfo MemTotal",
+        )
+    when = run.info.get("started", "")
+    ref = (
+        f"measured best by calibrate on this device, {when}, torch {run.info['versions']['torch']}, "
+        f"{threads} thread(s): no datasheet exists, so each 'peak' is the highest median rate of the run"
+    )
+    data: dict[str, Any] = {
+        "name": t.label,
+        "display_name": display,
+        "vendor": vendor,
+        "form_factor": form,
+        "memory": {"capacity": f"{_num(float(capacity or 1))} B", "bandwidth": f"{_num(fit.memory.best)} B/s"},
+        "peak_dense": {d: f"{_num(c.best)} FLOPS" for d, c in fit.compute.items() if d in COMPUTE_DTYPES},
+        "sources": [
+            {"fields": "peak_dense, memory.bandwidth", "ref": ref},
+            {"fields": "memory.capacity", "ref": cap_src},
+            {"fields": "display_name, vendor", "ref": "torch.cuda.get_device_name" if t.is_cuda else "/proc/cpuinfo"},
+        ],
+        "notes": "Peaks are measured bests, not a datasheet; they depend on threads, clocks and the torch build.",
+    }
+    return HardwareSpec.model_validate(data)
+
+
+def _eff(value: float, peak: float | None, what: str, notes: list[str]) -> float | None:
+    if not peak:
+        return None
+    e = value / peak
+    if e > 1.5:
+        notes.append(f"{what}: measured {value:.3g} is {e:.2f}× the peak {peak:.3g}; efficiency left out")
+        return None
+    return round(e, 4)
+
+
+def _spread(x: float | None) -> float | None:
+    return round(x, 4) if x is not None and math.isfinite(x) else None
+
+
+def build_profile(fit: FitResult, run: RunResult, cfg: RunConfig) -> CalibrationProfile:
+    """The CalibrationProfile of ``fit``; raises CalibrationError when a required part is missing."""
+    if not fit.compute or fit.gemm_curve is None:
+        raise CalibrationError(
+            f"no usable GEMM measurement, so no compute ceiling can be fitted (kept in {run.store_path}); "
+            "raise --budget, then rerun with --resume to add to it"
+        )
+    if fit.memory is None:
+        raise CalibrationError(
+            f"no usable memory-bandwidth measurement (kept in {run.store_path}); raise --budget and rerun with --resume"
+        )
+    hw = run.target.datasheet
+    embedded = None if hw is not None else measured_spec(fit, run)
+    ref_hw = hw or embedded
+    assert ref_hw is not None
+    notes = list(run.notes) + fit.notes
+    what = "datasheet" if hw is not None else "measured best (no datasheet)"
+    compute = {}
+    for d, c in fit.compute.items():
+        if d not in COMPUTE_DTYPES:
+            continue
+        compute[d] = Ceiling(
+            value=c.value,
+            efficiency=_eff(c.value, ref_hw.peak_flops_per_s(d), f"compute {d}", notes),
+            spread=_spread(c.spread),
+            sources=(f"measured: {c.n} {d} GEMMs, plateau of a monotone fit in log2 M; efficiency vs {what} peak",),
+        )
+    p = fit.params
+    memory = Ceiling(
+        value=fit.memory.value,
+        efficiency=_eff(fit.memory.value, ref_hw.memory.bandwidth_bytes_per_s, "memory", notes),
+        spread=_spread(fit.memory.spread),
+        sources=(
+            f"measured: median over copy/read/GEMV of the largest transfers beyond 2× the last-level cache "
+            f"({fit.memory.n} cases); efficiency vs {what} bandwidth",
+        ),
+    )
+    comm = Comm(sources=("not measured (single process); defaults",))
+    if p.comm_bps is not None:
+        link = ref_hw.interconnect.bandwidth_per_direction_bytes_per_s if ref_hw.interconnect else 32e9
+        eff = min(1.5, p.comm_bps / link)
+        comm = Comm(
+            link_efficiency=eff,
+            latency_s=p.comm_latency_s,
+            sources=(
+                f"measured: {fit.comm_detail.get('world')} ranks, wire bytes/s of the largest messages "
+                f"vs {link:.3g} B/s per direction; latency = intercept of the smallest",
+            ),
+        )
+    curves = {d: {"x": list(c.x), "y": list(c.y)} for d, c in fit.gemm_curves_by_dtype.items()}
+    residuals: dict[str, Any] = {**fit.residuals, "gemm_m_efficiency_by_dtype": curves}
+    if fit.rejected:
+        residuals["rejected"] = fit.rejected
+    if notes:
+        residuals["notes"] = notes
+    return CalibrationProfile(
+        name=f"measured-{run.target.label}",
+        device=run.target.label,
+        provenance=_provenance(run, cfg, fit),
+        hardware=embedded,
+        compute=compute,
+        gemm_m_efficiency=Curve(
+            x=fit.gemm_curve.x,
+            y=fit.gemm_curve.y,
+            sources=(
+                f"measured: {fit.gemm_curve_dtype} GEMMs, median over shapes, monotone in log2 M; memory-bound M "
+                "take the next larger M's value; other dtypes' curves under residuals.gemm_m_efficiency_by_dtype",
+            ),
+        ),
+        gemm_m_efficiency_by_dtype={
+            d: Curve(x=c.x, y=c.y, sources=(f"measured: {d} GEMMs, median over shapes, monotone in log2 M",))
+            for d, c in fit.gemm_curves_by_dtype.items()
+        },
+        memory=memory,
+        memory_size_efficiency=(
+            Curve(x=p.memory_curve.x, y=p.memory_curve.y, sources=("measured: copy/read/GEMV, monotone in log2 bytes",))
+            if p.memory_curve is not None
+            else None
+        ),
+        attention=Attention(
+            compute_efficiency=round(p.attention_compute, 4),
+            memory_efficiency=round(p.attention_memory, 4),
+            gqa_kv_reuse=round(p.gqa_kv_reuse, 3),
+            sources=("measured: scaled_dot_product_attention prefill and decode (with and without GQA), joint fit",),
+        ),
+        overheads=Overheads(
+            per_kernel_s=p.per_kernel_s,
+            per_kernel_graph_s=p.per_kernel_graph_s,
+            per_step_s=fit.per_step_s,
+            sources=(
+                f"per kernel (eager): {fit.per_kernel_method}",
+                f"per kernel (graph): {fit.per_kernel_graph_method}",
+                f"per step: {fit.per_step_method}",
+            ),
+        ),
+        comm=comm,
+        residuals=residuals,
+    )
+
+
+def _provenance(run: RunResult, cfg: RunConfig, fit: FitResult) -> dict[str, Any]:
+    info = run.info
+    prov: dict[str, Any] = {
+        "kind": "measured",
+        "tool": "calibrate (python -m calibrate / roofline calibrate)",
+        "device": run.target.label,
+        "device_name": run.target.name if run.target.is_cuda else info.get("cpu", {}).get("model_name"),
+        "started": info.get("started"),
+        "finished": info.get("finished"),
+        "wall_s": round(run.wall_s, 2),
+        "interrupted": run.interrupted,
+        "config": {
+            "device": cfg.device,
+            "budget_s": cfg.budget_s,
+            "quick": cfg.quick,
+            "model": cfg.model,
+            "tp": cfg.tp,
+            "threads": cfg.threads,
+            "dtypes": list(cfg.dtypes or []),
+            "suites": list(cfg.suites or []),
+        },
+        "versions": info.get("versions"),
+        "threads": info.get("threads"),
+        "cpu": info.get("cpu"),
+        "measurements": run.store_path.name,
+        "counts": run.log.counts,
+        "reused": run.reused,
+        "method": "calibrate.fitting.fit: overhead, memory, GEMM (isotonic in log2 M), attention, collectives",
+    }
+    for key in ("gpu", "nvml_before", "nvml_after"):
+        if key in info:
+            prov[key] = info[key]
+    if run.log.stopped:
+        prov["stopped"] = run.log.stopped
+    prov["overheads_detail"] = {k: float(v) for k, v in fit.overhead_detail.items()}
+    return prov

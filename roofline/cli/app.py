@@ -1,0 +1,139 @@
+"""The ``roofline`` command line.
+
+Exit codes: 0 success; 1 an infeasible request (does not fit, no plan meets the SLOs);
+2 a usage error (unknown name, malformed or out-of-range value, bad spec file);
+3 an internal error (a bug: rerun with ``--debug`` for the traceback).
+
+Errors print one paragraph ``error: …`` on stderr and never a traceback unless the
+global ``--debug`` option is given. Start-up stays light: this module and the command
+modules import only typer and the standard library; numpy, pandas, pydantic and rich
+are imported inside the commands.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from roofline import __version__
+from roofline.errors import RooflineError
+
+EXIT_INTERNAL = 3
+
+
+class RooflineGroup(TyperGroup):
+    """Root group: turns exceptions raised by any command into ``error: …`` and an exit code."""
+
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise  # click's own usage errors and exits
+        except Exception as exc:
+            if ctx.params.get("debug"):
+                raise
+            code, message = describe_error(exc)
+            print_error(message)
+            raise typer.Exit(code) from None
+
+
+def describe_error(exc: BaseException) -> tuple[int, str]:
+    """(exit code, one-paragraph message) for an exception raised by a command."""
+    if isinstance(exc, RooflineError):
+        return exc.exit_code, str(exc)
+    try:
+        from pydantic import ValidationError
+    except ImportError:  # pragma: no cover - pydantic is a dependency
+        ValidationError = ()  # type: ignore[assignment,misc]
+    if isinstance(exc, ValidationError):
+        errs = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:3])
+        return 2, f"invalid value: {errs}"
+    if isinstance(exc, ValueError):
+        return 2, str(exc)
+    if isinstance(exc, OSError):
+        return 2, f"{exc.filename or 'file'}: {exc.strerror or exc}"
+    return EXIT_INTERNAL, (
+        f"internal error {type(exc).__name__}: {exc}. This is a bug in roofline; "
+        "rerun with --debug for the traceback and report it"
+    )
+
+
+def print_error(message: str) -> None:
+    """``error: message`` on stderr (red on a terminal)."""
+    text = f"error: {message}"
+    if sys.stderr.isatty():
+        typer.secho(text, err=True, fg="red")
+    else:
+        typer.echo(text, err=True)
+
+
+app = typer.Typer(
+    cls=RooflineGroup,
+    name="roofline",
+    help="Analytical LLM-inference performance model: latency, throughput, memory and capacity plans.\n\n"
+    "Sizes: 2k = 2000 tokens; durations: 500ms, 0.5s. Bytes print as GB (1e9) or GiB (2^30), always labelled.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"roofline {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Analytical LLM-inference performance model: latency, throughput, memory and capacity plans."""
+
+
+def _register() -> None:
+    from roofline.cli.extern import calibrate_app, register_optional
+    from roofline.cli.library import hardware_app, model_app, schema_cmd
+    from roofline.cli.plan import plan_cmd
+    from roofline.cli.predict import compare_cmd, predict_cmd, sweep_cmd
+
+    app.command("predict", no_args_is_help=True)(predict_cmd)
+    app.command("sweep", no_args_is_help=True)(sweep_cmd)
+    app.command("compare", no_args_is_help=True)(compare_cmd)
+    app.command("plan", no_args_is_help=True)(plan_cmd)
+    app.add_typer(hardware_app, name="hardware")
+    app.add_typer(model_app, name="model")
+    app.command("schema", no_args_is_help=True)(schema_cmd)
+    app.add_typer(calibrate_app, name="calibrate")
+    register_optional(app)
+
+
+_register()
+
+
+def main() -> None:
+    """Console entry point: run the app; a last guard keeps tracebacks away from users."""
+    try:
+        app()
+    except RooflineError as exc:  # raised outside a command (e.g. while parsing)
+        if "--debug" in sys.argv:
+            raise
+        print_error(str(exc))
+        sys.exit(exc.exit_code)
+    except Exception as exc:
+        if "--debug" in sys.argv:
+            raise
+        code, message = describe_error(exc)
+        print_error(message)
+        sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Commands implemented elsewhere: ``calibrate`` (calibrate.cli, needs torch) and the optional
+``report`` / ``validate`` / ``accuracy`` commands, registered only when their modules exist.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated, Any
+
+import typer
+
+from roofline.cli.options import OptionError, parse_duration_opt
+
+TORCH_HINT = "pip install 'roofline[calibrate]'"
+
+calibrate_app = typer.Typer(help="Measure this machine and write a calibration profile (needs PyTorch).")
+
+
+def _calibrate_module() -> ModuleType:
+    """``calibrate.cli``, or a usage error saying what to install."""
+    try:
+        return importlib.import_module("calibrate.cli")
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing.split(".")[0] in ("torch", "pynvml", "nvidia_ml_py"):
+            raise OptionError(
+                f"calibration needs PyTorch and nvidia-ml-py ({missing} is missing): {TORCH_HINT}"
+            ) from None
+        if missing in ("calibrate", "calibrate.cli"):
+            raise OptionError(
+                f"the calibration tools ({missing}) are not part of this installation; reinstall with {TORCH_HINT}"
+            ) from None
+        raise
+
+
+def _default_device() -> str:
+    """cuda:0 when PyTorch sees a GPU, else a usage error pointing at --device cpu."""
+    try:
+        import torch
+    except ModuleNotFoundError:
+        raise OptionError(f"calibration needs PyTorch, which is not installed: {TORCH_HINT}") from None
+    if torch.cuda.is_available():
+        return "cuda:0"
+    raise OptionError(
+        "no CUDA device is visible to PyTorch; pass --device cpu to calibrate the CPU, or run on a GPU host"
+    )
+
+
+@calibrate_app.callback(invoke_without_command=True)
+def calibrate_cmd(
+    ctx: typer.Context,
+    device: Annotated[str | None, typer.Option("--device", help="cuda:0 (default when available) or cpu.")] = None,
+    budget: Annotated[str, typer.Option("--budget", metavar="DURATION", help="Time budget, e.g. 60s or 5min.")] = "60s",
+    model: Annotated[str | None, typer.Option("--model", help="Also measure this model's layer shapes.")] = None,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor parallelism of the shapes to measure.")] = 1,
+    out: Annotated[Path | None, typer.Option("--out", "-o", metavar="FILE", help="Profile YAML to write.")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run from its checkpoint.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="A short smoke run with fewer shapes.")] = False,
+) -> None:
+    """Run the calibration suites; `roofline calibrate show PROFILE` prints an existing profile."""
+    if ctx.invoked_subcommand is not None:
+        return
+    budget_s = parse_duration_opt(budget, "--budget")
+    if tp < 1:
+        raise OptionError(f"--tp must be >= 1, got {tp}")
+    cli = _calibrate_module()
+    dev = device or _default_device()
+    kw: dict[str, Any] = {"output": out} if out is not None else {}  # else calibrate's default file name
+    cli.run_calibration(
+        device=dev, budget_s=budget_s, model=model, tp=tp, resume=resume, quick=quick, progress=True, **kw
+    )
+
+
+@calibrate_app.command("show")
+def calibrate_show(profile: Annotated[Path, typer.Argument(help="A calibration profile YAML.")]) -> None:
+    """Summarise a calibration profile: ceilings, curves, overheads and provenance."""
+    typer.echo(_calibrate_module().show_profile(profile))
+
+
+_ANY_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+OPTIONAL_COMMANDS = (
+    ("report", "roofline.cli.report", "report_command"),
+    ("validate", "roofline.cli.validation", "validate_command"),
+    ("accuracy", "roofline.cli.validation", "accuracy_command"),
+)
+
+
+def register_optional(app: typer.Typer) -> None:
+    """Add report / validate / accuracy when their modules exist; a broken module gets a stub that says why."""
+    for name, module, attr in OPTIONAL_COMMANDS:
+        try:
+            fn = getattr(importlib.import_module(module), attr)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and module.startswith(exc.name):
+                continue  # not written yet
+            app.command(name, hidden=True, context_settings=_ANY_ARGS)(_stub(name, module, exc))
+        except Exception as exc:  # a bug in another module must not break every other command
+            app.command(name, hidden=True, context_settings=_ANY_ARGS)(_stub(name, module, exc))
+        else:
+            app.command(name)(fn)
+
+
+def _stub(name: str, module: str, exc: BaseException) -> Any:
+    def stub() -> None:
+        raise OptionError(f"`roofline {name}` is unavailable: importing {module} failed ({type(exc).__name__}: {exc})")
+
+    stub.__doc__ = f"Unavailable: {module} failed to import."
+    return stub

@@ -1,0 +1,105 @@
+"""``roofline plan``: capacity planning over hardware × precision × tp (see roofline.serving.planner)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from roofline.cli.options import (
+    console,
+    dumps,
+    parse_count_opt,
+    parse_duration_opt,
+    parse_float_opt,
+    parse_int_list,
+    parse_names,
+    parse_prices,
+)
+from roofline.errors import InfeasibleError
+
+
+def plan_cmd(
+    model: Annotated[str, typer.Argument(help="Model: slug, alias, YAML or config.json path.")],
+    qps: Annotated[str, typer.Option("--qps", metavar="RPS", help="Target requests per second (all replicas).")],
+    ttft_slo: Annotated[
+        str, typer.Option("--ttft-slo", metavar="DURATION", help="Time-to-first-token SLO, e.g. 500ms.")
+    ],
+    tpot_slo: Annotated[
+        str, typer.Option("--tpot-slo", metavar="DURATION", help="Time-per-output-token SLO, e.g. 50ms.")
+    ],
+    prompt: Annotated[
+        str, typer.Option("--prompt", "-p", metavar="TOKENS", help="Prompt tokens per request (2k = 2000).")
+    ] = "2048",
+    output: Annotated[str, typer.Option("--output", "-n", metavar="TOKENS", help="Output tokens per request.")] = "256",
+    hardware: Annotated[
+        str, typer.Option("--hardware", "-H", metavar="LIST|all", help="'all' or comma-separated hardware.")
+    ] = "all",
+    precision: Annotated[
+        str, typer.Option("--precision", metavar="LIST", help="Weight formats to try, e.g. bf16,fp8 (all = bf16,fp8).")
+    ] = "bf16",
+    tp: Annotated[
+        str | None, typer.Option("--tp", metavar="LIST", help="tp values to try (default 1,2,4,8 dividing the heads).")
+    ] = None,
+    max_gpus: Annotated[int | None, typer.Option("--max-gpus", help="Reject plans needing more GPUs.")] = None,
+    price: Annotated[
+        list[str] | None,
+        typer.Option("--price", metavar="NAME=USD", help="USD per GPU-hour overriding the spec, e.g. h100-sxm=2.49."),
+    ] = None,
+    kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache format (default bf16).")] = None,
+    calibration: Annotated[
+        str | None, typer.Option("--calibration", "-c", metavar="PROFILE", help="Calibration profile YAML.")
+    ] = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Show every candidate, not the first 15 of each table.")
+    ] = False,
+    json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+) -> None:
+    """How many GPUs of which kind serve --qps requests within the TTFT and TPOT SLOs, cheapest first.
+
+    Per replica: λ_max(B) = B / ((O−1)·t_dec(B) + B·t_pre); B is the largest batch that fits in
+    memory and keeps TPOT_eff = t_dec(B)/(1−ρ) and TTFT_eff = t_pre + t_dec(B) within the SLOs;
+    replicas = ceil(qps / λ_max). Ranked by $/hour (GPUs when no price). Exit code 1 when no
+    candidate is feasible; the error names the closest one.
+    """
+    from roofline.serving.planner import plan
+
+    res = plan(
+        model,
+        qps=parse_float_opt(qps, "--qps"),
+        prompt_len=parse_count_opt(prompt, "--prompt"),
+        output_len=parse_count_opt(output, "--output", minimum=2),
+        ttft_slo_s=parse_duration_opt(ttft_slo, "--ttft-slo"),
+        tpot_slo_s=parse_duration_opt(tpot_slo, "--tpot-slo"),
+        hardware=parse_names(hardware),
+        precisions=parse_names(precision) or ["bf16", "fp8"],
+        tp_options=parse_int_list(tp, "--tp") if tp else None,
+        max_gpus=max_gpus,
+        prices=parse_prices(price or []),
+        calibration=calibration,
+        kv_dtype=kv_dtype,
+    )
+    if json:
+        typer.echo(dumps(res.to_dict()))
+    else:
+        from roofline.cli.render import plan_tables, usd
+
+        con = console()
+        for table in plan_tables(res, None if show_all else 15):
+            con.print(table)
+        rec = res.recommended
+        if rec is not None:
+            cost = f", {usd(rec.usd_per_hour)}/hour" if rec.usd_per_hour is not None else ""
+            con.print(
+                f"[bold]recommended:[/] {rec.replicas} × {rec.label} = [bold]{rec.gpus} GPUs[/]{cost}; "
+                f"batch ≤ {rec.batch} per replica, {rec.replica_rps:.3g} req/s per replica, "
+                f"headroom {100 * rec.headroom:.0f}%"
+            )
+            unpriced = sorted({c.hardware for c in res.candidates if c.feasible and c.usd_per_hour is None})
+            if unpriced:
+                con.print(
+                    f"[dim]no price known for {', '.join(unpriced)}: ranked after priced hardware by GPUs; "
+                    f"pass --price NAME=USD to compare[/]"
+                )
+    if res.recommended is None:
+        raise InfeasibleError(res.explain_infeasible())

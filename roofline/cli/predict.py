@@ -1,0 +1,285 @@
+"""``roofline predict``, ``sweep`` and ``compare``: thin wrappers over roofline.predict / sweep.
+
+Heavy libraries (numpy, pandas, pydantic) are imported inside the commands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from roofline.cli.options import (
+    RANGE_HELP,
+    OptionError,
+    console,
+    dumps,
+    parse_count_opt,
+    parse_int_list,
+    parse_names,
+    write_frame,
+)
+from roofline.errors import InfeasibleError
+
+if TYPE_CHECKING:
+    from roofline.result import PredictionResult
+
+ModelArg = Annotated[
+    str, typer.Argument(help="Model: slug or alias (see `roofline model list`), YAML or config.json path.")
+]
+HardwareArg = Annotated[
+    str, typer.Argument(help="Hardware: slug or alias (see `roofline hardware list`) or YAML path.")
+]
+Batch = Annotated[str, typer.Option("--batch", "-b", metavar="N", help="Concurrent sequences.")]
+Prompt = Annotated[str, typer.Option("--prompt", "-p", metavar="TOKENS", help="Prompt tokens (2k = 2000).")]
+Output = Annotated[str, typer.Option("--output", "-n", metavar="TOKENS", help="Output tokens per sequence.")]
+Tp = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per replica.")]
+Pp = Annotated[int, typer.Option("--pp", help="Pipeline-parallel stages.")]
+Ep = Annotated[int, typer.Option("--ep", help="Expert-parallel GPUs (MoE models).")]
+WeightDtype = Annotated[
+    str, typer.Option("--weight-dtype", "-w", help="Weight format: bf16, fp16, fp8, int8, int4, fp4.")
+]
+KvDtype = Annotated[str, typer.Option("--kv-dtype", help="KV-cache format: bf16, fp16, fp8.")]
+Calibration = Annotated[
+    str | None,
+    typer.Option(
+        "--calibration",
+        "-c",
+        metavar="PROFILE",
+        help="Calibration profile YAML (default: the bundled profile fitted to public microbenchmarks).",
+    ),
+]
+MemUtil = Annotated[float, typer.Option("--memory-utilization", help="Fraction of device memory the engine may use.")]
+Graphs = Annotated[
+    bool,
+    typer.Option(
+        "--cuda-graphs/--eager",
+        help="Decode steps replayed as CUDA graphs (vLLM, SGLang, TRT-LLM >= 0.9) or launched eagerly.",
+    ),
+]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON (fields with units in their names).")]
+Csv = Annotated[bool, typer.Option("--csv", help="Print CSV (same fields as --json).")]
+
+
+def _scenario_kwargs(
+    tp: int, pp: int, ep: int, weight_dtype: str, kv_dtype: str, mem_util: float, graphs: bool = True
+) -> dict[str, Any]:
+    return {"tp": tp, "pp": pp, "ep": ep, "weight_dtype": weight_dtype, "kv_dtype": kv_dtype,
+            "memory_utilization": mem_util, "cuda_graphs": graphs}  # fmt: skip
+
+
+def predict_cmd(
+    model: ModelArg,
+    hardware: HardwareArg,
+    batch: Batch = "1",
+    prompt: Prompt = "1024",
+    output: Output = "128",
+    tp: Tp = 1,
+    pp: Pp = 1,
+    ep: Ep = 1,
+    weight_dtype: WeightDtype = "bf16",
+    kv_dtype: KvDtype = "bf16",
+    calibration: Calibration = None,
+    memory_utilization: MemUtil = 0.9,
+    cuda_graphs: Graphs = True,
+    ops: Annotated[bool, typer.Option("--ops", help="Add the per-op breakdown.")] = False,
+    json: Json = False,
+    csv: Csv = False,
+) -> None:
+    """TTFT, TPOT, throughput, KV cache and memory of one scenario.
+
+    Exit code 1 (after printing the memory table) when the scenario does not fit in memory.
+    With --csv --ops the CSV holds the per-op rows instead of the summary.
+    """
+    from roofline.prediction import predict
+
+    if json and csv:
+        raise OptionError("--json and --csv are exclusive; pick one")
+    b, p, o = (parse_count_opt(v, n) for v, n in ((batch, "--batch"), (prompt, "--prompt"), (output, "--output")))
+    kw = _scenario_kwargs(tp, pp, ep, weight_dtype, kv_dtype, memory_utilization, cuda_graphs)
+    r = predict(model, hardware, b, p, o, calibration=calibration, **kw)
+    if json:
+        doc: dict[str, Any] = r.summary()
+        if ops:
+            from roofline.cli.options import frame_records
+
+            doc["ops"] = frame_records(r.ops)
+        typer.echo(dumps(doc))
+    elif csv:
+        import pandas as pd
+
+        df = r.ops if ops else pd.DataFrame([r.summary()])
+        write_frame(df, None, "csv")
+    else:
+        from roofline.cli.render import ops_tables, prediction_table
+
+        con = console()
+        con.print(prediction_table(r))
+        if ops and r.fits:
+            for table in ops_tables(r.ops):
+                con.print(table)
+    if not r.fits:
+        raise InfeasibleError(_no_fit_message(r))
+
+
+def _no_fit_message(r: PredictionResult) -> str:
+    from roofline.serving.planner import no_fit_reason
+
+    s = r.summary()
+    ctx = s["prompt_len"] + s["output_len"]
+    where = f"{s['model']} at batch {s['batch']}, context {ctx} on {s['hardware']} (tp={s['tp']}, {s['weight_dtype']})"
+    more = f"; at most {r.max_batch} sequences of {ctx} tokens fit, try --batch {r.max_batch}" if r.max_batch else ""
+    return f"{where} {no_fit_reason(r.model, r.hardware, r.scenario)}{more}"
+
+
+def sweep_cmd(
+    model: ModelArg,
+    hardware: HardwareArg,
+    batch: Annotated[str, typer.Option("--batch", "-b", metavar="LIST", help="Batch values. " + RANGE_HELP)] = "1",
+    prompt: Annotated[
+        str, typer.Option("--prompt", "-p", metavar="LIST", help="Prompt lengths (same syntax).")
+    ] = "1024",
+    output: Annotated[
+        str, typer.Option("--output", "-n", metavar="LIST", help="Output lengths (same syntax).")
+    ] = "128",
+    tp: Annotated[
+        str, typer.Option("--tp", metavar="LIST", help="Tensor-parallel values (same syntax), e.g. 1,2,4,8.")
+    ] = "1",
+    pp: Pp = 1,
+    ep: Ep = 1,
+    weight_dtype: WeightDtype = "bf16",
+    kv_dtype: KvDtype = "bf16",
+    calibration: Calibration = None,
+    memory_utilization: MemUtil = 0.9,
+    cuda_graphs: Graphs = True,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", metavar="FILE", help="Write to FILE (.csv or .json) instead of stdout."),
+    ] = None,
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", "-f", metavar="csv|json", help="csv or json (default: FILE suffix, else csv)."),
+    ] = None,
+) -> None:
+    """Evaluate the grid batch × prompt × output (× tp): one CSV/JSON row per point.
+
+    Points that do not fit keep their row with fits=false, missing_bytes > 0 and empty latencies.
+    """
+    import pandas as pd
+
+    from roofline.prediction import resolve, sweep
+
+    axes = {n: parse_int_list(v, f"--{n}") for n, v in (("batch", batch), ("prompt", prompt), ("output", output))}
+    tps = parse_int_list(tp, "--tp")
+    m, hw, prof = resolve(model, hardware, calibration)
+    kw = _scenario_kwargs(1, pp, ep, weight_dtype, kv_dtype, memory_utilization, cuda_graphs)
+    kw.pop("tp")
+    per_batch = len(axes["prompt"]) * len(axes["output"])
+    chunk = max(1, 20000 // per_batch)
+    batches = axes["batch"]
+    jobs = [(t, batches[i : i + chunk]) for t in tps for i in range(0, len(batches), chunk)]
+    frames = []
+    with _progress(len(jobs), len(batches) * per_batch * len(tps)) as advance:
+        for t, bs in jobs:
+            frames.append(sweep(m, hw, bs, axes["prompt"], axes["output"], tp=t, calibration=prof, **kw))
+            advance()
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    kind = write_frame(df, out, fmt)
+    if out is not None:
+        n_fit = int(df["fits"].sum())
+        console(stderr=True).print(f"wrote {len(df)} rows ({n_fit} fit in memory) as {kind} to {out}")
+
+
+class _progress:
+    """Context manager yielding an ``advance()`` callable; a rich bar on stderr for long sweeps on a terminal."""
+
+    def __init__(self, jobs: int, points: int) -> None:
+        self.jobs, self.points = jobs, points
+        self._bar: Any = None
+
+    def __enter__(self) -> Any:
+        con = console(stderr=True)
+        if self.jobs < 2 or not con.is_terminal:
+            return lambda: None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        cols = (
+            TextColumn(f"sweeping {self.points:,} points"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+        )
+        self._bar = Progress(*cols, console=con, transient=True)
+        self._bar.start()
+        task = self._bar.add_task("sweep", total=self.jobs)
+        return lambda: self._bar.advance(task)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def compare_cmd(
+    model: ModelArg,
+    hardware: Annotated[
+        str, typer.Option("--hardware", "-H", metavar="LIST|all", help="Comma-separated hardware, or 'all'.")
+    ] = "h100-sxm,h200-sxm,mi300x",
+    batch: Batch = "1",
+    prompt: Prompt = "1024",
+    output: Output = "128",
+    tp: Tp = 1,
+    pp: Pp = 1,
+    ep: Ep = 1,
+    weight_dtype: WeightDtype = "bf16",
+    kv_dtype: KvDtype = "bf16",
+    calibration: Calibration = None,
+    memory_utilization: MemUtil = 0.9,
+    cuda_graphs: Graphs = True,
+    json: Json = False,
+) -> None:
+    """The same scenario on several devices side by side; the best value of each row is marked ★.
+
+    Cost per million output tokens uses the spec's price per GPU-hour. Exit code 1 when it fits nowhere.
+    """
+    from roofline.cli.render import compare_table
+    from roofline.errors import RooflineError, ScenarioError
+    from roofline.prediction import predict
+    from roofline.specs.library import list_hardware
+
+    b, p, o = (parse_count_opt(v, n) for v, n in ((batch, "--batch"), (prompt, "--prompt"), (output, "--output")))
+    names = parse_names(hardware) or list_hardware()
+    kw = _scenario_kwargs(tp, pp, ep, weight_dtype, kv_dtype, memory_utilization, cuda_graphs)
+    columns: list[tuple[str, dict[str, Any] | str]] = []
+    errors: list[RooflineError] = []
+    for name in names:
+        try:
+            r = predict(model, name, b, p, o, calibration=calibration, **kw)
+        except ScenarioError as exc:  # e.g. a format this device lacks: one column says why
+            errors.append(exc)
+            columns.append((name, str(exc)))
+            continue
+        columns.append((r.hardware.name, _with_cost(r)))
+    if len(errors) == len(columns):
+        raise errors[0]
+    if json:
+        typer.echo(dumps([c if isinstance(c, dict) else {"hardware": n, "error": c} for n, c in columns]))
+    else:
+        first = next((c for _, c in columns if isinstance(c, dict)), None)
+        title = f"{first['model'] if first else model} · batch {b} · prompt {p} · output {o} · tp {tp} · {weight_dtype}"
+        console().print(compare_table(title, columns))
+    if not any(isinstance(c, dict) and c["fits"] for _, c in columns):
+        raise InfeasibleError(
+            f"{model} at batch {b}, context {p + o} fits on none of {', '.join(names)} with tp={tp} {weight_dtype}; "
+            "try a higher --tp, a lower --weight-dtype (fp8, int4) or a smaller batch"
+        )
+
+
+def _with_cost(r: PredictionResult) -> dict[str, Any]:
+    """summary() plus the spec price and $ per million output tokens = price × GPUs / (tok/s × 3600) × 1e6."""
+    s = r.summary()
+    price = r.hardware.price.usd_per_gpu_hour if r.hardware.price else None
+    s["usd_per_gpu_hour"] = price
+    tps = s["throughput_tok_s"]
+    s["usd_per_million_output_tokens"] = price * s["num_gpus"] / (tps * 3600) * 1e6 if price and tps > 0 else None
+    return s

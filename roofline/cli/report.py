@@ -1,0 +1,88 @@
+"""``roofline report``: a self-contained HTML capacity report (registered by ``roofline.cli.extern``).
+
+Imports only typer and the standard library at import time, so ``roofline --help`` stays fast;
+the report machinery (numpy, matplotlib, jinja2) loads when the command runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+DEFAULT_HARDWARE = "h100-sxm,h200-sxm,a100-80gb-sxm"
+
+
+def report_command(
+    model: Annotated[str, typer.Argument(help="Model: slug, alias, YAML or config.json path.")],
+    hardware: Annotated[
+        str, typer.Option("--hardware", "-H", help="Comma-separated hardware to compare.")
+    ] = DEFAULT_HARDWARE,
+    workload: Annotated[
+        str, typer.Option("--workload", "-w", help="Preset chat, rag or summarize; or custom (give every field).")
+    ] = "chat",
+    prompt: Annotated[str | None, typer.Option("--prompt", "-p", help="Prompt tokens (overrides the preset).")] = None,
+    output: Annotated[str | None, typer.Option("--output", "-n", help="Output tokens (overrides the preset).")] = None,
+    qps: Annotated[str | None, typer.Option("--qps", help="Requests per second (overrides the preset).")] = None,
+    ttft_slo: Annotated[str | None, typer.Option("--ttft-slo", help="TTFT SLO, e.g. 500ms (overrides).")] = None,
+    tpot_slo: Annotated[str | None, typer.Option("--tpot-slo", help="TPOT SLO, e.g. 50ms (overrides).")] = None,
+    precision: Annotated[str, typer.Option("--precision", help="Weight formats to try, e.g. bf16,fp8.")] = "bf16",
+    tp: Annotated[
+        str | None, typer.Option("--tp", help="tp values to try (default 1,2,4,8 dividing the heads).")
+    ] = None,
+    max_gpus: Annotated[int | None, typer.Option("--max-gpus", help="Reject plans needing more GPUs.")] = None,
+    price: Annotated[
+        list[str] | None, typer.Option("--price", help="USD per GPU-hour overriding the spec, e.g. h200-sxm=4.5.")
+    ] = None,
+    kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache format (default bf16).")] = None,
+    calibration: Annotated[str | None, typer.Option("--calibration", "-c", help="Calibration profile YAML.")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="HTML file to write (default reports/MODEL-WORKLOAD.html).")
+    ] = None,
+) -> None:
+    """Write a self-contained HTML capacity report for MODEL on --hardware.
+
+    Sections: recommendation, inputs, comparison, charts, sensitivity,
+    evidence, reproduce. Presets chat, rag and summarize set the lengths,
+    load and SLOs; --prompt/--output/--qps/--ttft-slo/--tpot-slo override.
+    The file opens from disk with no server or network and prints to PDF.
+    It is written even when nothing meets the SLOs (it explains why).
+    """
+    import time
+
+    from roofline.cli.options import (
+        parse_count_opt,
+        parse_duration_opt,
+        parse_float_opt,
+        parse_int_list,
+        parse_names,
+        parse_prices,
+    )
+    from roofline.report.api import build
+    from roofline.specs.library import list_hardware
+    from roofline.specs.library import model as load_model
+
+    t0 = time.perf_counter()
+    path = out or Path("reports") / f"{load_model(model).name}-{workload.strip().lower()}.html"
+    rep = build(
+        model, hardware=parse_names(hardware) or list_hardware(), workload=workload,
+        prompt_len=parse_count_opt(prompt, "--prompt") if prompt is not None else None,
+        output_len=parse_count_opt(output, "--output", minimum=2) if output is not None else None,
+        qps=parse_float_opt(qps, "--qps") if qps is not None else None,
+        ttft_slo_s=parse_duration_opt(ttft_slo, "--ttft-slo") if ttft_slo is not None else None,
+        tpot_slo_s=parse_duration_opt(tpot_slo, "--tpot-slo") if tpot_slo is not None else None,
+        precision=parse_names(precision) or ["bf16"], tp_options=parse_int_list(tp, "--tp") if tp else None,
+        max_gpus=max_gpus, prices=parse_prices(price or []), calibration=calibration, kv_dtype=kv_dtype,
+        output_path=path,
+    )  # fmt: skip
+    rep.save(path)
+    size_kb = len(rep.html.encode()) / 1e3
+    rec = rep.data.recommended
+    if rec is not None and rec.candidate is not None:
+        c = rec.candidate
+        cost = f", ${c.usd_per_hour:,.2f}/hour" if c.usd_per_hour is not None else ""
+        verdict = f"recommends {c.gpus} × {rec.hardware.display_name} (tp {c.tp}){cost}"
+    else:
+        verdict = "no configuration meets the SLOs (the report explains why)"
+    typer.echo(f"wrote {path} ({size_kb:,.0f} kB in {time.perf_counter() - t0:.1f} s): {verdict}")

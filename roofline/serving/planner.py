@@ -1,0 +1,430 @@
+"""Capacity planning: how many GPUs of which kind serve ``qps`` requests within the SLOs.
+
+Model of one replica (tp × pp GPUs) serving requests of P prompt and O output tokens with
+continuous batching, at most B sequences in flight, prefill not chunked:
+
+* ``t_pre`` — prefill time of one request: ``predict(batch=1, prompt=P).ttft_s``.
+* ``t_dec(B)`` — mean decode step time at batch B over the output:
+  ``predict(batch=B).tpot_s`` (the step time averaged over contexts P+1 … P+O−1).
+
+**Token balance.** Every request needs one prefill pass and O−1 decode steps; a decode
+step advances B sequences at once. In steady state at arrival rate λ the replica spends
+the fraction ρ = λ·t_pre of its time on prefills and the rest on decode steps, which
+produce (1−ρ)/t_dec(B) steps/s, each worth B tokens. Output balance λ·(O−1) =
+B·(1−ρ)/t_dec(B) solves to the largest rate one replica sustains with a full batch::
+
+    λ_max(B) = B / ((O−1)·t_dec(B) + B·t_pre)          [requests/s]
+
+**Latency seen by users.** A sequence's decode steps are stretched by the prefills that
+interleave with them, and a new request waits for the step in flight::
+
+    TPOT_eff = t_dec(B) / (1 − ρ)        TTFT_eff ≈ t_pre + t_dec(B)
+
+At full load (λ = λ_max) this is TPOT_eff = t_dec(B) + B·t_pre/(O−1): each sequence also
+waits for the B prefills of the requests that replace the others during its lifetime.
+The SLOs are checked at full load, so they hold at any load up to λ_max.
+
+**Little's law.** A replica at load λ holds N = λ·(TTFT_eff + (O−1)·TPOT_eff)
+requests; N must not exceed B. At λ = λ_max, N = B + λ_max·TTFT_eff, so a replica run
+exactly at λ_max has no slot for requests still waiting for their first token: when the
+check fails at the operating load λ = qps/replicas a replica is added.
+
+**Choice of B.** λ_max grows with B and so do TPOT_eff and TTFT_eff, so the best batch
+is the largest B that fits in memory at context P+O (``memory_budget`` via ``sweep``'s
+``fits``, with the engine's reserve sized for one unchunked prefill of P tokens) and
+meets both SLOs. Batches 1 … 16,384 are searched exhaustively (vectorised with
+``sweep``), larger ones on a geometric grid. Then::
+
+    replicas = ceil(qps / λ_max(B))   (+1 while Little's law fails)
+    GPUs     = replicas × tp × pp
+    headroom = replicas · λ_max / qps − 1
+    $/hour   = GPUs × price per GPU-hour
+    $/M output tokens = ($/hour) / (qps · O · 3600) × 1e6
+
+Candidates (hardware × precision × tp) are ranked by $/hour (by GPUs when no price is
+known); the recommendation is the first feasible one. Rejected candidates say why:
+does not fit (missing bytes), misses an SLO at batch 1 (by how much), exceeds max GPUs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from roofline.errors import ScenarioError
+from roofline.units import fmt_bytes, fmt_seconds
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from roofline.profile import CalibrationProfile
+    from roofline.specs.hardware import HardwareSpec
+    from roofline.specs.model import ModelSpec
+    from roofline.specs.scenario import Scenario
+
+DEFAULT_TP = (1, 2, 4, 8)
+EXACT_BATCH_LIMIT = 16384
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One (hardware, precision, tp) deployment and its plan; times in s, rates in requests/s.
+
+    ``ttft_s``/``tpot_s``/``prefill_share``/``concurrency`` are at the operating load
+    qps/replicas; ``tpot_full_load_s`` is TPOT_eff at λ_max (what the SLO was checked on).
+    """
+
+    hardware: str
+    precision: str
+    tp: int
+    kv_dtype: str = "bf16"
+    pp: int = 1
+    feasible: bool = False
+    reason: str = ""
+    batch: int = 0
+    max_batch_memory: int = 0
+    limited_by: str = ""
+    t_prefill_s: float = NAN
+    t_decode_s: float = NAN
+    ttft_s: float = NAN
+    tpot_s: float = NAN
+    tpot_full_load_s: float = NAN
+    replica_rps: float = NAN
+    replicas: int = 0
+    gpus: int = 0
+    headroom: float = NAN
+    prefill_share: float = NAN
+    concurrency: float = NAN
+    usd_per_gpu_hour: float | None = None
+    usd_per_hour: float | None = None
+    usd_per_million_output_tokens: float | None = None
+    missing_bytes: float = 0.0
+    slo_excess: float = NAN
+
+    @property
+    def label(self) -> str:
+        """Short name such as ``h100-sxm tp=4 bf16``."""
+        pp = f" pp={self.pp}" if self.pp > 1 else ""
+        return f"{self.hardware} tp={self.tp}{pp} {self.precision}"
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """Every candidate considered, ranked (feasible first), with the request that produced them."""
+
+    model: str
+    qps: float
+    prompt_len: int
+    output_len: int
+    ttft_slo_s: float
+    tpot_slo_s: float
+    max_gpus: int | None
+    candidates: list[Candidate] = field(default_factory=list)
+
+    @property
+    def recommended(self) -> Candidate | None:
+        """The cheapest feasible candidate, or None."""
+        return self.candidates[0] if self.candidates and self.candidates[0].feasible else None
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per candidate, columns as the Candidate fields (units in the names)."""
+        import pandas as pd
+
+        return pd.DataFrame([asdict(c) for c in self.candidates])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict: the request, the recommendation and every candidate (NaN → None)."""
+        rec = self.recommended
+        return _clean({
+            "model": self.model, "qps": self.qps, "prompt_len": self.prompt_len, "output_len": self.output_len,
+            "ttft_slo_s": self.ttft_slo_s, "tpot_slo_s": self.tpot_slo_s, "max_gpus": self.max_gpus,
+            "recommended": asdict(rec) if rec else None, "candidates": [asdict(c) for c in self.candidates],
+        })  # fmt: skip
+
+    def explain_infeasible(self) -> str:
+        """One paragraph on why nothing is feasible, naming the closest candidate and a fix."""
+        slo = f"TTFT ≤ {fmt_seconds(self.ttft_slo_s)} and TPOT ≤ {fmt_seconds(self.tpot_slo_s)}"
+        if not self.candidates:
+            return f"no candidate to evaluate for {self.model}; pass --hardware and --precision values that exist"
+        gpu = [c for c in self.candidates if c.gpus and not c.feasible and "max-gpus" in c.reason]
+        slo_miss = [c for c in self.candidates if math.isfinite(c.slo_excess)]
+        no_fit = [c for c in self.candidates if c.missing_bytes > 0]
+        if gpu:
+            best = min(gpu, key=lambda c: c.gpus)
+            fix = f"raise --max-gpus to {best.gpus}, lower --qps or allow other hardware"
+        elif slo_miss:
+            best = min(slo_miss, key=lambda c: c.slo_excess)
+            fix = "relax the SLOs, use a shorter prompt, a higher tp or fp8 (--precision bf16,fp8)"
+        elif no_fit:
+            best = min(no_fit, key=lambda c: c.missing_bytes)
+            fix = "allow a higher tp (--tp 8,16), a lower precision (--precision fp8,int4) or larger GPUs"
+        else:
+            best = self.candidates[0]
+            fix = "check the hardware, precision and tp options"
+        return (
+            f"no candidate serves {self.qps:g} requests/s of {self.model} (prompt {self.prompt_len}, "
+            f"output {self.output_len}) with {slo}. Closest: {best.label}: {best.reason}. Fix: {fix}."
+        )
+
+
+def plan(
+    model: ModelSpec | str | Path,
+    *,
+    qps: float,
+    prompt_len: int,
+    output_len: int,
+    ttft_slo_s: float,
+    tpot_slo_s: float,
+    hardware: Sequence[HardwareSpec | str | Path] | HardwareSpec | str | None = None,
+    precisions: Sequence[str] = ("bf16",),
+    tp_options: Sequence[int] | None = None,
+    max_gpus: int | None = None,
+    prices: Mapping[str, float] | None = None,
+    calibration: CalibrationProfile | str | Path | None = None,
+    kv_dtype: str | None = None,
+) -> PlanResult:
+    """Cheapest deployment serving ``qps`` requests/s within the TTFT and TPOT SLOs (see module doc).
+
+    ``hardware`` None means every known device. ``tp_options`` None means 1, 2, 4, 8 where
+    they divide the attention heads. ``prices`` (slug → USD per GPU-hour) override spec
+    prices. ``kv_dtype`` None keeps the engine default (bf16).
+    """
+    from roofline.profile import load_profile
+    from roofline.specs.library import hardware as load_hardware
+    from roofline.specs.library import list_hardware
+    from roofline.specs.library import model as load_model
+
+    _check_request(qps, prompt_len, output_len, ttft_slo_s, tpot_slo_s, max_gpus)
+    m, prof = load_model(model), load_profile(calibration)
+    if hardware is None:
+        hws = [load_hardware(n) for n in list_hardware()]
+    else:
+        items = [hardware] if isinstance(hardware, str | Path) or not isinstance(hardware, Sequence) else hardware
+        hws = [load_hardware(h) for h in items]
+    price_map = {load_hardware(k).name: float(v) for k, v in (prices or {}).items()}
+    for k, v in price_map.items():
+        if not v > 0:
+            raise ScenarioError(f"price of {k} must be > 0 USD per GPU-hour, got {v}")
+    tps = list(tp_options) if tp_options is not None else [t for t in DEFAULT_TP if m.attention.num_heads % t == 0]
+    req = _Request(qps, int(prompt_len), int(output_len), ttft_slo_s, tpot_slo_s, max_gpus, kv_dtype)
+    cands = []
+    for hw in hws:
+        price = price_map.get(hw.name, hw.price.usd_per_gpu_hour if hw.price else None)
+        for prec in precisions:
+            for tp in tps:
+                cands.append(_candidate(m, hw, prof, str(prec), int(tp), price, req))
+    return PlanResult(m.name, qps, req.p, req.o, ttft_slo_s, tpot_slo_s, max_gpus, _rank(cands))
+
+
+@dataclass(frozen=True)
+class _Request:
+    qps: float
+    p: int
+    o: int
+    ttft_slo: float
+    tpot_slo: float
+    max_gpus: int | None
+    kv_dtype: str | None
+
+
+def _check_request(qps: float, p: int, o: int, ttft: float, tpot: float, max_gpus: int | None) -> None:
+    checks = [
+        (qps > 0 and math.isfinite(qps), f"qps must be > 0 requests/s, got {qps}"),
+        (p >= 1, f"prompt_len must be >= 1 token, got {p}"),
+        (o >= 2, f"output_len must be >= 2 tokens for a TPOT to exist, got {o}"),
+        (ttft > 0, f"the TTFT SLO must be > 0 s, got {ttft}"),
+        (tpot > 0, f"the TPOT SLO must be > 0 s, got {tpot}"),
+        (max_gpus is None or max_gpus >= 1, f"max_gpus must be >= 1, got {max_gpus}"),
+    ]
+    for ok, msg in checks:
+        if not ok:
+            raise ScenarioError(msg)
+
+
+@dataclass(frozen=True)
+class LoadCurve:
+    """Full-load latencies and capacity of one replica against batch B (arrays over B).
+
+    ttft_s = t_pre + t_dec(B); tpot_s = t_dec(B) + B·t_pre/(O−1);
+    replica_rps = λ_max(B) = B / ((O−1)·t_dec(B) + B·t_pre).
+    """
+
+    batch: np.ndarray
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    replica_rps: np.ndarray
+
+
+def load_curve(batch: np.ndarray, t_prefill_s: float, t_decode_s: np.ndarray, output_len: int) -> LoadCurve:
+    """The planner's per-batch formulas (module docstring), shared with the report's charts."""
+    b = np.asarray(batch, dtype=np.float64)
+    t_dec = np.asarray(t_decode_s, dtype=np.float64)
+    n_dec = output_len - 1
+    return LoadCurve(
+        batch=b,
+        ttft_s=t_prefill_s + t_dec,
+        tpot_s=t_dec + b * t_prefill_s / n_dec,
+        replica_rps=b / (n_dec * t_dec + b * t_prefill_s),
+    )
+
+
+def _rank(cands: list[Candidate]) -> list[Candidate]:
+    """Feasible first by $/hour (unpriced after priced, by GPUs), then the rejected in input order."""
+    ok = [c for c in cands if c.feasible]
+    ok.sort(key=lambda c: (c.usd_per_hour is None, c.usd_per_hour or 0.0, c.gpus, c.tpot_s))
+    return ok + [c for c in cands if not c.feasible]
+
+
+def _candidate(
+    m: ModelSpec, hw: HardwareSpec, prof: CalibrationProfile, prec: str, tp: int, price: float | None, req: _Request
+) -> Candidate:
+    """Plan one (hardware, precision, tp): memory limit, SLO-limited batch, replicas, cost."""
+    from roofline.prediction import make_scenario, sweep
+
+    kv = req.kv_dtype or "bf16"
+    base = Candidate(hardware=hw.name, precision=prec, tp=tp, kv_dtype=kv, usd_per_gpu_hour=price)
+    opts: dict[str, Any] = {"weight_dtype": prec, "kv_dtype": kv, "max_batched_tokens": req.p}
+    try:
+        make_scenario(1, req.p, req.o, tp=tp, **opts).validate_for(m, hw)
+    except ScenarioError as exc:
+        return replace(base, reason=str(exc))
+    first = sweep(m, hw, 1, req.p, req.o, tp=tp, calibration=prof, **opts).iloc[0]
+    if not first["fits"]:
+        sc = make_scenario(1, req.p, req.o, tp=tp, **opts)
+        return replace(base, reason=no_fit_reason(m, hw, sc), missing_bytes=float(first["missing_bytes"]))
+    b_mem = int(first["max_batch"])
+    df = sweep(m, hw, _batch_grid(b_mem).tolist(), req.p, req.o, tp=tp, calibration=prof, **opts)
+    b = df["batch"].to_numpy(dtype=np.float64)
+    t_dec = df["tpot_s"].to_numpy(dtype=np.float64)
+    t_pre = float(first["ttft_s"])
+    curve = load_curve(b, t_pre, t_dec, req.o)
+    tpot_full, ttft = curve.tpot_s, curve.ttft_s
+    fits = df["fits"].to_numpy(dtype=bool)
+    ok = fits & (tpot_full <= req.tpot_slo) & (ttft <= req.ttft_slo)
+    base = replace(base, max_batch_memory=b_mem, t_prefill_s=t_pre)
+    if not ok.any():
+        return _slo_reject(base, float(ttft[0]), float(tpot_full[0]), req)
+    i = int(np.flatnonzero(ok)[-1])
+    limited = "memory" if i + 1 == len(b) or not fits[i + 1] else (
+        "tpot_slo" if tpot_full[i + 1] > req.tpot_slo else "ttft_slo")  # fmt: skip
+    return _size(replace(base, batch=int(b[i]), limited_by=limited, t_decode_s=float(t_dec[i])), req)
+
+
+def _batch_grid(b_mem: int) -> np.ndarray:
+    """Every batch 1 … min(b_mem, EXACT_BATCH_LIMIT), then a geometric grid up to b_mem."""
+    exact = np.arange(1, min(b_mem, EXACT_BATCH_LIMIT) + 1, dtype=np.int64)
+    if b_mem <= EXACT_BATCH_LIMIT:
+        return exact
+    tail = np.unique(np.geomspace(EXACT_BATCH_LIMIT, b_mem, 64).astype(np.int64))
+    return np.unique(np.concatenate([exact, tail, [b_mem]]))
+
+
+def _slo_reject(base: Candidate, ttft: float, tpot: float, req: _Request) -> Candidate:
+    """Reason for a candidate that misses an SLO even at batch 1 (by how much)."""
+    misses = []
+    if ttft > req.ttft_slo:
+        misses.append(
+            f"TTFT {fmt_seconds(ttft)} > SLO {fmt_seconds(req.ttft_slo)} (over by {fmt_seconds(ttft - req.ttft_slo)})"
+        )
+    if tpot > req.tpot_slo:
+        misses.append(
+            f"TPOT {fmt_seconds(tpot)} > SLO {fmt_seconds(req.tpot_slo)} (over by {fmt_seconds(tpot - req.tpot_slo)})"
+        )
+    excess = max(ttft / req.ttft_slo, tpot / req.tpot_slo)
+    return replace(base, reason="misses the SLO at batch 1: " + "; ".join(misses), slo_excess=excess)
+
+
+def _size(c: Candidate, req: _Request) -> Candidate:
+    """Replicas, GPUs, latencies at the operating load, headroom and cost for batch ``c.batch``."""
+    b, t_pre, t_dec, n_dec = c.batch, c.t_prefill_s, c.t_decode_s, req.o - 1
+    at_b = load_curve(np.asarray(b), t_pre, np.asarray(t_dec), req.o)
+    lam_max = float(at_b.replica_rps)
+    replicas = max(1, math.ceil(req.qps / lam_max))
+    while True:  # Little's law: requests in the system must fit the B slots
+        lam = req.qps / replicas
+        rho = lam * t_pre
+        ttft, tpot = t_pre + t_dec, t_dec / (1 - rho)
+        conc = lam * (ttft + n_dec * tpot)
+        if conc <= b:
+            break
+        replicas += 1
+    gpus = replicas * c.tp * c.pp
+    cost = gpus * c.usd_per_gpu_hour if c.usd_per_gpu_hour is not None else None
+    per_m = cost / (req.qps * req.o * 3600) * 1e6 if cost is not None else None
+    c = replace(
+        c, feasible=True, replica_rps=lam_max, replicas=replicas, gpus=gpus, ttft_s=ttft, tpot_s=tpot,
+        tpot_full_load_s=float(at_b.tpot_s), prefill_share=rho, concurrency=conc,
+        headroom=replicas * lam_max / req.qps - 1, usd_per_hour=cost, usd_per_million_output_tokens=per_m,
+    )  # fmt: skip
+    if req.max_gpus is not None and gpus > req.max_gpus:
+        why = f"needs {gpus} GPUs ({replicas} replicas × tp {c.tp}) > --max-gpus {req.max_gpus}"
+        return replace(c, feasible=False, reason=why)
+    return c
+
+
+def no_fit_reason(m: ModelSpec, hw: HardwareSpec, sc: Scenario) -> str:
+    """'does not fit: short by X per GPU (weights W, KV K, reserve R of usable U); fits with …'."""
+    from roofline.memory import memory_budget
+
+    mem = memory_budget(m, hw, sc)
+    short = float(np.max(mem.missing_bytes))
+    detail = (
+        f"weights {fmt_bytes(mem.weight_bytes)} + KV {fmt_bytes(float(np.max(mem.kv_bytes)))} + reserve "
+        f"{fmt_bytes(float(np.max(mem.reserve_bytes)))} > usable {fmt_bytes(mem.usable_bytes)} per GPU"
+    )
+    return f"does not fit: short by {fmt_bytes(short)} per GPU ({detail}); {fit_hint(m, hw, sc)}"
+
+
+def fit_hint(m: ModelSpec, hw: HardwareSpec, sc: Scenario) -> str:
+    """The smallest change that makes ``sc`` fit: a higher tp, a lower weight precision, or pp."""
+    from roofline.memory import memory_budget
+    from roofline.specs.precision import Precision
+
+    def fits(s: Scenario) -> bool:
+        try:
+            s.validate_for(m, hw)
+        except ScenarioError:
+            return False
+        return bool(np.all(memory_budget(m, hw, s).fits))
+
+    hints = []
+    tp = next((t for t in (2, 4, 8, 16, 32, 64) if t > sc.tp and fits(replace(sc, tp=t))), None)
+    if tp is not None:
+        hints.append(f"--tp {tp}")
+    lower = [p for p in (Precision.FP8, Precision.INT4) if p.bytes_per_element < sc.weight_dtype.bytes_per_element]
+    prec = next((p for p in lower if fits(replace(sc, weight_dtype=p, act_dtype=None))), None)
+    if prec is not None:
+        hints.append(f"--weight-dtype {prec.value}")
+    if prec is None:  # neither alone may be practical: the smallest tp with lower-precision weights
+        combo = next(
+            ((t, p) for t in (2, 4, 8, 16, 32) if t > sc.tp and (tp is None or t < tp)
+             for p in lower if fits(replace(sc, tp=t, weight_dtype=p, act_dtype=None))),
+            None,
+        )  # fmt: skip
+        if combo is not None:
+            hints.append(f"--tp {combo[0]} --weight-dtype {combo[1].value}")
+    pp = next((q for q in (2, 4, 8) if q > sc.pp and fits(replace(sc, pp=q))), None)
+    if pp is not None and not hints:
+        hints.append(f"--pp {pp}")
+    if not hints:
+        return "it does not fit with tp up to 64, fp8/int4 weights or pp up to 8: use larger GPUs or a shorter context"
+    return "it fits with " + " or ".join(hints)
+
+
+def _clean(x: Any) -> Any:
+    """Recursively replace NaN/inf floats with None and numpy scalars with Python ones (for JSON)."""
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_clean(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x

@@ -1,0 +1,439 @@
+"""Import a Hugging Face ``config.json`` into a :class:`~roofline.specs.model.ModelSpec`.
+
+The adapter is strict: each supported architecture reads its own keys explicitly, a
+missing required key or a wrong type raises :class:`~roofline.errors.SpecError` naming
+the key, and an unsupported architecture raises one listing the supported ones.
+Semantics follow the Hugging Face ``transformers`` modelling code:
+
+* ``head_dim`` when present (Qwen3-30B-A3B: 128, not hidden/heads = 64), else
+  ``hidden_size // num_attention_heads``; ``num_key_value_heads`` defaults to the heads.
+* Sliding window: Mistral, Mixtral and Phi-3 apply ``sliding_window`` to every layer
+  (Phi3Attention passes ``config.sliding_window`` to all layers, so Phi-3-mini-4k is
+  all-local with window 2047); Qwen2/Qwen3-MoE only when ``use_sliding_window`` is true
+  (never from ``sliding_window`` alone), on layers ``>= max_window_layers``; Gemma-2
+  alternates ``[local, global]`` from layer 0; gpt-oss (and any config with
+  ``layer_types``) follows ``layer_types``. Per-layer kinds are stored as their
+  shortest cyclic ``layer_pattern``.
+* MoE: dense layers must be a leading block (``first_k_dense_replace``; Qwen3
+  ``mlp_only_layers`` / ``decoder_sparse_step``), anything else is an error.
+  DeepSeek's ``n_shared_experts`` is one shared MLP of width
+  ``n_shared_experts * moe_intermediate_size`` (as in ``DeepseekV3MoE``; the count is
+  the same as that many experts of width ``moe_intermediate_size``).
+* DeepSeek-V3's MLA head_dim is ``qk_nope_head_dim + qk_rope_head_dim``; its
+  multi-token-prediction layers (``num_nextn_predict_layers``) are not counted, like
+  the 671B the authors state. ``e_score_correction_bias`` is counted as a router bias.
+* Biases: Qwen2 always has q/k/v biases; ``attention_bias`` gives q/k/v/o biases on
+  Llama, Qwen3-MoE, Gemma-2 and gpt-oss (others ignore it, as HF does); gpt-oss also has
+  sinks, router and expert biases; Qwen3 has QK-norm; Gemma-2 has 4 norms per layer.
+* ``quantization_config`` is recorded in ``notes``; ``native_dtype`` comes from
+  ``torch_dtype`` (``dtype``), bf16 when absent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from roofline.errors import SpecError
+from roofline.specs.library import validate_spec
+from roofline.specs.model import ModelSpec
+
+#: architecture -> model_type, in the order error messages list them
+SUPPORTED: dict[str, str] = {
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "mistral",
+    "MixtralForCausalLM": "mixtral",
+    "Qwen2ForCausalLM": "qwen2",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "Gemma2ForCausalLM": "gemma2",
+    "Phi3ForCausalLM": "phi3",
+    "GptOssForCausalLM": "gpt_oss",
+}
+_BY_MODEL_TYPE = {mt: arch for arch, mt in SUPPORTED.items()}
+_TIED_DEFAULT = {"Gemma2ForCausalLM": True}
+_NORMS_PER_LAYER = {"Gemma2ForCausalLM": 4}
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+_ATTENTION_BIAS = ("LlamaForCausalLM", "Qwen3MoeForCausalLM", "Gemma2ForCausalLM", "GptOssForCausalLM")
+_LAYER_TYPES = {"sliding_attention": "local", "full_attention": "global"}
+_MAX_LAYERS = 10_000
+_MISSING = object()
+_T = TypeVar("_T")
+
+
+class _Config:
+    """A config mapping with typed accessors; every failure is a SpecError naming the key."""
+
+    def __init__(self, data: dict[str, Any], arch: str, origin: str) -> None:
+        self.data, self.arch, self.origin = data, arch, origin
+
+    def _fail(self, key: str, problem: str) -> SpecError:
+        return SpecError(f"{self.origin} ({self.arch}): key '{key}' {problem}")
+
+    def raw(self, key: str, default: Any = _MISSING) -> Any:
+        """The value of ``key``; absent (and no default) is an error."""
+        if key in self.data:
+            return self.data[key]
+        if default is _MISSING:
+            raise self._fail(key, f"is required for {self.arch} but missing; add it to the config")
+        return default
+
+    def integer(self, key: str, default: Any = _MISSING, minimum: int = 1) -> int:
+        """An integer >= ``minimum`` (booleans and floats are rejected)."""
+        v = self.raw(key, default)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self._fail(key, f"must be an integer, got {v!r}")
+        if v < minimum:
+            raise self._fail(key, f"must be >= {minimum}, got {v}")
+        return v
+
+    def opt_int(self, key: str, minimum: int = 1) -> int | None:
+        """An integer, or None when the key is absent or null."""
+        return None if self.data.get(key) is None else self.integer(key, minimum=minimum)
+
+    def typed(self, key: str, kind: type[_T], default: _T) -> _T:
+        """A value of JSON type ``kind`` (bool or str); absent or null gives ``default``."""
+        v = self.data.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, kind):
+            raise self._fail(key, f"must be a {'boolean' if kind is bool else 'string'}, got {v!r}")
+        return v
+
+    def int_list(self, key: str) -> list[int]:
+        """A list of non-negative integers (absent or null -> empty)."""
+        v = self.data.get(key) or []
+        if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in v):
+            raise self._fail(key, f"must be a list of non-negative layer indices, got {v!r}")
+        return v
+
+
+# ---- reading --------------------------------------------------------------------------
+def _read(path_or_dict: str | Path | dict[str, Any]) -> tuple[dict[str, Any], str, str | None]:
+    """The config mapping, a description of where it came from, and the file stem."""
+    if isinstance(path_or_dict, dict):
+        return path_or_dict, "config dict", None
+    if not isinstance(path_or_dict, str | Path):
+        raise SpecError(f"expected a config.json path or a dict, got {type(path_or_dict).__name__}")
+    path = Path(path_or_dict).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read config file {path}: {exc}; check the path") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{path} is not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise SpecError(f"{path} is nested too deeply to be a config.json") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path} must hold a JSON object (a config.json), got {type(data).__name__}")
+    return data, str(path), path.stem
+
+
+def _unsupported(what: str) -> SpecError:
+    return SpecError(
+        f"unsupported architecture {what}; supported: {', '.join(SUPPORTED)}. "
+        "Write a model YAML by hand (see `roofline schema model`) for other architectures."
+    )
+
+
+def _architecture(raw: dict[str, Any], origin: str) -> tuple[dict[str, Any], str]:
+    """The text-model config (``text_config`` when present) and its supported architecture."""
+    archs = raw.get("architectures")
+    if archs is not None and (not isinstance(archs, list) or not all(isinstance(a, str) for a in archs)):
+        raise SpecError(f"{origin}: key 'architectures' must be a list of class names, got {archs!r}")
+    top = archs[0] if archs else None
+    inner = raw.get("text_config")
+    if inner is None:
+        if top is None:
+            raise SpecError(f"{origin}: key 'architectures' is missing; supported: {', '.join(SUPPORTED)}")
+        if top not in SUPPORTED:
+            raise _unsupported(f"'{top}' in {origin}")
+        return raw, top
+    if not isinstance(inner, dict):
+        raise SpecError(f"{origin}: key 'text_config' must be a mapping, got {type(inner).__name__}")
+    inner_archs = inner.get("architectures")
+    inner_arch = inner_archs[0] if isinstance(inner_archs, list) and inner_archs else None
+    model_type = inner.get("model_type")
+    by_type = _BY_MODEL_TYPE.get(model_type) if isinstance(model_type, str) else None
+    arch = next((a for a in (inner_arch, top, by_type) if isinstance(a, str) and a in SUPPORTED), None)
+    if arch is None:
+        raise _unsupported(f"'{top}' (text_config model_type {model_type!r}) in {origin}")
+    inherited = ("_name_or_path", "tie_word_embeddings", "quantization_config", "torch_dtype", "dtype")
+    return {**{k: raw[k] for k in inherited if k in raw}, **inner}, arch
+
+
+# ---- architecture pieces ----------------------------------------------------------------
+def _mla(c: _Config) -> dict[str, Any] | None:
+    """MLA ranks for DeepSeek-V3, else None."""
+    if c.arch != "DeepseekV3ForCausalLM":
+        return None
+    if c.typed("attention_bias", bool, False):
+        raise c._fail("attention_bias", "true is not supported for MLA (no MLA bias terms in the spec)")
+    return {
+        "q_lora_rank": c.opt_int("q_lora_rank"),
+        "kv_lora_rank": c.integer("kv_lora_rank"),
+        "qk_rope_head_dim": c.integer("qk_rope_head_dim"),
+        "qk_nope_head_dim": c.integer("qk_nope_head_dim"),
+        "v_head_dim": c.integer("v_head_dim"),
+    }
+
+
+def _attention(c: _Config, hidden: int, num_layers: int) -> dict[str, Any]:
+    """The ``attention`` block: heads, head_dim, biases, sinks, MLA and sliding window."""
+    heads = c.integer("num_attention_heads")
+    kv_heads = c.opt_int("num_key_value_heads") or heads
+    mla = _mla(c)
+    if mla is not None:
+        kind, head_dim = "mla", mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
+    else:
+        kind = "mha" if kv_heads == heads else "mqa" if kv_heads == 1 else "gqa"
+        head_dim = c.opt_int("head_dim") or hidden // heads
+        if c.data.get("head_dim") is None and hidden % heads:
+            raise c._fail("head_dim", f"is absent and num_attention_heads ({heads}) does not divide {hidden}")
+    bias = c.typed("attention_bias", bool, False) and c.arch in _ATTENTION_BIAS
+    window, pattern = _window(c, num_layers)
+    return {
+        "kind": kind,
+        "num_heads": heads,
+        "num_kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "qkv_bias": bias or c.arch == "Qwen2ForCausalLM",
+        "o_bias": bias,
+        "sinks": c.arch == "GptOssForCausalLM",
+        "qk_norm": c.arch == "Qwen3MoeForCausalLM",
+        "sliding_window": window,
+        "layer_pattern": pattern,
+        "mla": mla,
+    }
+
+
+def _layer_kinds(c: _Config, num_layers: int) -> list[str]:
+    """'local'/'global' per layer, per the architecture's sliding-window semantics."""
+    qwen = c.arch in ("Qwen2ForCausalLM", "Qwen3MoeForCausalLM")
+    if qwen and not (c.typed("use_sliding_window", bool, False) and c.data.get("sliding_window") is not None):
+        return ["global"] * num_layers  # never from sliding_window alone
+    if c.data.get("layer_types") is not None or c.arch == "GptOssForCausalLM":
+        types = c.raw("layer_types")
+        ok = isinstance(types, list) and len(types) == num_layers
+        if not ok or any(not isinstance(t, str) or t not in _LAYER_TYPES for t in types):
+            raise c._fail("layer_types", f"must list {num_layers} entries of {sorted(_LAYER_TYPES)}")
+        return [_LAYER_TYPES[t] for t in types]
+    if qwen:
+        first = c.integer("max_window_layers", default=num_layers, minimum=0)
+        return ["global" if i < first else "local" for i in range(num_layers)]
+    if c.arch == "Gemma2ForCausalLM":
+        return ["local" if i % 2 == 0 else "global" for i in range(num_layers)]
+    if c.arch in ("MistralForCausalLM", "MixtralForCausalLM", "Phi3ForCausalLM"):
+        return ["global" if c.data.get("sliding_window") is None else "local"] * num_layers
+    return ["global"] * num_layers
+
+
+def _period(kinds: list[str]) -> tuple[str, ...]:
+    """Shortest prefix that repeats cyclically into ``kinds``."""
+    n = len(kinds)
+    for p in range(1, n + 1):
+        if all(kinds[i] == kinds[i % p] for i in range(n)):
+            return tuple(kinds[:p])
+    return tuple(kinds)
+
+
+def _window(c: _Config, num_layers: int) -> tuple[int | None, tuple[str, ...] | None]:
+    """``(sliding_window, layer_pattern)``: both None for all-global attention."""
+    kinds = _layer_kinds(c, num_layers)
+    if "local" not in kinds:
+        return None, None
+    window = c.integer("sliding_window")
+    return window, None if "global" not in kinds else _period(kinds)
+
+
+def _moe_layers(c: _Config, num_layers: int) -> list[bool]:
+    """Whether each layer's FFN is a mixture of experts."""
+    if c.arch in ("MixtralForCausalLM", "GptOssForCausalLM"):
+        return [True] * num_layers
+    if c.arch == "Qwen3MoeForCausalLM":
+        dense = set(c.int_list("mlp_only_layers"))
+        step = c.integer("decoder_sparse_step", default=1)
+        return [i not in dense and (i + 1) % step == 0 for i in range(num_layers)]
+    if c.arch == "DeepseekV3ForCausalLM":
+        first = c.integer("first_k_dense_replace", minimum=0)
+        freq = c.integer("moe_layer_freq", default=1)
+        return [i >= first and i % freq == 0 for i in range(num_layers)]
+    return [False] * num_layers
+
+
+def _first_dense(c: _Config, is_moe: list[bool]) -> int | None:
+    """Number of leading dense layers, None without MoE; error if dense layers are not leading."""
+    if not any(is_moe):
+        return None
+    k = is_moe.index(True)
+    if not all(is_moe[k:]):
+        dense = [i for i, m in enumerate(is_moe) if not m]
+        raise SpecError(
+            f"{c.origin} ({c.arch}): dense FFN layers {dense} are not a leading block; roofline can only model "
+            "the first N layers dense and the rest MoE (check mlp_only_layers, decoder_sparse_step, moe_layer_freq)"
+        )
+    return k
+
+
+def _top_k(c: _Config) -> int:
+    """``num_experts_per_tok`` (or gpt-oss ``experts_per_token``; both must agree)."""
+    values = {c.integer(k) for k in ("num_experts_per_tok", "experts_per_token") if k in c.data}
+    if not values:
+        c.raw("num_experts_per_tok")  # raises: missing
+    if len(values) > 1:
+        raise c._fail("experts_per_token", f"disagrees with num_experts_per_tok ({sorted(values)})")
+    return values.pop()
+
+
+def _moe(c: _Config, num_layers: int) -> dict[str, Any] | None:
+    """The ``moe`` block, or None for a dense model."""
+    first = _first_dense(c, _moe_layers(c, num_layers))
+    if first is None:
+        return None
+    moe: dict[str, Any] = {"top_k": _top_k(c), "first_dense_layers": first}
+    if c.arch in ("MixtralForCausalLM", "GptOssForCausalLM"):
+        moe["num_experts"] = c.integer("num_local_experts")
+        moe["expert_intermediate_size"] = c.integer("intermediate_size")
+    else:
+        moe["num_experts"] = c.integer("num_experts" if c.arch == "Qwen3MoeForCausalLM" else "n_routed_experts")
+        moe["expert_intermediate_size"] = c.integer("moe_intermediate_size")
+    if c.arch == "DeepseekV3ForCausalLM":
+        shared = c.integer("n_shared_experts", minimum=0)
+        if shared:
+            moe["num_shared_experts"] = 1
+            moe["shared_intermediate_size"] = shared * moe["expert_intermediate_size"]
+        moe["router_bias"] = True  # e_score_correction_bias
+    if c.arch == "GptOssForCausalLM":
+        moe["router_bias"] = moe["expert_bias"] = True
+    return moe
+
+
+def _dtype(c: _Config) -> str:
+    key = "torch_dtype" if "torch_dtype" in c.data else "dtype"
+    raw = c.typed(key, str, "bfloat16")
+    if raw not in _DTYPES:
+        raise c._fail(key, f"is {raw!r}; supported: {', '.join(_DTYPES)}")
+    return _DTYPES[raw]
+
+
+def _notes(c: _Config) -> str:
+    """Facts worth keeping that the schema has no field for."""
+    notes = []
+    if c.data.get("quantization_config") is not None:
+        try:
+            qc = json.dumps(c.data["quantization_config"], sort_keys=True, default=str)
+        except (TypeError, ValueError):  # a caller's dict with mixed-type keys or a cycle
+            qc = repr(c.data["quantization_config"])
+        notes.append(f"Checkpoint quantization_config (recorded only, not used for native_dtype): {qc}.")
+    if "torch_dtype" not in c.data and "dtype" not in c.data:
+        notes.append("No torch_dtype in the config; bf16 assumed.")
+    if c.arch == "Phi3ForCausalLM" and c.data.get("sliding_window") is not None:
+        notes.append("HF Phi3Attention applies sliding_window to every layer.")
+    if c.arch == "DeepseekV3ForCausalLM":
+        mtp = c.data.get("num_nextn_predict_layers")
+        notes.append(
+            f"Multi-token-prediction layers (num_nextn_predict_layers={mtp}) are not counted. Shared experts are one "
+            "MLP of width n_shared_experts*moe_intermediate_size; router_bias is e_score_correction_bias."
+        )
+    return " ".join(notes)
+
+
+# ---- public API -------------------------------------------------------------------------
+def _slug(text: str) -> str:
+    """Lowercase slug of the last path component: ``meta-llama/Llama-2-7b-hf`` -> ``llama-2-7b-hf``."""
+    slug = re.sub(r"[^a-z0-9.\-]+", "-", text.rstrip("/").rsplit("/", 1)[-1].lower())
+    return slug.lstrip(".-") or "model"
+
+
+def _names(c: _Config, stem: str | None, name: str | None) -> tuple[str, str, str | None]:
+    """``(name, display_name, hf_repo)`` from the argument, ``_name_or_path`` or the file stem."""
+    path = c.data.get("_name_or_path")
+    path = path if isinstance(path, str) and path.strip("/. ") else None
+    base = path.rstrip("/").rsplit("/", 1)[-1] if path else stem or SUPPORTED[c.arch]
+    repo = path if path and path.count("/") == 1 and not path.startswith((".", "/", "~")) else None
+    return name if name is not None else _slug(base), base, repo
+
+
+def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | None = None) -> ModelSpec:
+    """Build a :class:`ModelSpec` from a Hugging Face ``config.json`` (path) or its dict.
+
+    ``name`` defaults to a lowercase slug of ``_name_or_path`` or the file stem.
+    Raises :class:`SpecError` for unreadable files, bad JSON (with line and column),
+    unsupported architectures, missing required keys and inconsistent values.
+    """
+    raw, origin, stem = _read(path_or_dict)
+    data, arch = _architecture(raw, origin)
+    c = _Config(data, arch, origin)
+    num_layers = c.integer("num_hidden_layers")
+    if num_layers > _MAX_LAYERS:
+        raise c._fail("num_hidden_layers", f"is {num_layers}, implausibly large (> {_MAX_LAYERS})")
+    hidden = c.integer("hidden_size")
+    slug, display, repo = _names(c, stem, name)
+    spec = {
+        "name": slug,
+        "display_name": display,
+        "hf_repo": repo,
+        "architecture": arch,
+        "num_layers": num_layers,
+        "hidden_size": hidden,
+        "vocab_size": c.integer("vocab_size"),
+        "tie_word_embeddings": c.typed("tie_word_embeddings", bool, _TIED_DEFAULT.get(arch, False)),
+        "max_position_embeddings": c.opt_int("max_position_embeddings"),
+        "norm": "rmsnorm",
+        "norms_per_layer": _NORMS_PER_LAYER.get(arch, 2),
+        "attention": _attention(c, hidden, num_layers),
+        "ffn": {
+            "kind": "gated",
+            "intermediate_size": c.integer("intermediate_size"),
+            "activation": c.typed("hidden_activation", str, c.typed("hidden_act", str, "silu")),
+            "bias": arch == "LlamaForCausalLM" and c.typed("mlp_bias", bool, False),
+        },
+        "moe": _moe(c, num_layers),
+        "native_dtype": _dtype(c),
+        "sources": [{"fields": "all architecture fields", "ref": f"Hugging Face config.json ({origin}, {arch})"}],
+        "notes": _notes(c),
+    }
+    return validate_spec(ModelSpec, spec, f"{origin} ({arch})")
+
+
+def spec_to_yaml(spec: ModelSpec, header: str | None = None) -> str:
+    """A clean YAML document for ``spec``: keys by alias, None fields dropped, a comment header.
+
+    ``header`` (one or more lines, without ``#``) defaults to the spec's display name and
+    its first source. The output loads back to an equal spec with ``roofline.model(path)``.
+    """
+    data = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for key in ("aliases", "notes"):
+        if not data.get(key):
+            data.pop(key, None)
+    text = header or f"{spec.display_name} model spec, generated by roofline.specs.hf_import from {spec.sources[0].ref}"
+    lines = ("".join(ch if ch.isprintable() else " " for ch in line) for line in text.splitlines())
+    comment = "".join(f"# {line}".rstrip() + "\n" for line in lines)
+    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
+    return comment + body
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block mappings, one-line lists of scalars, folded long strings."""
+
+
+def _repr_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    flow = all(not isinstance(x, dict | list) for x in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+def _repr_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    style = ">" if len(data) > 90 and "\n" not in data and data == data.strip() else None
+    if any(ch in data for ch in "\x85\u2028\u2029"):  # YAML 1.1 line breaks PyYAML emits raw
+        style = '"'
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(list, _repr_list)
+_Dumper.add_representer(str, _repr_str)
