@@ -75,17 +75,21 @@ def attention_kernel(
 def gqa_ops(c: BuildContext, layer_kind: str, count: int, window: float) -> list[Op]:
     """Q/K/V projection (one fused GEMM), attention, KV write, O projection for MHA/GQA/MQA.
 
-    Sharded by tp over heads; KV heads are replicated when tp > num_kv_heads.
+    Sharded by tp over heads; KV heads are replicated when tp > num_kv_heads. Projection biases
+    (``qkv_bias``: one per output column; ``o_bias``: h, unsharded) are read with the weights, as
+    many bytes as the memory model holds for them.
     """
     a, h, tp = c.model.attention, c.model.hidden_size, c.tp
     hq, hkv, d = a.num_heads / tp, c.sc.kv_heads_per_gpu(c.model), a.head_dim
     M, wb, ab, dt = c.tokens, c.w_bytes, c.a_bytes, c.gemm_dtype
+    qkv_n = (hq + 2 * hkv) * d
     return [
-        gemm("attn.qkv_proj", "attention", layer_kind, count, dt, M, (hq + 2 * hkv) * d, h, wb, ab),
+        gemm("attn.qkv_proj", "attention", layer_kind, count, dt, M, qkv_n, h, wb, ab,
+             bias_bytes=qkv_n * wb * a.qkv_bias),
         attention_kernel(c, layer_kind, count, window, hq, hkv, d, d, 2 * hkv * d),
         _kv_write(c, layer_kind, count, 2 * hkv * d),
-        gemm("attn.o_proj", "attention", layer_kind, count, dt, M, h, hq * d, wb, ab),
-    ]
+        gemm("attn.o_proj", "attention", layer_kind, count, dt, M, h, hq * d, wb, ab, bias_bytes=h * wb * a.o_bias),
+    ]  # fmt: skip
 
 
 def mla_ops(c: BuildContext, layer_kind: str, count: int, window: float) -> list[Op]:

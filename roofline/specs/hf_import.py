@@ -39,8 +39,8 @@ from typing import Any, TypeVar
 import yaml
 
 from roofline.errors import SpecError
-from roofline.specs.library import validate_spec
 from roofline.specs.model import ModelSpec
+from roofline.specs.validation import validate_spec
 
 #: architecture -> model_type, in the order error messages list them
 SUPPORTED: dict[str, str] = {
