@@ -187,7 +187,7 @@ def memory_budget(model: ModelSpec, hw: HardwareSpec, sc: Scenario, context: obj
     if context is None:
         ctx = ctx + np.asarray(sc.output_len, dtype=np.float64)
     ctx = np.ceil(ctx / eng.kv_block_tokens) * eng.kv_block_tokens
-    capacity = eng.capacity_bytes if eng.capacity_bytes is not None else hw.memory.capacity_bytes
+    capacity = eng.capacity_bytes if eng.capacity_bytes is not None else hw.memory.usable_capacity_bytes
     weights = weight_bytes_per_gpu(model, sc)
     tokens = eng.max_num_batched_tokens
     act = activation_peak_bytes(model, sc, tokens, min(eng.max_num_seqs, tokens))

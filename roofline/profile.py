@@ -23,6 +23,7 @@ from pydantic import Field, model_validator
 from roofline.errors import CalibrationError
 from roofline.specs._base import Frozen
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
+from roofline.specs.topology import comm_path
 
 SCHEMA_VERSION = 1
 
@@ -95,11 +96,21 @@ class Overheads(Frozen):
 
 
 class Comm(Frozen):
-    """Collectives: fraction of the per-direction link bandwidth reached, and latency per collective."""
+    """Collectives: fraction of the path bandwidth reached, and latency.
+
+    Latency of one collective = ``latency_s`` (base, per collective) + hops × ``hop_latency_s``
+    of the slowest link kind on its path (nvlink, xgmi, pcie, ici, ethernet, network); a link
+    kind not listed costs no per-hop latency.
+    """
 
     link_efficiency: float = Field(default=1.0, gt=0, le=1.5)
     latency_s: float = Field(default=0.0, ge=0)
+    hop_latency_s: dict[str, float] = Field(default_factory=dict, description="per-hop latency by link kind (s)")
     sources: tuple[str, ...] = ()
+
+    def hop_latency(self, link: str) -> float:
+        """Per-hop latency (s) of ``link``; 0 when the profile does not list it."""
+        return self.hop_latency_s.get(link, 0.0)
 
 
 class CalibrationProfile(Frozen):
@@ -162,10 +173,9 @@ class CalibrationProfile(Frozen):
             raise CalibrationError(f"profile '{self.name}' has no relative memory efficiency usable on {hw.name}")
         return eff * hw.memory.bandwidth_bytes_per_s
 
-    def link_bytes_per_s(self, hw: HardwareSpec) -> float:
-        """Achievable per-direction scale-up bandwidth; PCIe Gen4 x16 (32 GB/s) when none is published."""
-        bw = hw.interconnect.bandwidth_per_direction_bytes_per_s if hw.interconnect else 32e9
-        return bw * self.comm.link_efficiency
+    def link_bytes_per_s(self, hw: HardwareSpec, group: int = 2) -> float:
+        """Achievable per-direction bandwidth of a collective over ``group`` GPUs (its path × link efficiency)."""
+        return comm_path(hw, group).bandwidth_bytes_per_s * self.comm.link_efficiency
 
     # ---- I/O ------------------------------------------------------------------------
     def to_yaml(self) -> str:
@@ -205,8 +215,22 @@ def _hardware_to_yaml_dict(hw: HardwareSpec) -> dict[str, Any]:
         "sources": [s.model_dump() for s in hw.sources],
         "notes": hw.notes,
     }
+    if hw.memory.visible_capacity_bytes is not None:
+        d["memory"]["visible_capacity"] = f"{hw.memory.visible_capacity_bytes!r} B"
     if hw.l2_cache_bytes:
         d["l2_cache"] = f"{hw.l2_cache_bytes!r} B"
+    for key, link in (("interconnect", hw.interconnect), ("fallback", hw.fallback)):
+        if link is not None:
+            ld = link.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for k, v in list(ld.items()):
+                if k.startswith("bandwidth") or k.startswith("per_peer"):
+                    ld[k] = f"{v!r} B/s"
+                elif k == "latency":
+                    ld[k] = f"{v!r} s"
+            d[key] = ld
+    d["host_size"] = hw.host_size
+    if hw.scale_out_bandwidth_per_direction_bytes_per_s is not None:
+        d["scale_out_bandwidth_per_direction"] = f"{hw.scale_out_bandwidth_per_direction_bytes_per_s!r} B/s"
     return d
 
 

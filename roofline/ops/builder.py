@@ -44,7 +44,7 @@ def _layer_ops(c: BuildContext, attn_kind: str, ffn_kind: str, count: int) -> li
             msg = M * model.moe.top_k * h * ab if model.moe else M
             ops.append(comm.all_to_all("comm.ep_all_to_all", "comm", lk, 2 * count, dt, msg, c.sc.ep))
     if c.tp > 1:
-        ops.append(comm.all_reduce("comm.tp_all_reduce", "comm", lk, 2 * count, dt, M * h * ab, c.tp))
+        ops.append(comm.all_reduce("comm.tp_all_reduce", "comm", lk, 2 * count, dt, M * h * ab, c.tp, c.hw))
     return ops
 
 
@@ -76,7 +76,7 @@ def build_ops(
     if sc.tp > 1:
         ops.append(comm.all_gather("comm.logits_all_gather", "comm", "model", 1, dt, B * v * ab, sc.tp))
     if sc.pp > 1:
-        ops.append(comm.send_recv("comm.pp_send_recv", "comm", sc.pp - 1, dt, M * h * ab))
+        ops.append(comm.send_recv("comm.pp_send_recv", "comm", sc.pp - 1, dt, M * h * ab, sc.tp * sc.pp))
     if phase == "decode" and sc.cuda_graphs:
         ops = [replace(op, launch="graph") for op in ops]
     return ops

@@ -27,6 +27,7 @@ class BuildContext:
     past: np.ndarray
     gemm_dtype: ComputeDtype
     attn_dtype: ComputeDtype
+    hw: HardwareSpec
 
     @classmethod
     def create(
@@ -41,7 +42,7 @@ class BuildContext:
     ) -> BuildContext:
         """Resolve formats against ``hw`` and broadcast the shape arrays."""
         b, t, p = np.broadcast_arrays(arr(batch), arr(new_tokens), arr(past))
-        return cls(model, sc, phase, b, t, p, sc.gemm_compute_dtype(hw), sc.attention_compute_dtype(hw))
+        return cls(model, sc, phase, b, t, p, sc.gemm_compute_dtype(hw), sc.attention_compute_dtype(hw), hw)
 
     @property
     def tokens(self) -> np.ndarray:

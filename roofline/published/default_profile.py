@@ -122,6 +122,18 @@ def _dtype(r: dict[str, Any]) -> str:
     return "fp8" if "fp8" in w else "fp16" if "fp16" in w else "bf16"
 
 
+NCCL_TUNING_SOURCE = (
+    "NCCL src/graph/tuning.cc (NVIDIA/nccl commit 01afd20a77b5804e0ecf1042509dd9d20ebf9e93): ring latency "
+    "= baseLat + nsteps x hwLat[link], nsteps = 2(p-1) for all-reduce; LL protocol (small messages): baseLat "
+    "3.6 us, hwLat NVLink 0.47 / PCI 1.0 / NET 2.7 us; xgmi and ici assumed NVLink-class, ethernet "
+    "(Gaudi RoCE mesh) assumed NET-class"
+)
+NCCL_BASE_LATENCY_S = 3.6e-6
+NCCL_HOP_LATENCY_S = {
+    "nvlink": 0.47e-6, "xgmi": 0.47e-6, "ici": 0.47e-6, "pcie": 1.0e-6, "ethernet": 2.7e-6, "network": 2.7e-6,
+}  # fmt: skip
+
+
 def derive_default_profile(path: Path | None = None) -> CalibrationProfile:
     """Fit the default profile: microbenchmark ceilings and curves, then end-to-end overheads (module docstring)."""
     rows = _rows(path or published_csv_path())
@@ -174,7 +186,11 @@ def derive_default_profile(path: Path | None = None) -> CalibrationProfile:
         ),
         overheads=Overheads(per_kernel_s=overhead[0], per_step_s=0.0, sources=overhead[1]),
         comm=Comm(
-            link_efficiency=0.8, latency_s=8e-6, sources=("assumed NCCL ring: 80% of link, 8 µs per collective",)
+            link_efficiency=0.8, latency_s=NCCL_BASE_LATENCY_S, hop_latency_s=dict(NCCL_HOP_LATENCY_S),
+            sources=(
+                "link_efficiency 0.8: assumed (NCCL ring reaches ~80% of the link)",
+                f"latency_s, hop_latency_s: {NCCL_TUNING_SOURCE}",
+            ),
         ),
         residuals={"gemm_fixed_cost_s": overhead[0], "gemm_fixed_cost_sources": list(overhead[1])},
     )
