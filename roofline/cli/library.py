@@ -83,6 +83,8 @@ def _hardware_table(s: HardwareSpec) -> Table:
     rows: list[tuple[str, str]] = [("aliases", ", ".join(s.aliases) or "-"), ("vendor", f"{s.vendor}, {s.form_factor}")]
     m = s.memory
     rows.append(("memory", f"{fmt_bytes(m.capacity_bytes, True)} = {fmt_bytes(m.capacity_bytes)} {m.type or ''}"))
+    if m.visible_capacity_bytes is not None:
+        rows.append(("visible memory", f"{fmt_bytes(m.visible_capacity_bytes, True)} (used for every memory decision)"))
     rows.append(("bandwidth", fmt_rate(m.bandwidth_bytes_per_s, "B/s")))
     for dt in s.peak_dense.supported():
         rows.append((f"peak {dt} (dense)", fmt_rate(s.peak_dense.get(dt) or 0.0, "OP/s" if dt == "int8" else "FLOP/s")))
@@ -94,6 +96,14 @@ def _hardware_table(s: HardwareSpec) -> Table:
         rows.append(
             ("interconnect", f"{ic.kind}: {fmt_rate(ic.bandwidth_per_direction_bytes_per_s, 'B/s')} per direction{lat}")
         )
+        peer = ic.per_peer_bandwidth_per_direction_bytes_per_s
+        per_peer = f", {fmt_rate(peer, 'B/s')} per peer" if peer else ""
+        rows.append(("scale-up domain", f"{ic.domain_size} GPUs, {ic.topology} ({ic.link}){per_peer}"))
+    if s.fallback:
+        fb = fmt_rate(s.fallback.bandwidth_per_direction_bytes_per_s, "B/s")
+        rows.append(("fallback path", f"{s.fallback.kind}: {fb} per direction, {s.host_size} GPUs per host"))
+    if s.scale_out_bandwidth_per_direction_bytes_per_s:
+        rows.append(("scale-out", f"{fmt_rate(s.scale_out_bandwidth_per_direction_bytes_per_s, 'B/s')} per direction"))
     if s.tdp_watts:
         rows.append(("TDP", f"{s.tdp_watts:.0f} W"))
     if s.price:

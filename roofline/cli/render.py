@@ -220,16 +220,18 @@ def plan_tables(res: Any, limit: int | None = 15) -> list[Table]:
     t = Table(title=title, title_justify="left", caption="TTFT/TPOT at the planned load; "
               "B = max sequences per replica (limited by memory or an SLO)", caption_justify="left")  # fmt: skip
     heads = ("#", "hardware", "prec", "tp", "B", "limit", "req/s/replica", "replicas", "GPUs", "TTFT", "TPOT",
-             "headroom", "$/hour", "$/M out tok")  # fmt: skip
+             "headroom", "$/hour", "$/M out tok", "links")  # fmt: skip
     for h in heads:
-        t.add_column(h, justify="left" if h in ("hardware", "prec", "limit") else "right", no_wrap=h == "hardware")
+        t.add_column(h, justify="left" if h in ("hardware", "prec", "limit", "links") else "right",
+                     no_wrap=h == "hardware")  # fmt: skip
     for i, c in enumerate(ok[:limit], 1):
         style = "bold green" if i == 1 else ""
         t.add_row(
             "★" if i == 1 else str(i), c.hardware, c.precision, str(c.tp), str(c.batch),
             c.limited_by.replace("_slo", " SLO"), num(c.replica_rps), str(c.replicas), str(c.gpus),
             fmt_seconds(c.ttft_s), fmt_seconds(c.tpot_s), pct(c.headroom), usd(c.usd_per_hour),
-            usd(c.usd_per_million_output_tokens), style=style,
+            usd(c.usd_per_million_output_tokens), Text(f"⚠ {c.link_flag}", style="yellow") if c.link_flag else "",
+            style=style,
         )  # fmt: skip
     tables = [t] if ok else []
     groups: dict[tuple[str, str, str], list[str]] = {}

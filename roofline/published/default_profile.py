@@ -186,7 +186,9 @@ def derive_default_profile(path: Path | None = None) -> CalibrationProfile:
         ),
         overheads=Overheads(per_kernel_s=overhead[0], per_step_s=0.0, sources=overhead[1]),
         comm=Comm(
-            link_efficiency=0.8, latency_s=NCCL_BASE_LATENCY_S, hop_latency_s=dict(NCCL_HOP_LATENCY_S),
+            link_efficiency=0.8,
+            latency_s=NCCL_BASE_LATENCY_S,
+            hop_latency_s=dict(NCCL_HOP_LATENCY_S),
             sources=(
                 "link_efficiency 0.8: assumed (NCCL ring reaches ~80% of the link)",
                 f"latency_s, hop_latency_s: {NCCL_TUNING_SOURCE}",

@@ -42,7 +42,9 @@ engine's ``max_num_seqs``, and meets both SLOs. Batches 1 … 16,384 are searche
     $/M output tokens = ($/hour) / (qps · O · 3600) × 1e6
 
 Candidates (hardware × precision × tp) are ranked by $/hour (by GPUs when no price is
-known); the recommendation is the first feasible one. Rejected candidates say why:
+known); the recommendation is the first feasible one. A candidate whose tp collectives leave
+the fast fabric (a PCIe hop past an NVLink-bridged pair, PCIe-only cards, a group larger than
+the scale-up domain) is priced on that path and says so in ``link_flag`` / ``link_note``. Rejected candidates say why:
 does not fit (missing bytes), misses an SLO at batch 1 (by how much), exceeds max GPUs.
 """
 
@@ -107,6 +109,8 @@ class Candidate:
     usd_per_million_output_tokens: float | None = None
     missing_bytes: float = 0.0
     slo_excess: float = NAN
+    link_flag: str = ""
+    link_note: str = ""
 
     @property
     def label(self) -> str:
@@ -295,9 +299,14 @@ def _candidate(
 ) -> Candidate:
     """Plan one (hardware, precision, tp): memory limit, SLO-limited batch, replicas, cost."""
     from roofline.prediction import make_scenario, sweep
+    from roofline.specs.topology import slow_link_notes
 
     kv = req.kv_dtype or "bf16"
-    base = Candidate(hardware=hw.name, precision=prec, tp=tp, kv_dtype=kv, usd_per_gpu_hour=price)
+    links = slow_link_notes(hw, {"tp": tp})
+    base = Candidate(
+        hardware=hw.name, precision=prec, tp=tp, kv_dtype=kv, usd_per_gpu_hour=price,
+        link_flag="; ".join(f for f, _ in links), link_note="; ".join(n for _, n in links),
+    )  # fmt: skip
     opts: dict[str, Any] = {
         "weight_dtype": prec, "kv_dtype": kv, "engine": req.engine, "engine_overrides": req.engine_overrides,
     }  # fmt: skip

@@ -37,8 +37,9 @@ class Memory(Frozen):
     def _visible_le_capacity(self) -> Memory:
         if self.visible_capacity_bytes is not None and self.visible_capacity_bytes > self.capacity_bytes:
             raise ValueError(
-                f"visible_capacity ({self.visible_capacity_bytes:.0f} B) exceeds capacity ({self.capacity_bytes:.0f} B);"
-                " visible memory is what software sees after ECC and firmware reservations, never more"
+                f"visible_capacity ({self.visible_capacity_bytes:.0f} B) exceeds capacity "
+                f"({self.capacity_bytes:.0f} B); visible memory is what software sees after ECC and "
+                "firmware reservations, never more"
             )
         return self
 

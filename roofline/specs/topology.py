@@ -48,6 +48,7 @@ class CommPath:
     full_mesh: bool = False
     slow: bool = False
     note: str = ""
+    flag: str = ""
 
 
 def _gbs(x: float) -> str:
@@ -66,11 +67,8 @@ def _scale_out(hw: HardwareSpec, group: int, domain: int, what: str, inner_bytes
     nic = hw.scale_out_bandwidth_per_direction_bytes_per_s or ASSUMED_SCALE_OUT_BYTES_PER_S
     bw = min(nic, inner_bytes_per_s)
     src = "" if hw.scale_out_bandwidth_per_direction_bytes_per_s else " (assumed 400 Gb/s NIC)"
-    note = (
-        f"{group} GPUs cross the {domain}-GPU {what}: collectives priced at the scale-out network, "
-        f"{_gbs(bw)}{src}"
-    )
-    return CommPath(group, "network", bw, scale_up=False, slow=True, note=note)
+    note = f"{group} GPUs cross the {domain}-GPU {what}: collectives priced at the scale-out network, {_gbs(bw)}{src}"
+    return CommPath(group, "network", bw, scale_up=False, slow=True, note=note, flag="crosses to scale-out")
 
 
 def comm_path(hw: HardwareSpec, group: int) -> CommPath:
@@ -84,13 +82,14 @@ def comm_path(hw: HardwareSpec, group: int) -> CommPath:
         if group > hw.host_size:
             return _scale_out(hw, group, hw.host_size, "host", bw)
         note = f"no scale-up fabric: collectives over {kind}, {_gbs(bw)}"
-        return CommPath(group, link, bw, scale_up=True, slow=True, note=note)
+        return CommPath(group, link, bw, scale_up=True, slow=True, note=note, flag="PCIe only")
     if ic.topology == "bridge" and group > ic.domain_size:
         link, bw, kind = _fallback(hw)
         if group > hw.host_size:
             return _scale_out(hw, group, hw.host_size, "host", bw)
         note = f"the NVLink bridge joins only a pair: a {group}-GPU ring has a {kind} hop, {_gbs(bw)}"
-        return CommPath(group, link, min(bw, ic.bandwidth_per_direction_bytes_per_s), False, slow=True, note=note)
+        bw = min(bw, ic.bandwidth_per_direction_bytes_per_s)
+        return CommPath(group, link, bw, scale_up=False, slow=True, note=note, flag="PCIe hop")
     if group > ic.domain_size:
         return _scale_out(hw, group, ic.domain_size, f"{ic.link} domain", ic.bandwidth_per_direction_bytes_per_s)
     if ic.topology == "full_mesh":
@@ -101,11 +100,12 @@ def comm_path(hw: HardwareSpec, group: int) -> CommPath:
     return CommPath(group, ic.link, ic.bandwidth_per_direction_bytes_per_s, scale_up=True)
 
 
-def slow_link_notes(hw: HardwareSpec, groups: dict[str, int]) -> list[str]:
-    """Notes for the named collective groups (e.g. {"tp": 4, "ep": 8}) whose path leaves the fast fabric."""
+def slow_link_notes(hw: HardwareSpec, groups: dict[str, int]) -> list[tuple[str, str]]:
+    """(short flag, note) for the named collective groups (e.g. {"tp": 4, "ep": 8}) whose path
+    leaves the fast fabric (a PCIe hop or the scale-out network)."""
     notes = []
     for name, g in groups.items():
         path = comm_path(hw, g)
         if path.slow:
-            notes.append(f"{name}={g}: {path.note}")
+            notes.append((f"{name} {path.flag}", f"{name}={g}: {path.note}"))
     return notes
