@@ -60,7 +60,8 @@ def weight_params_per_gpu(model: ModelSpec, sc: Scenario) -> dict[str, float]:
         moe, n = model.moe, model.num_moe_layers * stage
         experts = moe.num_experts / sc.ep * model.expert_params() / (1 if sc.ep > 1 else tp)
         shared = moe.num_shared_experts * model.ffn_params(moe.shared_intermediate_size or 0, "gated", False) / tp
-        parts["moe_experts"] = n * (experts + shared)
+        parts["moe_experts"] = n * experts
+        parts["moe_shared_experts"] = n * shared
         parts["router"] = n * (h * moe.num_experts + moe.num_experts * moe.router_bias)
     emb = model.vocab_size * h / tp
     head = 0.0 if model.tie_word_embeddings else emb
@@ -68,13 +69,20 @@ def weight_params_per_gpu(model: ModelSpec, sc: Scenario) -> dict[str, float]:
     return parts
 
 
+WEIGHT_PART_GROUP = {
+    "attention": "attention", "ffn": "dense_ffn", "moe_experts": "routed_experts",
+    "moe_shared_experts": "shared_experts", "embedding": "embeddings",
+}  # fmt: skip
+
+
 def weight_bytes_per_gpu(model: ModelSpec, sc: Scenario) -> float:
-    """Bytes of weights on one GPU: layer weights in the weight format, norms/router in 16-bit."""
+    """Bytes of weights on one GPU: Σ parts × bytes per element of its module group's format
+    (:meth:`Scenario.weight_formats`, scales included), norms/router in 16-bit."""
     parts = weight_params_per_gpu(model, sc)
-    emb_b = sc.embedding_bytes_per_element
+    fmts = sc.weight_formats(model)
     small = parts.get("norms", 0.0) + parts.get("router", 0.0)
-    big = sum(v for k, v in parts.items() if k not in ("norms", "router", "embedding"))
-    return big * sc.weight_dtype.bytes_per_element + small * NORM_BYTES + parts["embedding"] * emb_b
+    big = sum(v * fmts.get(WEIGHT_PART_GROUP[k]).bytes_per_element for k, v in parts.items() if k in WEIGHT_PART_GROUP)
+    return big + small * NORM_BYTES
 
 
 def _kv_elems_per_gpu_per_layer(model: ModelSpec, sc: Scenario) -> float:
@@ -211,7 +219,7 @@ def max_batch(
     tp: int = 1,
     pp: int = 1,
     ep: int = 1,
-    weight_dtype: str = "bf16",
+    weight_dtype: str = "checkpoint",
     kv_dtype: str = "bf16",
     engine: EngineConfig | str | None = None,
     engine_overrides: dict[str, Any] | None = None,
@@ -224,12 +232,13 @@ def max_batch(
     floor((80e9 − 13.48e9 − 10e9) / 2,147,483,648) = 26.
     """
     from roofline.specs.precision import Precision
+    from roofline.specs.scenario import weight_dtype_fields
 
     m, hw = load_model(model), load_hardware(hardware)
     eng = resolve_engine(engine, hw, engine_overrides)
     sc = Scenario(
         batch=1, prompt_len=context_len, output_len=1,
-        weight_dtype=Precision.parse(weight_dtype, "weight_dtype"), kv_dtype=Precision.parse(kv_dtype, "kv_dtype"),
+        **weight_dtype_fields(weight_dtype), kv_dtype=Precision.parse(kv_dtype, "kv_dtype"),
         tp=tp, pp=pp, ep=ep, engine=eng,
     )  # fmt: skip
     sc.validate_for(m, hw)
@@ -265,13 +274,14 @@ def fit_hint(m: ModelSpec, hw: HardwareSpec, sc: Scenario) -> str:
     if tp is not None:
         hints.append(f"tp={tp}")
     lower = [p for p in (Precision.FP8, Precision.INT4) if p.bytes_per_element < sc.weight_dtype.bytes_per_element]
-    prec = next((p for p in lower if fits(replace(sc, weight_dtype=p, act_dtype=None))), None)
+    base = replace(sc, act_dtype=None, use_checkpoint=False, weight_overrides=())  # uniform weights for the hints
+    prec = next((p for p in lower if fits(replace(base, weight_dtype=p))), None)
     if prec is not None:
         hints.append(f"weight_dtype={prec.value}")
     if prec is None:  # neither alone may be practical: the smallest tp with lower-precision weights
         combo = next(
             ((t, p) for t in (2, 4, 8, 16, 32) if t > sc.tp and (tp is None or t < tp)
-             for p in lower if fits(replace(sc, tp=t, weight_dtype=p, act_dtype=None))),
+             for p in lower if fits(replace(base, tp=t, weight_dtype=p))),
             None,
         )  # fmt: skip
         if combo is not None:

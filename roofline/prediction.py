@@ -20,7 +20,7 @@ from roofline.specs.library import hardware as load_hardware
 from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
-from roofline.specs.scenario import Scenario
+from roofline.specs.scenario import Scenario, weight_dtype_fields
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,7 +56,7 @@ def make_scenario(
     pp: int = 1,
     ep: int = 1,
     replicas: int = 1,
-    weight_dtype: str | Precision = "bf16",
+    weight_dtype: str | Precision | dict[str, str] = "checkpoint",
     act_dtype: str | Precision | None = None,
     kv_dtype: str | Precision = "bf16",
     quantize_embeddings: bool = False,
@@ -65,6 +65,10 @@ def make_scenario(
     cuda_graphs: bool | None = None,
 ) -> Scenario:
     """Build a Scenario from plain values (format names, an engine preset name).
+
+    ``weight_dtype``: ``"checkpoint"`` (default: the shipped checkpoint's per-module formats,
+    ``ModelSpec.checkpoint``), one format for every linear layer (``"fp8"``, ``"nvfp4"``), or a
+    mapping {module group: format} over the checkpoint (``{"routed_experts": "nvfp4"}``).
 
     ``engine``: a preset name (``vllm`` default, ``sglang``, ``trtllm``, ``ideal``) or an
     :class:`EngineConfig`; ``engine_overrides`` sets its fields (engine option names such as
@@ -77,7 +81,7 @@ def make_scenario(
         overrides["cuda_graphs"] = cuda_graphs
     return Scenario(
         batch=batch, prompt_len=prompt_len, output_len=output_len,
-        weight_dtype=Precision.parse(weight_dtype, "weight_dtype"),
+        **weight_dtype_fields(weight_dtype),
         act_dtype=None if act_dtype is None else Precision.parse(act_dtype, "act_dtype"),
         kv_dtype=Precision.parse(kv_dtype, "kv_dtype"), tp=tp, pp=pp, ep=ep, replicas=replicas,
         engine=resolve_engine(engine, hw, overrides), quantize_embeddings=quantize_embeddings,
@@ -95,7 +99,7 @@ def predict(
     pp: int = 1,
     ep: int = 1,
     replicas: int = 1,
-    weight_dtype: str | Precision = "bf16",
+    weight_dtype: str | Precision | dict[str, str] = "checkpoint",
     act_dtype: str | Precision | None = None,
     kv_dtype: str | Precision = "bf16",
     quantize_embeddings: bool = False,
@@ -229,7 +233,7 @@ def sweep(
     pp: int = 1,
     ep: int = 1,
     replicas: int = 1,
-    weight_dtype: str | Precision = "bf16",
+    weight_dtype: str | Precision | dict[str, str] = "checkpoint",
     act_dtype: str | Precision | None = None,
     kv_dtype: str | Precision = "bf16",
     quantize_embeddings: bool = False,

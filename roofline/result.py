@@ -89,7 +89,7 @@ class PredictionResult:
             "batch": int(np.asarray(sc.batch)),
             "prompt_len": int(np.asarray(sc.prompt_len)),
             "output_len": int(np.asarray(sc.output_len)),
-            "weight_dtype": sc.weight_dtype.value,
+            "weight_dtype": sc.weight_label(self.model),
             "act_dtype": sc.activation.value,
             "kv_dtype": sc.kv_dtype.value,
             "tp": sc.tp,

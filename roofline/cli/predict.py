@@ -39,7 +39,13 @@ Tp = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per replica.
 Pp = Annotated[int, typer.Option("--pp", help="Pipeline-parallel stages.")]
 Ep = Annotated[int, typer.Option("--ep", help="Expert-parallel GPUs (MoE models).")]
 WeightDtype = Annotated[
-    str, typer.Option("--weight-dtype", "-w", help="Weight format: bf16, fp16, fp8, int8, int4, fp4.")
+    str,
+    typer.Option(
+        "--weight-dtype",
+        "-w",
+        help="Weight format: checkpoint (default: the shipped checkpoint's per-module formats), bf16, fp16, "
+        "fp8, fp8-block, int8, int4, int4-g128 (AWQ/GPTQ), fp4, mxfp4, nvfp4.",
+    ),
 ]
 KvDtype = Annotated[str, typer.Option("--kv-dtype", help="KV-cache format: bf16, fp16, fp8.")]
 Calibration = Annotated[
@@ -112,7 +118,7 @@ def predict_cmd(
     tp: Tp = 1,
     pp: Pp = 1,
     ep: Ep = 1,
-    weight_dtype: WeightDtype = "bf16",
+    weight_dtype: WeightDtype = "checkpoint",
     kv_dtype: KvDtype = "bf16",
     calibration: Calibration = None,
     engine: Engine = "vllm",
@@ -184,7 +190,7 @@ def sweep_cmd(
     ] = "1",
     pp: Pp = 1,
     ep: Ep = 1,
-    weight_dtype: WeightDtype = "bf16",
+    weight_dtype: WeightDtype = "checkpoint",
     kv_dtype: KvDtype = "bf16",
     calibration: Calibration = None,
     engine: Engine = "vllm",
@@ -269,7 +275,7 @@ def compare_cmd(
     tp: Tp = 1,
     pp: Pp = 1,
     ep: Ep = 1,
-    weight_dtype: WeightDtype = "bf16",
+    weight_dtype: WeightDtype = "checkpoint",
     kv_dtype: KvDtype = "bf16",
     calibration: Calibration = None,
     engine: Engine = "vllm",

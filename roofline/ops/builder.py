@@ -77,9 +77,36 @@ def build_ops(
         ops.append(comm.all_gather("comm.logits_all_gather", "comm", "model", 1, dt, B * v * ab, sc.tp))
     if sc.pp > 1:
         ops.append(comm.send_recv("comm.pp_send_recv", "comm", sc.pp - 1, dt, M * h * ab, sc.tp * sc.pp))
+    if sc.use_checkpoint or sc.weight_overrides:
+        ops = [_module_format(c, op) for op in ops]
     if phase == "decode" and sc.cuda_graphs:
         ops = [replace(op, launch="graph") for op in ops]
     return ops
+
+
+def module_group(op: Op) -> str | None:
+    """Checkpoint module group of a weight GEMM (None: not a quantised linear layer)."""
+    if op.kind != "gemm" or op.name == "moe.router" or op.name == "lm_head":
+        return None
+    if op.name.startswith("moe.experts"):
+        return "routed_experts"
+    if op.name.startswith("moe.shared"):
+        return "shared_experts"
+    return {"attention": "attention", "ffn": "dense_ffn"}.get(op.group)
+
+
+def _module_format(c: BuildContext, op: Op) -> Op:
+    """Weight bytes and compute peak of ``op`` in its module group's format (per-module checkpoints).
+
+    The builders price weights at ``weight_dtype``; a group in format f reads
+    weight_bytes × bytes(f) / bytes(weight_dtype) and computes at :meth:`Scenario.group_compute_dtype`.
+    """
+    group = module_group(op)
+    if group is None:
+        return op
+    fmt = c.formats.get(group)
+    scale = fmt.bytes_per_element / c.w_bytes
+    return replace(op, weight_bytes=op.weight_bytes * scale, dtype=c.sc.group_compute_dtype(c.hw, fmt))
 
 
 def prefill_ops(model: ModelSpec, sc: Scenario, hw: HardwareSpec) -> list[Op]:

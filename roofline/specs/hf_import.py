@@ -40,6 +40,7 @@ import yaml
 
 from roofline.errors import SpecError
 from roofline.specs.model import ModelSpec
+from roofline.specs.quant import checkpoint_spec
 from roofline.specs.validation import validate_spec
 
 #: architecture -> model_type, in the order error messages list them
@@ -396,6 +397,7 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         },
         "moe": _moe(c, num_layers),
         "native_dtype": _dtype(c),
+        "checkpoint": checkpoint_spec(c.data.get("quantization_config"), f"{origin}"),
         "sources": [{"fields": "all architecture fields", "ref": f"Hugging Face config.json ({origin}, {arch})"}],
         "notes": _notes(c),
     }

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from roofline.specs._base import Frozen, Source
+from roofline.specs.quant import Checkpoint
 
 LayerKind = Literal["global", "local"]
 
@@ -128,6 +129,9 @@ class ModelSpec(Frozen):
     ffn: FFN
     moe: MoE | None = None
     native_dtype: str = "bf16"
+    checkpoint: Checkpoint | None = Field(
+        default=None, description="per-module storage of the shipped checkpoint; None = native_dtype everywhere"
+    )
     sources: tuple[Source, ...] = Field(min_length=1)
     notes: str = ""
 

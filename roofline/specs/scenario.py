@@ -16,6 +16,7 @@ from roofline.errors import ScenarioError
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
+from roofline.specs.quant import MODULE_GROUPS, ModuleFormats, override_formats
 
 if TYPE_CHECKING:
     from roofline.engine.config import EngineConfig
@@ -47,6 +48,53 @@ class Scenario:
     replicas: int = 1
     engine: EngineConfig | None = None
     quantize_embeddings: bool = False
+    use_checkpoint: bool = False
+    weight_overrides: tuple[tuple[str, Precision], ...] = ()
+
+    def weight_formats(self, model: ModelSpec) -> ModuleFormats:
+        """Weight format of each module group for ``model``: the one truth ops and memory read.
+
+        ``use_checkpoint`` (the default of :func:`roofline.predict`): the model's shipped checkpoint
+        (``ModelSpec.checkpoint``), else ``native_dtype`` everywhere; otherwise ``weight_dtype`` on
+        every linear group with embeddings per :attr:`embedding_bytes_per_element`. Then the
+        per-group ``weight_overrides`` apply.
+        """
+        if self.use_checkpoint:
+            if model.checkpoint is not None:
+                base = model.checkpoint.formats()
+            else:
+                native = Precision.parse(model.native_dtype, "native_dtype")
+                base = ModuleFormats.uniform(native, native)
+        else:
+            emb = self.weight_dtype if self.quantize_embeddings else self.activation
+            emb = emb if emb.bytes_per_element >= 2 or self.quantize_embeddings else Precision.BF16
+            base = ModuleFormats.uniform(self.weight_dtype, emb)
+        return override_formats(base, dict(self.weight_overrides)) if self.weight_overrides else base
+
+    def weight_label(self, model: ModelSpec) -> str:
+        """What the weights are stored in: ``bf16``, or ``checkpoint: routed_experts mxfp4`` for per-module formats."""
+        if not (self.use_checkpoint or self.weight_overrides):
+            return self.weight_dtype.value
+        head = "checkpoint: " if self.use_checkpoint else ""
+        fmts = self.weight_formats(model)
+        moe = model.moe
+        present = {
+            "attention": True, "dense_ffn": model.num_dense_layers > 0, "routed_experts": moe is not None,
+            "shared_experts": moe is not None and moe.num_shared_experts > 0, "embeddings": True,
+        }  # fmt: skip
+        parts = [f"{g} {fmts.get(g).value}" for g in MODULE_GROUPS if present[g] and fmts.get(g) is not Precision.BF16]
+        return head + (", ".join(parts) or "bf16")
+
+    def group_compute_dtype(self, hw: HardwareSpec, fmt: Precision) -> ComputeDtype:
+        """Peak a GEMM on weights in ``fmt`` runs at: an explicit ``act_dtype`` wins; else the format's
+        default activation when ``hw`` has that peak (NVFP4 on Blackwell, FP8 on Hopper), else the
+        16-bit peak (weight-only dequantisation, as Marlin-style kernels do on older devices)."""
+        if self.act_dtype is not None:
+            return self._peak(hw, self.act_dtype, "act_dtype")
+        dt = fmt.default_activation.compute or "bf16"
+        if hw.peak_flops_per_s(dt) is not None:
+            return dt
+        return "bf16" if hw.peak_flops_per_s("bf16") is not None else "fp16"
 
     @property
     def cuda_graphs(self) -> bool:
@@ -61,8 +109,7 @@ class Scenario:
         """Activation format (resolved default)."""
         if self.act_dtype is not None:
             return self.act_dtype
-        w = self.weight_dtype
-        return w if w in (Precision.BF16, Precision.FP16, Precision.FP8, Precision.FP32) else Precision.BF16
+        return self.weight_dtype.default_activation
 
     @property
     def activation_memory_bytes_per_element(self) -> float:
@@ -100,7 +147,11 @@ class Scenario:
         return replace(self, **kw)
 
     def gemm_compute_dtype(self, hw: HardwareSpec) -> ComputeDtype:
-        """Peak used by weight GEMMs: the activation format's (weight-only formats dequantise)."""
+        """Peak used by weight GEMMs: the activation format's (weight-only formats dequantise).
+
+        A default NVFP4 activation on a device without an fp4 peak computes W4A16 (bf16 peak)."""
+        if self.act_dtype is None and self.activation is Precision.NVFP4 and hw.peak_flops_per_s("fp4") is None:
+            return self._peak(hw, Precision.BF16, "weight_dtype")
         return self._peak(hw, self.activation, "weight_dtype/act_dtype")
 
     def attention_compute_dtype(self, hw: HardwareSpec) -> ComputeDtype:
@@ -155,6 +206,9 @@ class Scenario:
                 raise ScenarioError(f"ep={self.ep} does not divide the {model.moe.num_experts} experts of {model.name}")
         self.gemm_compute_dtype(hw)
         self.attention_compute_dtype(hw)
+        for g, _ in self.weight_overrides:
+            if g not in MODULE_GROUPS:
+                raise ScenarioError(f"unknown module group '{g}' in weight_dtype; use {', '.join(MODULE_GROUPS)}")
 
     # ---- sharding helpers used by the op builders and the memory function ----------------
     def kv_heads_per_gpu(self, model: ModelSpec) -> int:
@@ -164,3 +218,21 @@ class Scenario:
     def layers_per_stage(self, model: ModelSpec) -> int:
         """Layers on the largest pipeline stage: ceil(L / pp)."""
         return math.ceil(model.num_layers / self.pp)
+
+
+def weight_dtype_fields(weight_dtype: object) -> dict[str, Any]:
+    """Scenario fields for a ``weight_dtype`` argument: a format name (uniform), ``"checkpoint"``
+    (the shipped checkpoint, the default) or a mapping {module group: format} applied over the
+    checkpoint (e.g. ``{"routed_experts": "nvfp4"}``)."""
+    if weight_dtype is None or (isinstance(weight_dtype, str) and weight_dtype.strip().lower() == "checkpoint"):
+        return {"weight_dtype": Precision.BF16, "use_checkpoint": True, "weight_overrides": ()}
+    if isinstance(weight_dtype, dict):
+        over = tuple((str(g), Precision.parse(f, f"weight_dtype[{g}]")) for g, f in weight_dtype.items())
+        bad = [g for g, _ in over if g not in MODULE_GROUPS]
+        if bad:
+            raise ScenarioError(
+                f"unknown module group(s) {', '.join(bad)} in weight_dtype; use {', '.join(MODULE_GROUPS)}"
+            )
+        return {"weight_dtype": Precision.BF16, "use_checkpoint": True, "weight_overrides": over}
+    return {"weight_dtype": Precision.parse(weight_dtype, "weight_dtype"), "use_checkpoint": False,  # type: ignore[arg-type]
+            "weight_overrides": ()}  # fmt: skip
