@@ -91,3 +91,15 @@ def test_importer_reads_awq_and_rejects_unknown_group_sizes() -> None:
     with pytest.raises(SpecError, match="group_size=64"):
         checkpoint_from_quantization_config({"quant_method": "gptq", "bits": 4, "group_size": 64}, "x.json")
     assert checkpoint_from_quantization_config(None) is None
+
+
+def test_context_beyond_the_model_limit_is_an_error_unless_allowed() -> None:
+    """llama-3.1-8b: max_position_embeddings 131,072; 200,000 + 128 tokens is refused, naming the limit."""
+    with pytest.raises(ScenarioError, match=r"131,072 context of llama-3\.1-8b"):
+        roofline.predict("llama-3.1-8b", "h100-sxm", prompt_len=200_000)
+    from dataclasses import replace
+
+    sc = replace(make_scenario(H100, 1, 200_000, 128), allow_long_context=True)
+    with pytest.warns(UserWarning, match="modelled anyway"):
+        r = roofline.predict("llama-3.1-8b", "h100-sxm", scenario=sc)
+    assert r.ttft_s > 0

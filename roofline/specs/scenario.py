@@ -50,6 +50,7 @@ class Scenario:
     quantize_embeddings: bool = False
     use_checkpoint: bool = False
     weight_overrides: tuple[tuple[str, Precision], ...] = ()
+    allow_long_context: bool = False
 
     def weight_formats(self, model: ModelSpec) -> ModuleFormats:
         """Weight format of each module group for ``model``: the one truth ops and memory read.
@@ -197,6 +198,7 @@ class Scenario:
             raise ScenarioError(
                 f"tp={self.tp} neither divides nor is a multiple of the {a.num_kv_heads} KV heads of {model.name}"
             )
+        self._check_context(model)
         if self.pp > model.num_layers:
             raise ScenarioError(f"pp={self.pp} exceeds the {model.num_layers} layers of {model.name}")
         if self.ep > 1:
@@ -209,6 +211,25 @@ class Scenario:
         for g, _ in self.weight_overrides:
             if g not in MODULE_GROUPS:
                 raise ScenarioError(f"unknown module group '{g}' in weight_dtype; use {', '.join(MODULE_GROUPS)}")
+
+    def _check_context(self, model: ModelSpec) -> None:
+        """prompt + output beyond ``max_position_embeddings`` is an error unless ``allow_long_context``
+        (then a warning): the model was not trained for it and engines refuse it by default."""
+        limit = model.max_position_embeddings
+        ctx = float(np.max(np.asarray(self.prompt_len) + np.asarray(self.output_len)))
+        if limit is None or ctx <= limit:
+            return
+        msg = (
+            f"prompt_len + output_len = {ctx:,.0f} tokens exceeds the {limit:,} context of {model.name} "
+            f"(max_position_embeddings)"
+        )
+        if not self.allow_long_context:
+            raise ScenarioError(
+                f"{msg}; shorten the prompt or output, or pass allow_long_context=True to model it anyway"
+            )
+        import warnings
+
+        warnings.warn(f"{msg}; modelled anyway (allow_long_context)", stacklevel=3)
 
     # ---- sharding helpers used by the op builders and the memory function ----------------
     def kv_heads_per_gpu(self, model: ModelSpec) -> int:
