@@ -117,6 +117,18 @@ def kv_bytes_per_sequence_per_gpu(model: ModelSpec, sc: Scenario, context: objec
     return _kv_tokens(model, ctx) * stage * _kv_elems_per_gpu_per_layer(model, sc) * sc.kv_dtype.bytes_per_element
 
 
+def kv_bytes_per_sequence_all_gpus(model: ModelSpec, sc: Scenario, context: object) -> np.ndarray:
+    """KV bytes one sequence occupies summed over every GPU of a replica, replication included.
+
+    = Σ_layers cached tokens × per-GPU elements per token per layer × tp × kv bytes: each tp rank
+    holds H_kv/tp heads (the whole-model figure), or one replicated head when tp > H_kv (tp/H_kv
+    copies), or the full MLA latent (tp copies); pipeline stages split the layers without copies.
+    DeepSeek-V3 at tp 8: 8 × the whole-model latent.
+    """
+    ctx = np.asarray(context, dtype=np.float64)
+    return _kv_tokens(model, ctx) * _kv_elems_per_gpu_per_layer(model, sc) * sc.tp * sc.kv_dtype.bytes_per_element
+
+
 def engine_for(sc: Scenario, hw: HardwareSpec) -> EngineConfig:
     """The scenario's engine, or the default preset (``vllm``) resolved for ``hw``."""
     return sc.engine if sc.engine is not None else engine_preset(DEFAULT_ENGINE, hw)

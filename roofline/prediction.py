@@ -11,7 +11,7 @@ import numpy as np
 from roofline.costs import latencies, scenario_costs, step_cost
 from roofline.engine.presets import EngineArg, resolve_engine
 from roofline.evaluate import op_time, op_time_summed_over_context
-from roofline.memory import kv_bytes_per_sequence, kv_bytes_per_token, memory_budget
+from roofline.memory import kv_bytes_per_sequence, kv_bytes_per_sequence_all_gpus, kv_bytes_per_token, memory_budget
 from roofline.ops.records import Op
 from roofline.profile import CalibrationProfile, load_profile
 from roofline.result import PredictionResult
@@ -157,7 +157,7 @@ def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: Calibr
         throughput_tok_s_per_gpu=ok(lat.throughput_tok_s_per_gpu),
         total_throughput_tok_s=ok(lat.total_throughput_tok_s),
         kv_bytes_per_token=kv_bytes_per_token(m, sc.kv_dtype.bytes_per_element),
-        kv_bytes_per_sequence=kv_seq, kv_cache_bytes=b * kv_seq,
+        kv_bytes_per_sequence=kv_seq, kv_cache_bytes=b * float(kv_bytes_per_sequence_all_gpus(m, sc, p + o)),
         weight_bytes_per_gpu=mem.weight_bytes, activation_peak_bytes=float(mem.activation_peak_bytes),
         memory=mem, max_batch=int(mem.max_batch), prefill_flops=float(pre.flops), prefill_bytes=float(pre.memory_bytes),
         decode_flops_per_step=dec_flops, decode_bytes_per_step=dec_bytes, mfu_prefill=mfu, mbu_prefill=mbu,

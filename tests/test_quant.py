@@ -103,3 +103,23 @@ def test_context_beyond_the_model_limit_is_an_error_unless_allowed() -> None:
     with pytest.warns(UserWarning, match="modelled anyway"):
         r = roofline.predict("llama-3.1-8b", "h100-sxm", scenario=sc)
     assert r.ttft_s > 0
+
+
+def test_deepseek_v3_tp8_holds_the_full_latent_kv_on_every_gpu() -> None:
+    """MLA caches kv_lora_rank + rope = 512 + 64 = 576 elements per token per layer, and every tp rank
+    holds all of it: per GPU 61 layers × 576 × 2 B = 70,272 B per token, whole-model figure too; the
+    all-GPU total at tp 8 is 8 × that. GQA with tp > kv heads replicates heads: llama-3.1-8b (8 KV heads)
+    at tp 16 holds 1 head per GPU, 16 heads in all = 2 × the whole-model KV."""
+    from roofline.memory import kv_bytes_per_sequence, kv_bytes_per_sequence_all_gpus, kv_bytes_per_sequence_per_gpu
+
+    m = roofline.model("deepseek-v3")
+    sc = make_scenario(H100, 1, 4096, 1, tp=8)
+    whole = float(kv_bytes_per_sequence(m, 4096, 2.0))
+    assert whole == 61 * 576 * 2 * 4096
+    assert float(kv_bytes_per_sequence_per_gpu(m, sc, 4096)) == whole
+    assert float(kv_bytes_per_sequence_all_gpus(m, sc, 4096)) == 8 * whole
+    r = roofline.predict("deepseek-v3", "h200-sxm", batch=4, prompt_len=4000, output_len=96, tp=8)
+    assert r.kv_cache_bytes == pytest.approx(4 * 8 * 61 * 576 * 2 * 4096)
+    llama = roofline.model("llama-3.1-8b")
+    sc16 = make_scenario(H100, 1, 4096, 1, tp=16)
+    assert float(kv_bytes_per_sequence_all_gpus(llama, sc16, 4096)) == 2 * float(kv_bytes_per_sequence(llama, 4096))
