@@ -249,7 +249,7 @@ def max_batch(
     m, hw = load_model(model), load_hardware(hardware)
     eng = resolve_engine(engine, hw, engine_overrides)
     sc = Scenario(
-        batch=1, prompt_len=context_len, output_len=1,
+        batch=1, prompt_len=max(context_len - 1, 1), output_len=1,  # prompt + output = the context checked
         **weight_dtype_fields(weight_dtype), kv_dtype=Precision.parse(kv_dtype, "kv_dtype"),
         tp=tp, pp=pp, ep=ep, engine=eng,
     )  # fmt: skip

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from roofline.ops import attention, comm, ffn
+from roofline.ops import attention, comm, ffn, traffic
 from roofline.ops.context import BuildContext
 from roofline.ops.records import Op, Phase, elementwise, gemm
 from roofline.specs.hardware import HardwareSpec
@@ -32,10 +32,12 @@ def _layer_ops(c: BuildContext, attn_kind: str, ffn_kind: str, count: int) -> li
     lk = f"{attn_kind}_{ffn_kind}"
     sw = model.attention.sliding_window
     window = float(sw) if attn_kind == "local" and sw is not None else float("inf")
-    norms = model.norms_per_layer
-    ops = [elementwise("norm", "norm", lk, count * norms, dt, M * h, 2.0, ab, 4.0, h * ab)]
+    ops = traffic.residual_add_norm_ops(c, lk, count)
     build = attention.mla_ops if model.attention.mla is not None else attention.gqa_ops
     ops += build(c, lk, count, window)
+    ops.append(traffic.rope_op(c, lk, count))
+    if model.attention.mla is not None and c.phase == "prefill":
+        ops.append(traffic.mla_prefill_kv_op(c, lk, count))
     if ffn_kind == "dense":
         ops += ffn.dense_ffn_ops(c, lk, count, model.ffn.intermediate_size, model.ffn.kind)
     else:
@@ -69,6 +71,8 @@ def build_ops(
     ops = [
         elementwise("embedding", "embedding", "model", 1, dt, M * h, 1.0, ab, 0.0, np.minimum(M, v) * h * c.emb_bytes),
     ]
+    if sc.tp > 1:
+        ops.append(traffic.embedding_all_reduce(c))
     for (attn_kind, ffn_kind), count in sorted(layer_groups(model).items()):
         ops += _layer_ops(c, attn_kind, ffn_kind, count)
     ops.append(elementwise("final_norm", "norm", "model", 1, dt, B * h, 2.0, ab, 4.0, h * ab))
