@@ -128,7 +128,16 @@ class PredictionResult:
             "mbu_decode": self.mbu_decode,
             "bound_prefill": self.bound_prefill,
             "bound_decode": self.bound_decode,
+            "link_notes": "; ".join(self.link_notes),
         }
+
+    @property
+    def link_notes(self) -> list[str]:
+        """Collective groups of this scenario whose path leaves the fast fabric (priced on that path)."""
+        from roofline.specs.topology import parallel_groups, slow_link_notes
+
+        sc = self.scenario
+        return [note for _, note in slow_link_notes(self.hardware, parallel_groups(sc.tp, sc.pp, sc.ep))]
 
     def layer_breakdown(self) -> pd.DataFrame:
         """Time per (phase, group) summed over ops; sums to TTFT and mean TPOT."""

@@ -158,6 +158,8 @@ def predict_cmd(
 
         con = console()
         con.print(prediction_table(r))
+        for note in r.link_notes:
+            con.print(f"[yellow]⚠ slow link:[/] {note}")
         if ops and r.fits:
             for table in ops_tables(r.ops):
                 con.print(table)

@@ -187,7 +187,7 @@ def plan(
     ttft_slo_s: float,
     tpot_slo_s: float,
     hardware: Sequence[HardwareSpec | str | Path] | HardwareSpec | str | None = None,
-    precisions: Sequence[str] = ("bf16",),
+    precisions: Sequence[str] = ("checkpoint",),
     tp_options: Sequence[int] | None = None,
     max_gpus: int | None = None,
     prices: Mapping[str, float] | None = None,

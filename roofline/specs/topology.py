@@ -109,3 +109,10 @@ def slow_link_notes(hw: HardwareSpec, groups: dict[str, int]) -> list[tuple[str,
         if path.slow:
             notes.append((f"{name} {path.flag}", f"{name}={g}: {path.note}"))
     return notes
+
+
+def parallel_groups(tp: int, pp: int, ep: int) -> dict[str, int]:
+    """The collective groups of a replica: tp all-reduces, ep all-to-alls, and the tp·pp span of the
+    pipeline hand-offs (only those larger than one GPU)."""
+    groups = {"tp": tp, "ep": ep, "pp span": tp * pp if pp > 1 else 1}
+    return {k: v for k, v in groups.items() if v > 1}
