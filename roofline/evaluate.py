@@ -49,10 +49,12 @@ def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.
     compute = profile.compute_ceiling(hw, op.dtype)
     memory = profile.memory_ceiling(hw)
     if op.kind == "attention":
-        return (
-            np.asarray(compute * profile.attention.compute_efficiency) + 0 * op.m,
-            np.asarray(memory * profile.attention.memory_efficiency) + 0 * op.m,
-        )
+        c_att = np.asarray(compute * profile.attention.compute_efficiency) + 0 * op.m
+        curve = None if op.ctx_dependent else profile.attention.prefill_curve(float(np.max(op.k)))
+        peak = hw.peak_flops_per_s(op.dtype)
+        if curve is not None and peak is not None:  # prefill: flash-attention efficiency at its context
+            c_att = np.minimum(c_att, peak * curve(op.n))
+        return c_att, np.asarray(memory * profile.attention.memory_efficiency) + 0 * op.m
     c = compute * profile.gemm_curve(op.dtype)(op.m) if op.kind == "gemm" else compute + 0 * op.m
     size_curve = profile.memory_size_efficiency
     bw = memory * size_curve(op.memory_bytes) if size_curve is not None else memory + 0 * op.m

@@ -69,6 +69,11 @@ class Ceiling(Frozen):
 class Attention(Frozen):
     """Multipliers on the GEMM compute ceiling and the memory ceiling for attention kernels.
 
+    A prefill (causal, flash-style) attention kernel computes at
+    min(GEMM ceiling × ``compute_efficiency``, datasheet peak × ``prefill_compute_efficiency[d](L)``):
+    short contexts leave the kernel's tiles and pipeline underused, so it reaches a smaller fraction
+    of peak than a large GEMM (FlashAttention-3 on H100, head dim 128: 30 % at 512 tokens, 62 % at 16k).
+
     ``gqa_kv_reuse`` says how the attention kernel of the serving stack loads K/V for a GQA
     group of g query heads: HBM K/V reads = cached K/V bytes × (1 + (1 − gqa_kv_reuse)·(g − 1)).
     1 = each K/V head is streamed once per group (XQA, FlashInfer, FlashAttention pack-GQA);
@@ -78,7 +83,19 @@ class Attention(Frozen):
     compute_efficiency: float = Field(default=1.0, gt=0, le=1.5)
     memory_efficiency: float = Field(default=1.0, gt=0, le=1.5)
     gqa_kv_reuse: float = Field(default=1.0, ge=0, le=1)
+    prefill_compute_efficiency: dict[int, Curve] = Field(
+        default_factory=dict,
+        description="head_dim -> fraction of the datasheet peak a causal flash-attention prefill reaches "
+        "against the attended context (tokens); the nearest head_dim is used",
+    )
     sources: tuple[str, ...] = ()
+
+    def prefill_curve(self, head_dim: float) -> Curve | None:
+        """The prefill curve of the head_dim nearest ``head_dim`` (ties to the larger), None when none is set."""
+        if not self.prefill_compute_efficiency:
+            return None
+        key = min(self.prefill_compute_efficiency, key=lambda d: (abs(d - head_dim), -d))
+        return self.prefill_compute_efficiency[key]
 
 
 class Overheads(Frozen):

@@ -57,3 +57,20 @@ def test_mla_prefill_reads_expanded_kv_not_the_latent() -> None:
     assert float(op.act_bytes) == pytest.approx(512 * (16 * 320 * 2 - 576 * 2))
     assert op.kernels == 0
     assert "attn.mla_prefill_kv" not in _ops(decode_ops(m, sc, H100, 513.0))
+
+
+def test_prefill_attention_runs_at_the_flash_attention_efficiency_of_its_context() -> None:
+    """Default profile: FlashAttention-3 causal head dim 128 reaches 521 TFLOPS/s at 2k tokens on H100
+    (0.5265 of 989.5). Llama-3.1-8B prefill of 2048 tokens: attention FLOPs = 2·(128 + 128)·32 heads
+    · 2048·2049/2 pairs; compute time = FLOPs / (0.5265 · 989.5e12) (compute-bound), below the GEMM
+    ceiling; decode attention keeps the memory path."""
+    from roofline.evaluate import op_time
+    from roofline.profile import default_profile
+
+    m = roofline.model("llama-3.1-8b")
+    op = _ops(prefill_ops(m, make_scenario(H100, 1, 2048, 2, weight_dtype="bf16"), H100))["attn.core"]
+    flops = 2 * 256 * 32 * 2048 * 2049 / 2
+    assert float(op.flops) == flops
+    t = op_time(op, H100, default_profile())
+    assert float(t.compute_s) == pytest.approx(flops / (round(521 / 989.5, 4) * 989.5e12))
+    assert str(t.bound) == "compute"

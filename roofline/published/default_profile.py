@@ -122,6 +122,18 @@ def _dtype(r: dict[str, Any]) -> str:
     return "fp8" if "fp8" in w else "fp16" if "fp16" in w else "bf16"
 
 
+FA3_SOURCE = (
+    "FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608 v2) Fig. 5, forward, causal, BF16, H100 80GB SXM5 "
+    "(batch x seqlen = 16k, heads x head_dim = 2048), FlashAttention-3 bars: head dim 128: 292, 423, 521, 579, "
+    "602, 616 TFLOPS/s at seqlen 512 ... 16k; head dim 64: 197, 265, 371, 420, 460, 473; divided by the "
+    "989.5 TFLOPS dense BF16 peak. Assumed to hold as a fraction of peak on other devices and engines."
+)
+_FA3_SEQ = (512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0)
+_H100_BF16_TFLOPS = 989.5
+FA3_PREFILL_CURVES = {
+    d: Curve(x=_FA3_SEQ, y=tuple(round(t / _H100_BF16_TFLOPS, 4) for t in tflops), sources=("arXiv 2407.08608 Fig. 5",))
+    for d, tflops in ((64, (197, 265, 371, 420, 460, 473)), (128, (292, 423, 521, 579, 602, 616)))
+}
 NCCL_TUNING_SOURCE = (
     "NCCL src/graph/tuning.cc (NVIDIA/nccl commit 01afd20a77b5804e0ecf1042509dd9d20ebf9e93): ring latency "
     "= baseLat + nsteps x hwLat[link], nsteps = 2(p-1) for all-reduce; LL protocol (small messages): baseLat "
@@ -182,7 +194,12 @@ def derive_default_profile(path: Path | None = None) -> CalibrationProfile:
             compute_efficiency=1.0,
             memory_efficiency=1.0,
             gqa_kv_reuse=1.0,
-            sources=("assumed: same as GEMM/HBM", "gqa_kv_reuse 1: K/V read once per KV head (XQA, FlashInfer, FA)"),
+            prefill_compute_efficiency=FA3_PREFILL_CURVES,
+            sources=(
+                "compute/memory_efficiency: assumed same as GEMM/HBM (decode attention)",
+                "gqa_kv_reuse 1: K/V read once per KV head (XQA, FlashInfer, FA)",
+                f"prefill_compute_efficiency: {FA3_SOURCE}",
+            ),
         ),
         overheads=Overheads(per_kernel_s=overhead[0], per_step_s=0.0, sources=overhead[1]),
         comm=Comm(
