@@ -27,7 +27,12 @@ def report_command(
     qps: Annotated[str | None, typer.Option("--qps", help="Requests per second (overrides the preset).")] = None,
     ttft_slo: Annotated[str | None, typer.Option("--ttft-slo", help="TTFT SLO, e.g. 500ms (overrides).")] = None,
     tpot_slo: Annotated[str | None, typer.Option("--tpot-slo", help="TPOT SLO, e.g. 50ms (overrides).")] = None,
-    precision: Annotated[str, typer.Option("--precision", help="Weight formats to try, e.g. bf16,fp8.")] = "bf16",
+    precision: Annotated[
+        str,
+        typer.Option(
+            "--precision", help="Weight formats to try, e.g. checkpoint,fp8 (default: the shipped checkpoint)."
+        ),
+    ] = "checkpoint",
     tp: Annotated[
         str | None, typer.Option("--tp", help="tp values to try (default 1,2,4,8 dividing the heads).")
     ] = None,
@@ -76,7 +81,7 @@ def report_command(
         qps=parse_float_opt(qps, "--qps") if qps is not None else None,
         ttft_slo_s=parse_duration_opt(ttft_slo, "--ttft-slo") if ttft_slo is not None else None,
         tpot_slo_s=parse_duration_opt(tpot_slo, "--tpot-slo") if tpot_slo is not None else None,
-        precision=parse_names(precision) or ["bf16"], tp_options=parse_int_list(tp, "--tp") if tp else None,
+        precision=parse_names(precision) or ["checkpoint"], tp_options=parse_int_list(tp, "--tp") if tp else None,
         max_gpus=max_gpus, prices=parse_prices(price or []), calibration=calibration, kv_dtype=kv_dtype,
         engine=engine, output_path=path,
     )  # fmt: skip

@@ -66,7 +66,7 @@ def build(
     qps: float | None = None,
     ttft_slo_s: float | None = None,
     tpot_slo_s: float | None = None,
-    precision: str | Sequence[str] = "bf16",
+    precision: str | Sequence[str] = "checkpoint",
     tp_options: Sequence[int] | None = None,
     max_gpus: int | None = None,
     prices: Mapping[str, float] | None = None,

@@ -100,8 +100,13 @@ def _int4_group(qc: dict[str, Any], where: str) -> str:
 
 def checkpoint_from_quantization_config(qc: dict[str, Any] | None, where: str = "config.json") -> Checkpoint | None:
     """The :class:`Checkpoint` a ``quantization_config`` describes (module docstring); None when absent."""
-    if not qc:
+    if qc is None or qc == {}:
         return None
+    if not isinstance(qc, dict):
+        raise SpecError(
+            f"{where}: quantization_config must be a mapping with a quant_method (got {type(qc).__name__}); "
+            "fix the config or remove the key"
+        )
     import json
 
     method = str(qc.get("quant_method", "")).lower()
@@ -110,7 +115,8 @@ def checkpoint_from_quantization_config(qc: dict[str, Any] | None, where: str = 
         fmt = "fp8-block" if qc.get("weight_block_size") else "fp8"
         return Checkpoint(attention=fmt, dense_ffn=fmt, routed_experts=fmt, shared_experts=fmt, source=src)
     if method == "mxfp4":
-        keep = [str(m) for m in qc.get("modules_to_not_convert") or []]
+        listed = qc.get("modules_to_not_convert")
+        keep = [str(m) for m in listed] if isinstance(listed, list) else []
         attn = "bf16" if any("self_attn" in m for m in keep) else "mxfp4"
         return Checkpoint(attention=attn, dense_ffn="mxfp4", routed_experts="mxfp4", shared_experts="mxfp4", source=src)
     if method in ("awq", "gptq"):
