@@ -84,13 +84,16 @@ def comm_time_s(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> np.nda
     """Communication time of one instance: wire bytes / path bandwidth + latency.
 
     latency = collectives × ``comm.latency_s`` (per-collective base) + hops × the per-hop latency
-    of the slowest link on the path (``comm.hop_latency_s[link]``).
+    of the link each hop crosses (``comm.hop_latency_s[link]``): all on the path's link inside one
+    domain; across domains (nodes − 1)/(p − 1) of them on the network (:meth:`CommPath.hop_links`).
     """
     if op.kind != "comm":
         return 0.0 * op.comm_bytes
     path = comm_path(hw, op.group_size)
     bw = path.bandwidth_bytes_per_s * profile.comm.link_efficiency
-    lat = op.collectives * profile.comm.latency_s + op.comm_hops * profile.comm.hop_latency(path.link)
+    lat = op.collectives * profile.comm.latency_s + sum(
+        hops * profile.comm.hop_latency(link) for link, hops in path.hop_links(op.comm_hops)
+    )
     return op.comm_bytes / bw + lat
 
 

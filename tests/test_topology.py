@@ -118,3 +118,13 @@ def test_plan_says_so_when_tp_collectives_cross_a_slow_link() -> None:
     assert by_tp[2].link_flag == ""
     assert by_tp[4].link_flag == "tp PCIe hop" and "PCIe Gen5 x16" in by_tp[4].link_note
     assert np.isfinite(by_tp[4].tpot_s)
+
+
+def test_cross_node_ring_latency_charges_only_the_inter_node_hops_to_the_network() -> None:
+    """NCCL tuning.cc: ring latency = baseLat + (nsteps − nInterSteps)·intraLat + nInterSteps·interLat, with
+    nsteps = 2(p − 1) = 30 and nInterSteps = 2(nNodes − 1) = 2 for tp 16 over two 8-GPU NVLink boards:
+    3.6 + 28 × 0.47 + 2 × 2.7 = 22.16 µs for a message whose wire time is negligible (16 B)."""
+    hw = roofline.hardware("h100-sxm")
+    op = all_reduce("ar", "comm", "x", 1, "bf16", 16.0, 16, hw)
+    wire = 2 * 15 / 16 * 16.0 / (0.8 * 50e9)
+    assert float(comm_time_s(op, hw, default_profile())) == pytest.approx(3.6e-6 + 28 * 0.47e-6 + 2 * 2.7e-6 + wire)

@@ -49,6 +49,17 @@ class CommPath:
     slow: bool = False
     note: str = ""
     flag: str = ""
+    inner_link: LinkKind | None = None
+    nodes: int = 1
+
+    def hop_links(self, hops: float) -> list[tuple[LinkKind, float]]:
+        """Split ``hops`` latency hops by link kind: across ``nodes`` domains a ring spends
+        (nodes − 1)/(p − 1) of its hops on the network and the rest inside a domain, as NCCL's
+        tuning model charges them ((nsteps − nInterSteps)·intraLat + nInterSteps·interLat)."""
+        if self.nodes <= 1 or self.inner_link is None or self.group <= 1:
+            return [(self.link, hops)]
+        inter = hops * (self.nodes - 1) / (self.group - 1)
+        return [(self.link, inter), (self.inner_link, hops - inter)]
 
 
 def _gbs(x: float) -> str:
@@ -62,13 +73,19 @@ def _fallback(hw: HardwareSpec) -> tuple[LinkKind, float, str]:
     return "pcie", ASSUMED_PCIE_BYTES_PER_S, "PCIe (assumed Gen4 x16)"
 
 
-def _scale_out(hw: HardwareSpec, group: int, domain: int, what: str, inner_bytes_per_s: float) -> CommPath:
+def _scale_out(
+    hw: HardwareSpec, group: int, domain: int, what: str, inner_bytes_per_s: float, inner: LinkKind
+) -> CommPath:
     """A ring over several hosts: its slowest hop is the NIC or, if slower, the path inside a host."""
     nic = hw.scale_out_bandwidth_per_direction_bytes_per_s or ASSUMED_SCALE_OUT_BYTES_PER_S
     bw = min(nic, inner_bytes_per_s)
     src = "" if hw.scale_out_bandwidth_per_direction_bytes_per_s else " (assumed 400 Gb/s NIC)"
     note = f"{group} GPUs cross the {domain}-GPU {what}: collectives priced at the scale-out network, {_gbs(bw)}{src}"
-    return CommPath(group, "network", bw, scale_up=False, slow=True, note=note, flag="crosses to scale-out")
+    nodes = -(-group // domain)
+    return CommPath(
+        group, "network", bw, scale_up=False, slow=True, note=note, flag="crosses to scale-out", inner_link=inner,
+        nodes=nodes,
+    )  # fmt: skip
 
 
 def comm_path(hw: HardwareSpec, group: int) -> CommPath:
@@ -80,18 +97,19 @@ def comm_path(hw: HardwareSpec, group: int) -> CommPath:
     if ic is None:
         link, bw, kind = _fallback(hw)
         if group > hw.host_size:
-            return _scale_out(hw, group, hw.host_size, "host", bw)
+            return _scale_out(hw, group, hw.host_size, "host", bw, link)
         note = f"no scale-up fabric: collectives over {kind}, {_gbs(bw)}"
         return CommPath(group, link, bw, scale_up=True, slow=True, note=note, flag="PCIe only")
     if ic.topology == "bridge" and group > ic.domain_size:
         link, bw, kind = _fallback(hw)
         if group > hw.host_size:
-            return _scale_out(hw, group, hw.host_size, "host", bw)
+            return _scale_out(hw, group, hw.host_size, "host", bw, link)
         note = f"the NVLink bridge joins only a pair: a {group}-GPU ring has a {kind} hop, {_gbs(bw)}"
         bw = min(bw, ic.bandwidth_per_direction_bytes_per_s)
         return CommPath(group, link, bw, scale_up=False, slow=True, note=note, flag="PCIe hop")
     if group > ic.domain_size:
-        return _scale_out(hw, group, ic.domain_size, f"{ic.link} domain", ic.bandwidth_per_direction_bytes_per_s)
+        bw_in = ic.bandwidth_per_direction_bytes_per_s
+        return _scale_out(hw, group, ic.domain_size, f"{ic.link} domain", bw_in, ic.link)
     if ic.topology == "full_mesh":
         assert ic.per_peer_bandwidth_per_direction_bytes_per_s is not None
         per_peer = ic.per_peer_bandwidth_per_direction_bytes_per_s
