@@ -91,9 +91,9 @@ def comm_time_s(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> np.nda
         return 0.0 * op.comm_bytes
     path = comm_path(hw, op.group_size)
     bw = path.bandwidth_bytes_per_s * profile.comm.link_efficiency
-    lat = op.collectives * profile.comm.latency_s + sum(
-        hops * profile.comm.hop_latency(link) for link, hops in path.hop_links(op.comm_hops)
-    )
+    lat = op.collectives * profile.comm.latency_s + 0 * op.comm_hops
+    for link, hops in path.hop_links(op.comm_hops):
+        lat = lat + hops * profile.comm.hop_latency(link)
     return op.comm_bytes / bw + lat
 
 

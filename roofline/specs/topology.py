@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from roofline.specs.hardware import HardwareSpec, LinkKind
 
 # assumed: one 400 Gb/s NIC per GPU (50 GB/s per direction) when a spec gives no scale-out figure;
@@ -52,7 +54,7 @@ class CommPath:
     inner_link: LinkKind | None = None
     nodes: int = 1
 
-    def hop_links(self, hops: float) -> list[tuple[LinkKind, float]]:
+    def hop_links(self, hops: np.ndarray) -> list[tuple[LinkKind, np.ndarray]]:
         """Split ``hops`` latency hops by link kind: across ``nodes`` domains a ring spends
         (nodes − 1)/(p − 1) of its hops on the network and the rest inside a domain, as NCCL's
         tuning model charges them ((nsteps − nInterSteps)·intraLat + nInterSteps·interLat)."""
