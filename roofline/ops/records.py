@@ -67,18 +67,13 @@ class Op:
     ctx_ref: np.ndarray = field(default_factory=lambda: arr(0.0))
     ctx_cap: float = float("inf")
     q_per_kv: float = 1.0
-    ctx_dependent: bool = False
+    context_dependent: bool = False  # True when FLOPs or KV bytes grow with the attended context
     launch: Launch = "eager"
 
     @property
     def memory_bytes(self) -> np.ndarray:
         """HBM traffic of one instance: weights + activations + KV read + KV written."""
         return self.weight_bytes + self.act_bytes + self.kv_read_bytes + self.kv_write_bytes
-
-    @property
-    def context_dependent(self) -> bool:
-        """True when FLOPs or bytes grow with the attended context."""
-        return self.ctx_dependent
 
     def at_context(self, context: np.ndarray) -> Op:
         """The same op evaluated at another context length (tokens attended incl. the new one)."""

@@ -59,7 +59,7 @@ import numpy as np
 from roofline.engine.presets import EngineArg
 from roofline.errors import ScenarioError
 from roofline.memory import no_fit_reason
-from roofline.units import fmt_seconds
+from roofline.units import fmt_seconds, usd_per_million_tokens
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -283,6 +283,11 @@ def load_curve(batch: np.ndarray, t_prefill_s: float, t_decode_s: np.ndarray, ou
     )
 
 
+def tokens_per_s_per_gpu(replica_rps: object, output_len: int, gpus_per_replica: int) -> Any:
+    """Output tokens/s per GPU of a replica serving ``replica_rps`` requests/s: λ · O / (tp · pp)."""
+    return np.asarray(replica_rps, dtype=np.float64) * output_len / gpus_per_replica
+
+
 def _rank(cands: list[Candidate]) -> list[Candidate]:
     """Feasible first by $/hour (unpriced after priced, by GPUs), then the rejected in input order."""
     ok = [c for c in cands if c.feasible]
@@ -370,7 +375,7 @@ def _size(c: Candidate, req: _Request) -> Candidate:
         replicas += 1
     gpus = replicas * c.tp * c.pp
     cost = gpus * c.usd_per_gpu_hour if c.usd_per_gpu_hour is not None else None
-    per_m = cost / (req.qps * req.o * 3600) * 1e6 if cost is not None else None
+    per_m = usd_per_million_tokens(cost, req.qps * req.o) if cost is not None else None
     c = replace(
         c, feasible=True, replica_rps=lam_max, replicas=replicas, gpus=gpus, ttft_s=ttft, tpot_s=tpot,
         tpot_full_load_s=float(at_b.tpot_s), prefill_share=rho, concurrency=conc,
