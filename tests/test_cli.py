@@ -88,7 +88,7 @@ def test_predict_does_not_fit_prints_memory_then_exit_1() -> None:
     no_traceback(res)
     assert "weights" in res.stdout and "free" in res.stdout
     assert res.stderr.startswith("error: ") and "does not fit: short by" in res.stderr and "GB" in res.stderr
-    assert "tp=" in res.stderr
+    assert "--tp" in res.stderr
     doc = json.loads(run("predict", "llama-3.1-405b", "l4", "--json").stdout)
     assert doc["fits"] is False and doc["ttft_s"] is None and doc["missing_bytes"] > 0
 
@@ -343,3 +343,22 @@ def test_plan_fits_nowhere_exits_1() -> None:
     assert res.exit_code == 1
     no_traceback(res)
     assert "does not fit: short by" in res.stderr and "Fix:" in res.stderr
+
+
+def test_api_messages_name_api_options_and_the_cli_names_flags() -> None:
+    """The API says how to fix a call in API terms; the CLI rephrases the same message as flags."""
+    from roofline.cli.options import as_flags
+    from roofline.memory import no_fit_reason
+
+    r = roofline.predict("llama-3.1-70b", "h100-sxm", 1, 1024, 128)
+    assert not r.fits and "tp=2" in no_fit_reason(r.model, r.hardware, r.scenario)
+    assert as_flags("it fits with tp=2 or weight_dtype=fp8") == "it fits with --tp 2 or --weight-dtype fp8"
+    assert as_flags("raise max_gpus to 24, lower qps") == "raise --max-gpus to 24, lower --qps"
+    res = run("predict", "llama-3.1-70b", H100)
+    assert res.exit_code == 1 and "--tp 2" in res.stderr and "tp=2" not in res.stderr
+
+
+def test_sweep_accepts_json_and_csv_flags() -> None:
+    res = run("sweep", M8, H100, "--batch", "1,2", "--json")
+    assert res.exit_code == 0 and res.stdout.lstrip().startswith("[")
+    assert run("sweep", M8, H100, "--batch", "1", "--json", "--csv").exit_code == 2

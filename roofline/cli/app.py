@@ -19,6 +19,7 @@ import typer
 from typer.core import TyperGroup, TyperOption
 
 from roofline import __version__
+from roofline.cli.options import as_flags
 from roofline.errors import RooflineError
 
 EXIT_INTERNAL = 3
@@ -52,9 +53,9 @@ class RooflineGroup(TyperGroup):
 
 
 def describe_error(exc: BaseException) -> tuple[int, str]:
-    """(exit code, one-paragraph message) for an exception raised by a command."""
+    """(exit code, one-paragraph message) for an exception raised by a command, phrased for the CLI."""
     if isinstance(exc, RooflineError):
-        return exc.exit_code, str(exc)
+        return exc.exit_code, as_flags(str(exc))
     try:
         from pydantic import ValidationError
     except ImportError:  # pragma: no cover - pydantic is a dependency
@@ -150,7 +151,7 @@ def main() -> None:
     except RooflineError as exc:  # raised outside a command (e.g. while parsing)
         if "--debug" in sys.argv:
             raise
-        print_error(str(exc))
+        print_error(as_flags(str(exc)))
         sys.exit(exc.exit_code)
     except Exception as exc:
         if "--debug" in sys.argv:
