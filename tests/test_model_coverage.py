@@ -197,7 +197,7 @@ BUNDLED = sorted(p.stem for p in bundled_dir("model").glob("*.yaml"))
 @pytest.mark.parametrize("slug", BUNDLED)
 def test_predict_every_bundled_spec(slug: str) -> None:
     """Up to 8 × B200 in fp8 holds every bundled model; TTFT/TPOT are finite and positive, memory per GPU fits."""
-    m, hw, _ = resolve(slug, "b200", None)
+    m = roofline.model(slug)
     tp = max(t for t in (8, 4, 2, 1) if m.attention.num_heads % t == 0)
     r = roofline.predict(slug, "b200", batch=4, prompt_len=2048, output_len=64, tp=tp, weight_dtype="fp8")
     s = r.summary()
