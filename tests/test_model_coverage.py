@@ -14,7 +14,12 @@ import pytest
 import roofline
 from roofline.errors import SpecError
 from roofline.evaluate import op_time, op_time_summed_over_context
-from roofline.memory import kv_bytes_per_sequence, kv_bytes_per_sequence_per_gpu, kv_bytes_per_token
+from roofline.memory import (
+    kv_bytes_per_sequence,
+    kv_bytes_per_sequence_per_gpu,
+    kv_bytes_per_token,
+    weight_params_per_gpu,
+)
 from roofline.ops import decode_ops, prefill_ops
 from roofline.ops.attention import chunked_pairs
 from roofline.prediction import make_scenario, resolve
@@ -205,3 +210,41 @@ def test_predict_every_bundled_spec(slug: str) -> None:
     assert 0 < s["ttft_s"] < 60 and 0 < s["tpot_s"] < 1
     sc = make_scenario(4, 2048, 64, tp=tp, weight_dtype="fp8")
     assert float(kv_bytes_per_sequence_per_gpu(m, sc, 2112)) > 0
+
+
+NEW_BUNDLED = ["qwen3-8b", "qwen3-32b", "qwen3-235b-a22b", "qwen3.5-397b-a17b", "deepseek-v3.2", "glm-5",
+               "minimax-m2.5", "kimi-k2.5", "llama-4-scout", "llama-4-maverick", "gemma-4-31b",
+               "nemotron-3-super-120b-a12b", "gpt-oss-20b", "llama-3.3-nemotron-super-49b"]  # fmt: skip
+
+
+@pytest.mark.parametrize("slug", NEW_BUNDLED)
+def test_planner_recommends_a_deployment(slug: str) -> None:
+    """The serving planner finds a feasible H200 deployment for every issue-17 bundled spec (fp8 weights)."""
+    from roofline.serving.planner import plan
+
+    r = plan(slug, qps=1.0, prompt_len=2048, output_len=256, ttft_slo_s=10.0, tpot_slo_s=0.2,
+             hardware=["h200-sxm"], precisions=("fp8",))  # fmt: skip
+    assert r.recommended is not None, slug
+    assert r.recommended.feasible
+
+
+@pytest.mark.parametrize("slug", NEW_BUNDLED)
+def test_weights_per_gpu_conserve_param_count(slug: str) -> None:
+    """At tp = pp = ep = 1 the per-GPU weight components sum to param_count(); at tp = 2 no GPU holds more."""
+    m = roofline.model(slug)
+    one = weight_params_per_gpu(m, make_scenario(1, 128, 2))
+    assert sum(one.values()) == pytest.approx(m.param_count(), rel=1e-12)
+    tp = 2 if all(la.num_heads % 2 == 0 for la in m.resolved_layers() if la.has_attention) else 1
+    two = weight_params_per_gpu(m, make_scenario(1, 128, 2, tp=tp))
+    assert sum(two.values()) <= sum(one.values())
+
+
+def test_sparse_decode_closed_form_equals_loop() -> None:
+    """Closed-form decode sums of the DSA ops equal step-by-step sums across the top-k cap (2048)."""
+    m, hw, prof = resolve("deepseek-v3.2", "h200-sxm", None)
+    ops = [o for o in decode_ops(m, make_scenario(16, 1024, 2), hw, 1500) if o.name in ("attn.core", "indexer.score")]
+    lo, hi = 1500, 3000
+    for op in ops:
+        loop = sum(float(op_time(op.at_context(np.asarray(float(L))), hw, prof).time_s) for L in range(lo, hi + 1))
+        closed = float(op_time_summed_over_context(op, hw, prof, np.asarray(float(lo)), np.asarray(float(hi))))
+        assert closed == pytest.approx(loop, rel=1e-9), op.name
