@@ -248,3 +248,52 @@ def test_sparse_decode_closed_form_equals_loop() -> None:
         loop = sum(float(op_time(op.at_context(np.asarray(float(L))), hw, prof).time_s) for L in range(lo, hi + 1))
         closed = float(op_time_summed_over_context(op, hw, prof, np.asarray(float(lo)), np.asarray(float(hi))))
         assert closed == pytest.approx(loop, rel=1e-9), op.name
+
+
+# ---- bad input fails loudly and kindly -----------------------------------------------------------
+def _deployed(name: str) -> dict[str, object]:
+    import json
+
+    data: dict[str, object] = json.loads((DEPLOYED / f"{name}_config.json").read_text())
+    return data
+
+
+def test_bad_hybrid_pattern_names_the_key() -> None:
+    cfg = _deployed("nvidia--Nemotron-H-56B-Base-8K")
+    cfg["hybrid_override_pattern"] = "X" + str(cfg["hybrid_override_pattern"])[1:]
+    with pytest.raises(SpecError, match="hybrid_override_pattern"):
+        model_from_hf_config(cfg)
+
+
+def test_unknown_decilm_block_key_is_an_error() -> None:
+    cfg = _deployed("nvidia--Llama-3_3-Nemotron-Super-49B-v1")
+    blocks = cfg["block_configs"]
+    assert isinstance(blocks, list)
+    blocks[3]["ffn"]["moe"] = {"num_experts": 8}
+    with pytest.raises(SpecError, match=r"block_configs\[3\].ffn.*unknown keys \['moe'\]"):
+        model_from_hf_config(cfg)
+    blocks[3]["ffn"].pop("moe")
+    blocks[3]["attention"]["replace_with_linear"] = True
+    with pytest.raises(SpecError, match=r"replace_with_linear.*not modelled"):
+        model_from_hf_config(cfg)
+
+
+def test_gemma4_per_layer_embeddings_are_refused() -> None:
+    cfg = _deployed("google--gemma-4-26B-A4B")
+    text = cfg["text_config"]
+    assert isinstance(text, dict)
+    text["hidden_size_per_layer_input"] = 256
+    with pytest.raises(SpecError, match="per-layer input embeddings is not modelled"):
+        model_from_hf_config(cfg)
+
+
+def test_layer_runs_must_cover_the_layers() -> None:
+    m = roofline.model("qwen3.5-397b-a17b")
+    data = m.model_dump()
+    data["layers"] = data["layers"][:-1]
+    with pytest.raises(ValueError, match="layers repeat to 59 layers but num_layers is 60"):
+        type(m).model_validate(data)
+    data = m.model_dump()
+    data["linear_attention"] = None
+    with pytest.raises(ValueError, match="'linear' mixers but linear_attention is not set"):
+        type(m).model_validate(data)

@@ -350,6 +350,38 @@ def step3p7(c: _Config, hidden: int, num_layers: int) -> Spec:
     }  # fmt: skip
 
 
+def dsa(c: _Config, spec: dict[str, Any], num_layers: int) -> dict[str, Any]:
+    """DSA models (DeepSeek-V3.2, GLM-5): every layer is a sparse MLA layer with the lightning indexer
+    (``index_n_heads``, ``index_head_dim``, ``index_topk``); dense/MoE FFNs move into ``layers``."""
+    moe = dict(spec["moe"])
+    first = moe.pop("first_dense_layers", 0)
+    moe["first_dense_layers"] = 0
+    ffns = ["dense" if i < first else "moe" for i in range(num_layers)]
+    if "mlp_layer_types" in c.data:
+        declared = [{"dense": "dense", "sparse": "moe"}.get(t) for t in c.raw("mlp_layer_types")]
+        if declared != ffns:
+            raise c._fail("mlp_layer_types", f"disagrees with first_k_dense_replace={first}")
+    shared = [False] * num_layers
+    if "indexer_types" in c.data:  # GLM-5.2: 'shared' layers reuse the last full indexer's top-k selection
+        types = c.raw("indexer_types")
+        if not isinstance(types, list) or len(types) != num_layers or set(types) - {"full", "shared"}:
+            raise c._fail("indexer_types", f"must list {num_layers} entries of ['full', 'shared']")
+        shared = [t == "shared" for t in types]
+    layers = runs([
+        {"mixer": "sparse", "ffn": f, "shared_indexer": True if s else None} for f, s in zip(ffns, shared, strict=True)
+    ])  # fmt: skip
+    if c.arch == "GlmMoeDsaForCausalLM" and "qk_head_dim" in c.data:
+        mla = spec["attention"]["mla"]
+        if c.integer("qk_head_dim") != mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]:
+            raise c._fail("qk_head_dim", "must equal qk_nope_head_dim + qk_rope_head_dim")
+    sparse = {
+        "index_heads": c.integer("index_n_heads"),
+        "index_head_dim": c.integer("index_head_dim"),
+        "top_k": c.integer("index_topk"),
+    }
+    return {"moe": moe, "layers": layers, "sparse_attention": sparse}
+
+
 ADAPTERS: dict[str, Callable[[_Config, int, int], Spec]] = {
     "MiniMaxM2ForCausalLM": minimax_m2,
     "Llama4ForCausalLM": llama4,

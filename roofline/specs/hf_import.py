@@ -20,12 +20,21 @@ Semantics follow the Hugging Face ``transformers`` modelling code:
   ``n_shared_experts * moe_intermediate_size`` (as in ``DeepseekV3MoE``; the count is
   the same as that many experts of width ``moe_intermediate_size``).
 * DeepSeek-V3's MLA head_dim is ``qk_nope_head_dim + qk_rope_head_dim``; its
-  multi-token-prediction layers (``num_nextn_predict_layers``) are not counted, like
-  the 671B the authors state. ``e_score_correction_bias`` is counted as a router bias.
+  multi-token-prediction layers (``num_nextn_predict_layers``) go to ``mtp_layers`` and are
+  not in ``param_count()``, like the 671B the authors state (``mtp_param_count()`` counts
+  them). ``e_score_correction_bias`` is counted as a router bias.
+* Architectures with per-layer structure (Qwen3.5/3.6, Nemotron-H, Llama-4, Gemma-4,
+  DeciLM, MiMo-V2, Step-3.7, MiniMax-M2) are read by the adapters in
+  :mod:`roofline.specs.hf_families` into ``layers``/``linear_attention``; DeepSeek-V3.2 and
+  GLM-5 (DSA) become sparse MLA layers with ``sparse_attention``. Architectures recognised
+  but not modelled (DeepSeek-V4, Kimi-K3, MiniMax-M3) fail naming the missing features.
+* Multimodal wrappers: the language model is read from ``text_config`` (Qwen3-VL, Qwen3.5,
+  Llama-4, Gemma-4, Kimi-K2.5) and the notes say the encoders are not modelled.
 * Biases: Qwen2 always has q/k/v biases; ``attention_bias`` gives q/k/v/o biases on
-  Llama, Qwen3-MoE, Gemma-2 and gpt-oss (others ignore it, as HF does); gpt-oss also has
+  Llama, Qwen3, Qwen3-MoE, Gemma-2 and gpt-oss (others ignore it, as HF does); MiMo (a
+  Qwen2 derivative) has q/k/v biases unless ``attention_bias`` is false; gpt-oss also has
   sinks, router and expert biases; Qwen3 has QK-norm; Gemma-2 has 4 norms per layer.
-* ``quantization_config`` is recorded in ``notes``; ``native_dtype`` comes from
+* ``quantization_config`` is recorded in ``notes`` (not interpreted here); ``native_dtype`` comes from
   ``torch_dtype`` (``dtype``), bf16 when absent.
 """
 
@@ -36,14 +45,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from roofline.errors import SpecError
 from roofline.specs import hf_families as families
 from roofline.specs.hf_config import _MISSING, _Config
 from roofline.specs.hf_families import ADAPTERS, NOT_MODELLED
 from roofline.specs.library import validate_spec
 from roofline.specs.model import ModelSpec
+from roofline.specs.yaml_out import spec_to_yaml
+
+__all__ = ["SUPPORTED", "model_from_hf_config", "spec_to_yaml"]
 
 #: architecture -> model_type, in the order error messages list them
 SUPPORTED: dict[str, str] = {
@@ -357,38 +367,6 @@ def _notes(c: _Config) -> str:
     return " ".join(notes)
 
 
-def _sparse(c: _Config, spec: dict[str, Any], num_layers: int) -> dict[str, Any]:
-    """DSA models (DeepSeek-V3.2, GLM-5): every layer is a sparse MLA layer with the lightning indexer
-    (``index_n_heads``, ``index_head_dim``, ``index_topk``); dense/MoE FFNs move into ``layers``."""
-    moe = dict(spec["moe"])
-    first = moe.pop("first_dense_layers", 0)
-    moe["first_dense_layers"] = 0
-    ffns = ["dense" if i < first else "moe" for i in range(num_layers)]
-    if "mlp_layer_types" in c.data:
-        declared = [{"dense": "dense", "sparse": "moe"}.get(t) for t in c.raw("mlp_layer_types")]
-        if declared != ffns:
-            raise c._fail("mlp_layer_types", f"disagrees with first_k_dense_replace={first}")
-    shared = [False] * num_layers
-    if "indexer_types" in c.data:  # GLM-5.2: 'shared' layers reuse the last full indexer's top-k selection
-        types = c.raw("indexer_types")
-        if not isinstance(types, list) or len(types) != num_layers or set(types) - {"full", "shared"}:
-            raise c._fail("indexer_types", f"must list {num_layers} entries of ['full', 'shared']")
-        shared = [t == "shared" for t in types]
-    layers = families.runs([
-        {"mixer": "sparse", "ffn": f, "shared_indexer": True if s else None} for f, s in zip(ffns, shared, strict=True)
-    ])  # fmt: skip
-    if c.arch == "GlmMoeDsaForCausalLM" and "qk_head_dim" in c.data:
-        mla = spec["attention"]["mla"]
-        if c.integer("qk_head_dim") != mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]:
-            raise c._fail("qk_head_dim", "must equal qk_nope_head_dim + qk_rope_head_dim")
-    sparse = {
-        "index_heads": c.integer("index_n_heads"),
-        "index_head_dim": c.integer("index_head_dim"),
-        "top_k": c.integer("index_topk"),
-    }
-    return {"moe": moe, "layers": layers, "sparse_attention": sparse}
-
-
 # ---- public API -------------------------------------------------------------------------
 def _slug(text: str) -> str:
     """Lowercase slug of the last path component: ``meta-llama/Llama-2-7b-hf`` -> ``llama-2-7b-hf``."""
@@ -457,63 +435,6 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         if arch in _DEEPSEEK or arch == "MiMoForCausalLM":
             spec["mtp_layers"] = c.integer("num_nextn_predict_layers", default=0, minimum=0)
         if arch in ("DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"):
-            spec |= _sparse(c, spec, num_layers)
+            spec |= families.dsa(c, spec, num_layers)
     spec["notes"] = " ".join(n for n in notes if n)
     return validate_spec(ModelSpec, spec, f"{origin} ({arch})")
-
-
-def spec_to_yaml(spec: ModelSpec, header: str | None = None) -> str:
-    """A clean YAML document for ``spec``: keys by alias, None fields dropped, a comment header.
-
-    ``header`` (one or more lines, without ``#``) defaults to the spec's display name and
-    its first source. The output loads back to an equal spec with ``roofline.model(path)``.
-    """
-    data = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
-    if spec.layers is not None:  # one short line per run: only the fields that differ from their defaults
-        data["layers"] = [
-            {"mixer": run.mixer, "ffn": run.ffn, "repeat": run.repeat}
-            | {k: v for k, v in run.model_dump(mode="json", exclude_defaults=True).items() if k not in ("mixer", "ffn",
-                                                                                                      "repeat")}
-            for run in spec.layers
-        ]  # fmt: skip
-    for key in ("aliases", "notes"):
-        if not data.get(key):
-            data.pop(key, None)
-    text = header or f"{spec.display_name} model spec, generated by roofline.specs.hf_import from {spec.sources[0].ref}"
-    lines = ("".join(ch if ch.isprintable() else " " for ch in line) for line in text.splitlines())
-    comment = "".join(f"# {line}".rstrip() + "\n" for line in lines)
-    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
-    return comment + body
-
-
-class _Dumper(yaml.SafeDumper):
-    """Block mappings, one-line lists of scalars, folded long strings."""
-
-
-def _short_flat(x: object) -> bool:
-    """A mapping of a few short scalars (a layer run), written on one line."""
-    return isinstance(x, dict) and len(x) <= 8 and all(isinstance(v, int | bool) or (isinstance(v, str) and
-                                                       len(v) <= 24) for v in x.values())  # fmt: skip
-
-
-def _repr_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
-    flow = all(not isinstance(x, dict | list) for x in data)
-    if data and all(_short_flat(x) for x in data):
-        return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=False)
-    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
-
-
-def _repr_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-    style = ">" if len(data) > 90 and "\n" not in data and data == data.strip() else None
-    if any(ch in data for ch in "\x85\u2028\u2029"):  # YAML 1.1 line breaks PyYAML emits raw
-        style = '"'
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-
-def _repr_dict(dumper: yaml.SafeDumper, data: dict[Any, Any]) -> yaml.Node:
-    return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=_short_flat(data) or None)
-
-
-_Dumper.add_representer(list, _repr_list)
-_Dumper.add_representer(dict, _repr_dict)
-_Dumper.add_representer(str, _repr_str)
