@@ -97,7 +97,8 @@ def _scan(c: BuildContext, la: LinearAttention, layer_kind: str, count: int) -> 
 
 
 def indexer_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
-    """The DSA lightning indexer of one sparse layer (DeepSeek-V3.2-Exp ``inference/model.py`` ``Indexer``).
+    """The lightning indexer of one sparse layer (DeepSeek-V3.2-Exp ``inference/model.py`` ``Indexer``;
+    MiniMax-M3 MSA has the same scoring with its own projections, index q sharded over tp).
 
     Projections from the query latent (wq_b: q_lora → n·d), the hidden state (wk: h → d,
     weights_proj: h → n), the FP8 key write, and the scoring kernel: each new token scores
@@ -108,7 +109,7 @@ def indexer_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     it unsharded).
     """
     sa, mla = c.model.sparse_attention, c.model.attention.mla
-    assert sa is not None and mla is not None and mla.q_lora_rank is not None
+    assert sa is not None
     h, M, wb, ab, dt = c.model.hidden_size, c.tokens, c.w_bytes, c.a_bytes, c.gemm_dtype
     n, d = sa.index_heads, sa.index_head_dim
     b, t, p = c.batch, c.new_tokens, c.past
@@ -126,6 +127,14 @@ def indexer_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
                       "ctx_dependent": True})  # fmt: skip
     write = elementwise("indexer.k_write", "attention", layer_kind, count, c.attn_dtype, M * d, 0.0, ab, 0.0)
     write = Op(**{**write.__dict__, "kv_write_bytes": M * sa.cache_bytes_per_token})
+    if sa.kind == "msa":  # index q sharded over tp with the heads, one replicated key head
+        return [
+            gemm("indexer.q_proj", "attention", layer_kind, count, dt, M, n * d / c.tp, h, wb, ab),
+            gemm("indexer.k_proj", "attention", layer_kind, count, dt, M, d, h, wb, ab),
+            score,
+            write,
+        ]
+    assert mla is not None and mla.q_lora_rank is not None
     return [
         gemm("indexer.wq_b", "attention", layer_kind, count, dt, M, n * d, mla.q_lora_rank, wb, ab),
         gemm("indexer.wk_weights", "attention", layer_kind, count, dt, M, d + n, h, wb, ab),

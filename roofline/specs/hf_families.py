@@ -84,6 +84,59 @@ def minimax_m2(c: _Config, hidden: int, num_layers: int) -> Spec:
     }  # fmt: skip
 
 
+_MSA_KEYS = {"use_sparse_attention", "sparse_attention_freq", "sparse_block_size", "sparse_topk_blocks",
+             "sparse_local_block", "sparse_init_block", "sparse_num_index_heads", "sparse_index_dim",
+             "sparse_score_type", "sparse_disable_index_value"}  # fmt: skip
+
+
+def minimax_m3(c: _Config, hidden: int, num_layers: int) -> Spec:
+    """MiniMax-M3 (TensorRT-LLM ``MiniMaxM3Attention``/``MiniMaxM3DecoderLayer``): GQA with per-head QK-norm;
+    layers flagged in ``sparse_attention_config.sparse_attention_freq`` run MiniMax Sparse Attention over
+    the top ``sparse_topk_blocks`` blocks of ``sparse_block_size`` tokens plus ``sparse_local_block`` local
+    and ``sparse_init_block`` initial blocks, chosen by a K-only index branch; FFN per ``moe_layer_freq``:
+    dense SwiGLU-OAI of ``dense_intermediate_size`` or MoE with a shared expert and routing bias."""
+    heads, kv, d = _heads(c, hidden)
+    sac = c.raw("sparse_attention_config")
+    if not isinstance(sac, dict) or set(sac) - _MSA_KEYS:
+        raise c._fail(
+            "sparse_attention_config",
+            f"has unknown keys {sorted(set(sac) - _MSA_KEYS) if isinstance(sac, dict) else sac!r}",
+        )
+    sc = _Config(sac, c.arch, f"{c.origin} sparse_attention_config")
+    sparse = _layer_list(sc, "sparse_attention_freq", num_layers, {0: "global", 1: "sparse"}) if sc.typed(
+        "use_sparse_attention", bool, False) else ["global"] * num_layers  # fmt: skip
+    no_value = sc.data.get("sparse_disable_index_value") or [1] * num_layers
+    if any(v != 1 for v, k in zip(no_value, sparse, strict=True) if k == "sparse"):
+        raise sc._fail(
+            "sparse_disable_index_value", "must be 1 on sparse layers: an index value branch is not modelled"
+        )
+    ffns = _layer_list(c, "moe_layer_freq", num_layers, {0: "dense", 1: "moe"})
+    block = sc.integer("sparse_block_size")
+    blocks = sc.integer("sparse_topk_blocks") + sc.integer("sparse_local_block", default=0, minimum=0)
+    blocks += sc.integer("sparse_init_block", default=0, minimum=0)
+    width = c.integer("intermediate_size")  # the expert width when moe_intermediate_size is absent (NVFP4 config)
+    moe: dict[str, Any] = {"num_experts": c.integer("num_local_experts"), "top_k": c.integer("num_experts_per_tok"),
+                           "expert_intermediate_size": c.integer("moe_intermediate_size", default=width),
+                           "router_bias": c.typed("use_routing_bias", bool, False)}  # fmt: skip
+    shared = c.integer("n_shared_experts", default=0, minimum=0)
+    if shared:
+        moe |= {"num_shared_experts": 1, "shared_intermediate_size": shared * c.integer("shared_intermediate_size")}
+    return {
+        "attention": _gqa(heads, kv, d, qk_norm=c.typed("use_qk_norm", bool, False),
+                          output_gate=c.typed("attention_output_gate", bool, False)),
+        "ffn": {"kind": "gated", "intermediate_size": c.integer("dense_intermediate_size")},
+        "moe": moe,
+        "sparse_attention": {"kind": "msa", "index_heads": sc.integer("sparse_num_index_heads"),
+                             "index_head_dim": sc.integer("sparse_index_dim"), "top_k": blocks * block,
+                             "block_size": block},
+        "layers": runs([{"mixer": k, "ffn": f} for k, f in zip(sparse, ffns, strict=True)]),
+        "mtp_layers": c.integer("num_nextn_predict_layers", default=c.integer("num_mtp_modules", default=0, minimum=0),
+                                minimum=0),
+        "notes": [f"MiniMax Sparse Attention: {blocks} blocks of {block} tokens per query; index keys cached in "
+                  "16-bit (assumed); SwiGLU-OAI activation costed as SwiGLU."],
+    }  # fmt: skip
+
+
 def llama4(c: _Config, hidden: int, num_layers: int) -> Spec:
     """Llama-4 text model (HF ``Llama4TextModel``): chunked attention (``attention_chunk_size``) on RoPE
     layers, global NoPE attention every ``no_rope_layer_interval`` (4) layers (``no_rope_layers``), MoE
@@ -384,6 +437,8 @@ def dsa(c: _Config, spec: dict[str, Any], num_layers: int) -> dict[str, Any]:
 
 ADAPTERS: dict[str, Callable[[_Config, int, int], Spec]] = {
     "MiniMaxM2ForCausalLM": minimax_m2,
+    "MiniMaxM3ForCausalLM": minimax_m3,
+    "MiniMaxM3SparseForCausalLM": minimax_m3,
     "Llama4ForCausalLM": llama4,
     "Gemma4ForCausalLM": gemma4,
     "Qwen3_5ForCausalLM": qwen3_5,
@@ -402,8 +457,4 @@ NOT_MODELLED: dict[str, str] = {
     "residual blocks (attn_res_block_size), MLA output gates and a normed latent MoE (latent_moe_use_norm)",
     "KimiLinearForCausalLM": "Kimi Delta Attention with a full-rank gate (use_full_rank_gate), attention residual "
     "blocks (attn_res_block_size), MLA output gates and a normed latent MoE (latent_moe_use_norm)",
-    "MiniMaxM3ForCausalLM": "block-sparse GQA attention with an indexer (sparse_attention_config: top-k blocks "
-    "of sparse_block_size tokens)",
-    "MiniMaxM3SparseForConditionalGeneration": "block-sparse GQA attention with an indexer "
-    "(sparse_attention_config: top-k blocks of sparse_block_size tokens)",
 }

@@ -71,6 +71,8 @@ SUPPORTED: dict[str, str] = {
     "DeepseekV32ForCausalLM": "deepseek_v32",
     "GlmMoeDsaForCausalLM": "glm_moe_dsa",
     "MiniMaxM2ForCausalLM": "minimax_m2",
+    "MiniMaxM3ForCausalLM": "minimax_m3",
+    "MiniMaxM3SparseForCausalLM": "minimax_m3_text",
     "Llama4ForCausalLM": "llama4_text",
     "Gemma4ForCausalLM": "gemma4_text",
     "Qwen3_5ForCausalLM": "qwen3_5_text",

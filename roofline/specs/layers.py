@@ -133,27 +133,39 @@ class LinearAttention(Frozen):
 
 
 class SparseAttention(Frozen):
-    """DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2-Exp ``inference/model.py`` ``Indexer``).
+    """A lightning indexer choosing the ``top_k`` cached tokens each query attends.
 
-    Each query scores every cached token with ``index_heads`` heads of ``index_head_dim``
-    (FP8 keys, one FP32 scale per 128 elements), then attends only the ``top_k`` best.
-    Indexer weights: wq_b q_lora_rank·(index_heads·index_head_dim) (from the MLA query
-    latent), wk h·index_head_dim, k_norm LayerNorm 2·index_head_dim, weights_proj h·index_heads.
+    ``dsa`` (DeepSeek Sparse Attention; DeepSeek-V3.2-Exp ``inference/model.py`` ``Indexer``): every
+    query scores every cached token with ``index_heads`` heads of ``index_head_dim`` (FP8 keys, one
+    FP32 scale per 128 elements) and attends the ``top_k`` best tokens of an MLA cache. Weights:
+    wq_b q_lora_rank·(n·d) (from the MLA query latent), wk h·d, k_norm LayerNorm 2·d, weights_proj h·n.
+
+    ``msa`` (MiniMax Sparse Attention, MiniMax-M3; TensorRT-LLM ``MiniMaxM3Attention``): GQA attention
+    over the top-k blocks of ``block_size`` tokens (plus local/initial blocks), ``top_k`` = the tokens
+    of those blocks; the index branch has index_q_proj h·(n·d), a single replicated key head
+    index_k_proj h·d and per-head RMSNorms on both (2·d); its keys are cached in 16-bit (assumed: the
+    K-only index pool in the KV dtype, bf16 by default).
     """
 
+    kind: Literal["dsa", "msa"] = "dsa"
     index_heads: int = Field(gt=0)
     index_head_dim: int = Field(gt=0)
-    top_k: int = Field(gt=0)
+    top_k: int = Field(gt=0, description="tokens each query attends (msa: selected + local + initial blocks)")
+    block_size: int | None = Field(default=None, gt=0, description="msa: tokens per selectable block")
 
     @property
     def cache_bytes_per_token(self) -> float:
-        """Indexer key cache per token per layer: index_head_dim FP8 bytes + 4 bytes per 128 (vLLM
-        ``DeepseekV32IndexerCache``: head_dim + head_dim // 128 · 4 = 132 B for 128)."""
+        """Indexer key cache per token per layer. dsa: index_head_dim FP8 bytes + 4 bytes per 128 (vLLM
+        ``DeepseekV32IndexerCache``: head_dim + head_dim // 128 · 4 = 132 B for 128); msa: 2·index_head_dim."""
+        if self.kind == "msa":
+            return 2.0 * self.index_head_dim
         return self.index_head_dim + self.index_head_dim / 128 * 4
 
     def params(self, hidden: int, q_lora_rank: int) -> int:
         """Indexer weights of one layer (see class docstring)."""
         n, d = self.index_heads, self.index_head_dim
+        if self.kind == "msa":
+            return hidden * n * d + hidden * d + 2 * d
         return q_lora_rank * n * d + hidden * d + 2 * d + hidden * n
 
 

@@ -190,7 +190,8 @@ class ModelSpec(Frozen):
                 raise ValueError(f"layers has '{kind}' mixers but {field} is not set")
         if "moe" in ffns and self.moe is None:
             raise ValueError("layers has 'moe' FFNs but moe is not set")
-        if "sparse" in mixers and (self.attention.mla is None or self.attention.mla.q_lora_rank is None):
+        sa, mla = self.sparse_attention, self.attention.mla
+        if "sparse" in mixers and sa is not None and sa.kind == "dsa" and (mla is None or mla.q_lora_rank is None):
             raise ValueError("sparse (DSA) layers need MLA with q_lora_rank (the indexer reads the query latent)")
         for r in runs:
             heads, kv = r.num_heads or self.attention.num_heads, r.num_kv_heads or self.attention.num_kv_heads
@@ -316,8 +317,9 @@ class ModelSpec(Frozen):
             return 0
         n = self.attention_params_per_layer(layer)
         if layer.has_indexer:
-            assert self.sparse_attention is not None and self.attention.mla is not None
-            n += self.sparse_attention.params(self.hidden_size, self.attention.mla.q_lora_rank or 0)
+            assert self.sparse_attention is not None
+            mla = self.attention.mla
+            n += self.sparse_attention.params(self.hidden_size, (mla.q_lora_rank or 0) if mla else 0)
         return n
 
     def ffn_params(self, intermediate: int, kind: Literal["gated", "mlp"], bias: bool, width: int | None = None) -> int:
