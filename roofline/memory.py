@@ -17,15 +17,20 @@ import math
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from roofline.engine.config import EngineConfig
+from roofline.engine.presets import DEFAULT_ENGINE, engine_preset, resolve_engine
+from roofline.errors import ScenarioError
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.layers import ResolvedLayer
 from roofline.specs.library import hardware as load_hardware
 from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
-from roofline.specs.scenario import EngineMemory, Scenario
+from roofline.specs.scenario import Scenario
+from roofline.units import fmt_bytes
 
 NORM_BYTES = 2.0  # norm vectors and routers stay in 16-bit
 
@@ -86,7 +91,7 @@ def _mixer_params_per_gpu(model: ModelSpec, layer: ResolvedLayer, tp: int) -> fl
 def weight_bytes_per_gpu(model: ModelSpec, sc: Scenario) -> float:
     """Bytes of weights on one GPU: layer weights in the weight format, norms/router in 16-bit."""
     parts = weight_params_per_gpu(model, sc)
-    emb_b = sc.weight_dtype.bytes_per_element if sc.quantize_embeddings else max(sc.activation.bytes_per_element, 2.0)
+    emb_b = sc.embedding_bytes_per_element
     small = parts.get("norms", 0.0) + parts.get("router", 0.0)
     big = sum(v for k, v in parts.items() if k not in ("norms", "router", "embedding"))
     return big * sc.weight_dtype.bytes_per_element + small * NORM_BYTES + parts["embedding"] * emb_b
@@ -164,11 +169,18 @@ def _cache_bytes(model: ModelSpec, ctx: np.ndarray, kv_bytes: float, tp: int, st
     return total * stage
 
 
-def activation_peak_bytes(model: ModelSpec, sc: Scenario, tokens: object) -> np.ndarray:
-    """Estimated transient activation peak for a forward pass over ``tokens`` tokens on one GPU.
+def engine_for(sc: Scenario, hw: HardwareSpec) -> EngineConfig:
+    """The scenario's engine, or the default preset (``vllm``) resolved for ``hw``."""
+    return sc.engine if sc.engine is not None else engine_preset(DEFAULT_ENGINE, hw)
 
-    ≈ tokens × (4·h + widest sharded intermediate) × act bytes  (residual, normed input,
-    attention output, FFN/QKV intermediate) + fp32 logits of the last positions (B·V/tp·4).
+
+def activation_peak_bytes(model: ModelSpec, sc: Scenario, tokens: object, sequences: object) -> np.ndarray:
+    """Estimated transient activation peak of one forward step over ``tokens`` tokens on one GPU.
+
+    ≈ tokens × (4·h + widest sharded intermediate) × act bytes (residual, normed input,
+    attention output, FFN/QKV intermediate) + fp32 logits of the ``sequences`` sampled in the
+    step (sequences · V/tp · 4 B). Activations are held in at least 16 bits
+    (:meth:`Scenario.activation_memory_bytes_per_element`).
     """
     a, h, tp = model.attention, model.hidden_size, sc.tp
     width = max(
@@ -177,18 +189,20 @@ def activation_peak_bytes(model: ModelSpec, sc: Scenario, tokens: object) -> np.
         2 * model.moe.expert_intermediate_size * model.moe.top_k if model.moe else 0,
     )
     t = np.asarray(tokens, dtype=np.float64)
-    ab = max(sc.activation.bytes_per_element, 2.0)
-    batch = np.asarray(sc.batch, dtype=np.float64)
-    return t * (4 * h + width) * ab + batch * model.vocab_size / tp * 4.0
+    ab = sc.activation_memory_bytes_per_element
+    return t * (4 * h + width) * ab + np.asarray(sequences, dtype=np.float64) * model.vocab_size / tp * 4.0
 
 
 @dataclass(frozen=True)
 class MemoryBudget:
-    """Per-GPU memory accounting of one scenario (arrays broadcast over the scenario grid).
+    """Per-GPU memory accounting of one scenario under one engine (arrays broadcast over the grid).
 
-    kv_budget = capacity × utilisation − weights − reserve; fits when B·kv_per_seq ≤ kv_budget.
+    ``kv_budget_bytes`` follows the engine's semantics (see :mod:`roofline.engine.config`);
+    fits when B · kv_per_seq ≤ kv_budget. ``max_batch`` depends on the context only, never on
+    the batch asked for.
     """
 
+    engine: EngineConfig
     capacity_bytes: float
     usable_bytes: float
     weight_bytes: float
@@ -203,34 +217,50 @@ class MemoryBudget:
     max_batch: np.ndarray
 
 
+def kv_budget_bytes(eng: EngineConfig, capacity: float, weights: float, reserve: float) -> tuple[float, float]:
+    """(usable bytes, KV budget bytes) per GPU under the engine's memory semantics.
+
+    total:           usable = f·C; KV = f·C − W − reserve           (vLLM gpu_memory_utilization)
+    static_pool:     usable = f·C; KV = min(f·C − W, C − W − reserve) (SGLang mem_fraction_static;
+                     the pool shrinks if activations + runtime do not fit in (1 − f)·C)
+    free_after_load: usable = C;   KV = f·(C − W − reserve)          (TensorRT-LLM free_gpu_memory_fraction)
+    """
+    f = eng.memory_fraction
+    if eng.memory_fraction_of == "total":
+        return f * capacity, f * capacity - weights - reserve
+    if eng.memory_fraction_of == "static_pool":
+        return f * capacity, min(f * capacity - weights, capacity - weights - reserve)
+    left = capacity - weights - reserve
+    return capacity, f * left if left > 0 else left
+
+
 def memory_budget(model: ModelSpec, hw: HardwareSpec, sc: Scenario, context: object | None = None) -> MemoryBudget:
     """Memory of one GPU for ``sc`` at ``context`` tokens (default prompt_len + output_len).
 
-    The reserve is ``engine.reserve_bytes`` if given (covering activations and runtime),
-    else the activation peak for min(B·prompt, max_batched_tokens) tokens + runtime overhead.
+    reserve = ``engine.reserve_bytes`` if set (it then covers activations and runtime), else the
+    activation peak of one step of ``max_num_batched_tokens`` tokens and min(max_num_seqs, tokens)
+    sampled sequences + ``runtime_reserve_bytes``. KV per sequence is rounded up to whole KV blocks
+    (``kv_block_tokens``), as paged engines allocate it.
     """
-    eng = sc.engine
+    eng = engine_for(sc, hw)
     ctx = np.asarray(sc.prompt_len if context is None else context, dtype=np.float64)
     if context is None:
         ctx = ctx + np.asarray(sc.output_len, dtype=np.float64)
+    ctx = np.ceil(ctx / eng.kv_block_tokens) * eng.kv_block_tokens
     capacity = eng.capacity_bytes if eng.capacity_bytes is not None else hw.memory.capacity_bytes
-    usable = capacity * eng.memory_utilization
     weights = weight_bytes_per_gpu(model, sc)
-    tokens = np.asarray(sc.batch, dtype=np.float64) * np.asarray(sc.prompt_len, dtype=np.float64)
-    if eng.max_batched_tokens is not None:
-        tokens = np.minimum(tokens, eng.max_batched_tokens)
-    act = activation_peak_bytes(model, sc, tokens)
-    reserve = np.asarray(eng.reserve_bytes) + 0 * act if eng.reserve_bytes is not None else act
-    if eng.reserve_bytes is None:
-        reserve = reserve + eng.runtime_overhead_bytes
-    budget = usable - weights - reserve
+    tokens = eng.max_num_batched_tokens
+    act = activation_peak_bytes(model, sc, tokens, min(eng.max_num_seqs, tokens))
+    reserve = float(eng.reserve_bytes) if eng.reserve_bytes is not None else float(act) + eng.runtime_reserve_bytes
+    usable, budget = kv_budget_bytes(eng, capacity, weights, reserve)
     per_seq = kv_bytes_per_sequence_per_gpu(model, sc, ctx)
     kv = np.asarray(sc.batch, dtype=np.float64) * per_seq
     free = budget - kv
     max_b = np.floor(np.maximum(budget, 0) / per_seq)
     return MemoryBudget(
-        capacity, usable, weights, reserve, act, budget, per_seq, kv, free, np.maximum(-free, 0.0), free >= 0, max_b
-    )
+        eng, capacity, usable, weights, np.asarray(reserve), np.asarray(act), np.asarray(budget), per_seq, kv, free,
+        np.maximum(-free, 0.0), free >= 0, max_b,
+    )  # fmt: skip
 
 
 def max_batch(
@@ -240,31 +270,75 @@ def max_batch(
     *,
     tp: int = 1,
     pp: int = 1,
+    ep: int = 1,
     weight_dtype: str = "bf16",
     kv_dtype: str = "bf16",
-    memory_capacity_bytes: float | None = None,
-    reserve_bytes: float | None = None,
-    memory_utilization: float = 0.9,
-    max_batched_tokens: int | None = 8192,
+    engine: EngineConfig | str | None = None,
+    engine_overrides: dict[str, Any] | None = None,
 ) -> int:
     """Largest number of sequences of ``context_len`` tokens whose KV fits next to the weights.
 
-    max_batch = floor((capacity × utilisation − weights − reserve) / KV per sequence); 0 when
-    not even one fits. Example (Llama-2-7B fp16, 4,096 tokens, 80e9 B, reserve 10e9,
-    utilisation 1): floor((80e9 − 13.48e9 − 10e9) / 2,147,483,648) = 26.
+    The same function :func:`roofline.predict` reports as ``max_batch`` (the engine's memory
+    semantics, see :func:`kv_budget_bytes`); 0 when not even one fits. Example (Llama-2-7B
+    fp16, 4,096 tokens, capacity 80e9 B, reserve 10e9, fraction 1 of total):
+    floor((80e9 − 13.48e9 − 10e9) / 2,147,483,648) = 26.
     """
     from roofline.specs.precision import Precision
 
     m, hw = load_model(model), load_hardware(hardware)
-    eng = EngineMemory(
-        memory_utilization=memory_utilization, reserve_bytes=reserve_bytes, capacity_bytes=memory_capacity_bytes,
-        max_batched_tokens=max_batched_tokens,
-    )  # fmt: skip
+    eng = resolve_engine(engine, hw, engine_overrides)
     sc = Scenario(
-        batch=1, prompt_len=min(context_len, max_batched_tokens or context_len), output_len=1,
+        batch=1, prompt_len=context_len, output_len=1,
         weight_dtype=Precision.parse(weight_dtype, "weight_dtype"), kv_dtype=Precision.parse(kv_dtype, "kv_dtype"),
-        tp=tp, pp=pp, engine=eng,
+        tp=tp, pp=pp, ep=ep, engine=eng,
     )  # fmt: skip
     sc.validate_for(m, hw)
-    b = memory_budget(m, hw, replace(sc, output_len=1), context=context_len)
+    b = memory_budget(m, hw, sc, context=context_len)
     return int(b.max_batch) if math.isfinite(float(b.max_batch)) else 0
+
+
+def no_fit_reason(m: ModelSpec, hw: HardwareSpec, sc: Scenario) -> str:
+    """'does not fit: short by X per GPU (weights W, KV K, reserve R of usable U); fits with …'."""
+
+    mem = memory_budget(m, hw, sc)
+    short = float(np.max(mem.missing_bytes))
+    detail = (
+        f"weights {fmt_bytes(mem.weight_bytes)} + KV {fmt_bytes(float(np.max(mem.kv_bytes)))} + reserve "
+        f"{fmt_bytes(float(np.max(mem.reserve_bytes)))} > usable {fmt_bytes(mem.usable_bytes)} per GPU"
+    )
+    return f"does not fit: short by {fmt_bytes(short)} per GPU ({detail}); {fit_hint(m, hw, sc)}"
+
+
+def fit_hint(m: ModelSpec, hw: HardwareSpec, sc: Scenario) -> str:
+    """The smallest change that makes ``sc`` fit: a higher tp, a lower weight precision, or pp."""
+    from roofline.specs.precision import Precision
+
+    def fits(s: Scenario) -> bool:
+        try:
+            s.validate_for(m, hw)
+        except ScenarioError:
+            return False
+        return bool(np.all(memory_budget(m, hw, s).fits))
+
+    hints = []
+    tp = next((t for t in (2, 4, 8, 16, 32, 64) if t > sc.tp and fits(replace(sc, tp=t))), None)
+    if tp is not None:
+        hints.append(f"tp={tp}")
+    lower = [p for p in (Precision.FP8, Precision.INT4) if p.bytes_per_element < sc.weight_dtype.bytes_per_element]
+    prec = next((p for p in lower if fits(replace(sc, weight_dtype=p, act_dtype=None))), None)
+    if prec is not None:
+        hints.append(f"weight_dtype={prec.value}")
+    if prec is None:  # neither alone may be practical: the smallest tp with lower-precision weights
+        combo = next(
+            ((t, p) for t in (2, 4, 8, 16, 32) if t > sc.tp and (tp is None or t < tp)
+             for p in lower if fits(replace(sc, tp=t, weight_dtype=p, act_dtype=None))),
+            None,
+        )  # fmt: skip
+        if combo is not None:
+            hints.append(f"tp={combo[0]} with weight_dtype={combo[1].value}")
+    pp = next((q for q in (2, 4, 8) if q > sc.pp and fits(replace(sc, pp=q))), None)
+    if pp is not None and not hints:
+        hints.append(f"pp={pp}")
+    if not hints:
+        return "it does not fit with tp up to 64, fp8/int4 weights or pp up to 8: use larger GPUs or a shorter context"
+    return "it fits with " + " or ".join(hints)

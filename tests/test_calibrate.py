@@ -164,10 +164,28 @@ def test_predictions_follow_the_measured_profile(quick_run: dict[str, Any]) -> N
     """GIVEN the measured host profile, WHEN one fitted parameter changes, THEN predictions move
     by the physics: half the bandwidth slows memory-bound decode (≤ 2×, less where compute or
     overhead terms share the time), half the compute slows compute-bound prefill by ≈ 2×, and
-    1 ms more per kernel adds exactly (kernels per step) ms to TPOT."""
+    1 ms more per kernel adds exactly (kernels per step) ms to TPOT.
+
+    The measured GEMM M-curve is flattened below M = 64 (to its M = 64 value): on a loaded 2-core
+    VM the measured efficiency of M = 1 GEMMs swings by 2× or more between runs, which can move
+    fp32 GEMV decode (0.5 FLOP/B) across the ridge; the test is about sensitivity to the fitted
+    ceilings, not about where that noisy curve lands."""
+    import numpy as np
+
     import roofline
 
-    prof: CalibrationProfile = quick_run["profile"]
+    measured: CalibrationProfile = quick_run["profile"]
+
+    def flattened(curve: Any) -> Any:
+        floor = float(np.interp(64.0, curve.x, curve.y))
+        return curve.model_copy(update={"y": tuple(max(float(y), floor) for y in curve.y)})
+
+    prof = measured.model_copy(
+        update={
+            "gemm_m_efficiency": flattened(measured.gemm_m_efficiency),
+            "gemm_m_efficiency_by_dtype": {d: flattened(c) for d, c in measured.gemm_m_efficiency_by_dtype.items()},
+        }
+    )
     hw = prof.hardware
     assert hw is not None
     model = roofline.model("llama-3.1-8b").model_copy(update={"num_layers": 2, "vocab_size": 32000})

@@ -88,7 +88,7 @@ def test_predict_does_not_fit_prints_memory_then_exit_1() -> None:
     no_traceback(res)
     assert "weights" in res.stdout and "free" in res.stdout
     assert res.stderr.startswith("error: ") and "does not fit: short by" in res.stderr and "GB" in res.stderr
-    assert "--tp" in res.stderr
+    assert "tp=" in res.stderr
     doc = json.loads(run("predict", "llama-3.1-405b", "l4", "--json").stdout)
     assert doc["fits"] is False and doc["ttft_s"] is None and doc["missing_bytes"] > 0
 
@@ -106,7 +106,7 @@ def test_predict_does_not_fit_prints_memory_then_exit_1() -> None:
         (["predict", M8, H100, "--tp", "-1"], "tp must be an integer >= 1"),
         (["predict", M8, H100, "--weight-dtype", "fp7"], "unknown weight_dtype"),
         (["predict", M8, "a100-80gb-sxm", "--weight-dtype", "fp8"], "no published fp8"),
-        (["predict", M8, H100, "--memory-utilization", "1.5"], "memory_utilization"),
+        (["predict", M8, H100, "--memory-utilization", "1.5"], "memory_fraction"),
         (["predict", M8, H100, "--json", "--csv"], "exclusive"),
         (["sweep", M8, H100, "--batch", "1,,2"], "empty item"),
         (["sweep", M8, H100, "--batch", "64..8"], "ends below"),

@@ -6,13 +6,17 @@ Hand-derived goldens: a hybrid linear-attention model (Qwen3.5-397B-A17B), a spa
 
 from __future__ import annotations
 
+import contextlib
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import roofline
-from roofline.errors import SpecError
+from roofline.errors import RooflineError, SpecError
 from roofline.evaluate import op_time, op_time_summed_over_context
 from roofline.memory import (
     kv_bytes_per_sequence,
@@ -97,7 +101,7 @@ def test_linear_layers_decode_flat_in_context() -> None:
     """Decode ops of the linear layers are the same at 1k and 100k context: the scan reads and writes the
     fixed state (B × 4,268,032 B each way at tp = 1) and does 7·128·128 = 114,688 FLOPs per token per head."""
     m, hw, _ = resolve("qwen3.5-397b-a17b", "h200-sxm", None)
-    sc = make_scenario(4, 1024, 16)
+    sc = make_scenario(hw, 4, 1024, 16)
     short, long = decode_ops(m, sc, hw, 1_000), decode_ops(m, sc, hw, 100_000)
     linear = [(a, b) for a, b in zip(short, long, strict=True) if a.layer_kind.startswith("linear")]
     assert linear and all(not a.context_dependent for a, _ in linear)
@@ -112,8 +116,8 @@ def test_linear_layers_decode_flat_in_context() -> None:
 def test_prefill_scan_linear_in_tokens() -> None:
     """Chunked-scan prefill FLOPs and bytes of a linear layer double when the prompt doubles (no T² term)."""
     m, hw, _ = resolve("qwen3.5-397b-a17b", "h200-sxm", None)
-    one = {o.name: o for o in prefill_ops(m, make_scenario(1, 8192, 2), hw) if o.layer_kind.startswith("linear")}
-    two = {o.name: o for o in prefill_ops(m, make_scenario(1, 16384, 2), hw) if o.layer_kind.startswith("linear")}
+    one = {o.name: o for o in prefill_ops(m, make_scenario(hw, 1, 8192, 2), hw) if o.layer_kind.startswith("linear")}
+    two = {o.name: o for o in prefill_ops(m, make_scenario(hw, 1, 16384, 2), hw) if o.layer_kind.startswith("linear")}
     scan1, scan2 = one["linear.scan"], two["linear.scan"]
     assert float(scan2.flops) == 2 * float(scan1.flops)
     assert float(scan2.act_bytes) == 2 * float(scan1.act_bytes)
@@ -130,7 +134,7 @@ def test_sparse_attention_golden() -> None:
     """
     m, hw, _ = resolve("deepseek-v3.2", "h200-sxm", None)
     assert kv_bytes_per_token(m, 2.0) == 78_324
-    sc = make_scenario(1, 1024, 16)
+    sc = make_scenario(hw, 1, 1024, 16)
     for ctx in (2_048, 50_000, 100_000):
         ops = {o.name: o for o in decode_ops(m, sc, hw, ctx) if o.layer_kind == "sparse_moe"}
         core, idx = ops["attn.core"], ops["indexer.score"]
@@ -154,7 +158,7 @@ def test_block_sparse_gqa_minimax_m3() -> None:
     assert sum(la.mixer == "sparse" for la in m.resolved_layers()) == 57
     hw = roofline.hardware("h200-sxm")
     for ctx in (4_096, 65_536):
-        ops = {o.name: o for o in decode_ops(m, make_scenario(1, 1024, 2), hw, ctx) if o.layer_kind == "sparse_moe"}
+        ops = {o.name: o for o in decode_ops(m, make_scenario(hw, 1, 1024, 2), hw, ctx) if o.layer_kind == "sparse_moe"}
         assert float(ops["attn.core"].kv_read_bytes) == 4_456_448
         assert float(ops["indexer.score"].kv_read_bytes) == ctx * 256
 
@@ -176,7 +180,7 @@ def test_heterogeneous_layers_golden() -> None:
     widths = sorted({la.intermediate_size for la in m.resolved_layers()})
     assert widths == [2816, 5632, 7168, 14336, 17920, 28672]
     hw = roofline.hardware("h200-sxm")
-    ops = decode_ops(m, make_scenario(1, 1024, 2), hw, 2048)
+    ops = decode_ops(m, make_scenario(hw, 1, 1024, 2), hw, 2048)
     kinds = {o.layer_kind for o in ops if o.name == "attn.core"}
     assert all(k.startswith("global_dense") for k in kinds)
     assert sum(o.count for o in ops if o.name == "attn.core") == 49
@@ -199,7 +203,7 @@ def test_chunked_attention_golden() -> None:
 def test_chunked_decode_closed_form_equals_loop() -> None:
     """The closed-form decode sum over a chunked op equals the step-by-step sum across chunk boundaries."""
     m, hw, prof = resolve("llama-4-scout", "h200-sxm", None)
-    op = next(o for o in decode_ops(m, make_scenario(8, 1024, 2), hw, 8000) if o.name == "attn.core" and
+    op = next(o for o in decode_ops(m, make_scenario(hw, 8, 1024, 2), hw, 8000) if o.name == "attn.core" and
               o.layer_kind.startswith("chunked"))  # fmt: skip
     lo, hi = 8000, 17_000
     loop = sum(float(op_time(op.at_context(np.asarray(float(L))), hw, prof).time_s) for L in range(lo, hi + 1))
@@ -221,7 +225,7 @@ def test_predict_every_bundled_spec(slug: str) -> None:
     s = r.summary()
     assert s["fits"], slug
     assert 0 < s["ttft_s"] < 60 and 0 < s["tpot_s"] < 1
-    sc = make_scenario(4, 2048, 64, tp=tp, weight_dtype="fp8")
+    sc = make_scenario(roofline.hardware("b200"), 4, 2048, 64, tp=tp, weight_dtype="fp8")
     assert float(kv_bytes_per_sequence_per_gpu(m, sc, 2112)) > 0
 
 
@@ -244,18 +248,19 @@ def test_planner_recommends_a_deployment(slug: str) -> None:
 @pytest.mark.parametrize("slug", NEW_BUNDLED)
 def test_weights_per_gpu_conserve_param_count(slug: str) -> None:
     """At tp = pp = ep = 1 the per-GPU weight components sum to param_count(); at tp = 2 no GPU holds more."""
-    m = roofline.model(slug)
-    one = weight_params_per_gpu(m, make_scenario(1, 128, 2))
+    m, hw = roofline.model(slug), roofline.hardware("h200-sxm")
+    one = weight_params_per_gpu(m, make_scenario(hw, 1, 128, 2))
     assert sum(one.values()) == pytest.approx(m.param_count(), rel=1e-12)
     tp = 2 if all(la.num_heads % 2 == 0 for la in m.resolved_layers() if la.has_attention) else 1
-    two = weight_params_per_gpu(m, make_scenario(1, 128, 2, tp=tp))
+    two = weight_params_per_gpu(m, make_scenario(hw, 1, 128, 2, tp=tp))
     assert sum(two.values()) <= sum(one.values())
 
 
 def test_sparse_decode_closed_form_equals_loop() -> None:
     """Closed-form decode sums of the DSA ops equal step-by-step sums across the top-k cap (2048)."""
     m, hw, prof = resolve("deepseek-v3.2", "h200-sxm", None)
-    ops = [o for o in decode_ops(m, make_scenario(16, 1024, 2), hw, 1500) if o.name in ("attn.core", "indexer.score")]
+    sc = make_scenario(hw, 16, 1024, 2)
+    ops = [o for o in decode_ops(m, sc, hw, 1500) if o.name in ("attn.core", "indexer.score")]
     lo, hi = 1500, 3000
     for op in ops:
         loop = sum(float(op_time(op.at_context(np.asarray(float(L))), hw, prof).time_s) for L in range(lo, hi + 1))
@@ -265,8 +270,6 @@ def test_sparse_decode_closed_form_equals_loop() -> None:
 
 # ---- bad input fails loudly and kindly -----------------------------------------------------------
 def _deployed(name: str) -> dict[str, object]:
-    import json
-
     data: dict[str, object] = json.loads((DEPLOYED / f"{name}_config.json").read_text())
     return data
 
@@ -310,3 +313,27 @@ def test_layer_runs_must_cover_the_layers() -> None:
     data["linear_attention"] = None
     with pytest.raises(ValueError, match="'linear' mixers but linear_attention is not set"):
         type(m).model_validate(data)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=True) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_mutated_deployed_configs_only_raise_roofline_errors(data: st.DataObject) -> None:
+    """Every adapter fails with a RooflineError (never a TypeError/KeyError) on a mutated deployed config."""
+    cfg = json.loads((DEPLOYED / data.draw(st.sampled_from(DEPLOYED_FILES))).read_text())
+    target = cfg["text_config"] if "text_config" in cfg and data.draw(st.booleans()) else cfg
+    for _ in range(data.draw(st.integers(1, 4))):
+        key = data.draw(st.sampled_from(sorted(target)))
+        action = data.draw(st.sampled_from(["replace", "int", "delete"]))
+        if action == "delete":
+            del target[key]
+        else:
+            target[key] = data.draw(_JSON if action == "replace" else st.integers(-3, 200))
+    with contextlib.suppress(RooflineError):
+        model_from_hf_config(cfg)

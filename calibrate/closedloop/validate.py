@@ -115,8 +115,8 @@ def predict_point(
     """
     import roofline
 
-    kw: dict[str, Any] = {"weight_dtype": dtype, "kv_dtype": dtype, "memory_capacity_bytes": 1e18,
-                          "cuda_graphs": graphs}  # fmt: skip
+    kw: dict[str, Any] = {"weight_dtype": dtype, "kv_dtype": dtype, "engine": "ideal",
+                          "engine_overrides": {"capacity_bytes": 1e18}, "cuda_graphs": graphs}  # fmt: skip
     if pt.phase == "prefill":
         r = roofline.predict(spec, hw, pt.batch, pt.tokens, 2, calibration=prof, **kw)
         return float(r.ttft_s)
@@ -129,8 +129,8 @@ def modelled_kernels(spec: ModelSpec, hw: HardwareSpec, prof: CalibrationProfile
     from roofline.ops import decode_ops, prefill_ops
     from roofline.prediction import make_scenario
 
-    sc = make_scenario(pt.batch, pt.tokens if pt.phase == "prefill" else pt.tokens - 1, 2, weight_dtype=dtype,
-                       kv_dtype=dtype)  # fmt: skip
+    sc = make_scenario(hw, pt.batch, pt.tokens if pt.phase == "prefill" else pt.tokens - 1, 2, weight_dtype=dtype,
+                       kv_dtype=dtype, engine="ideal")  # fmt: skip
     ops = prefill_ops(spec, sc, hw) if pt.phase == "prefill" else decode_ops(spec, sc, hw, pt.tokens)
     return int(sum(op.count * op.kernels for op in ops))
 

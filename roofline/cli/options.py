@@ -64,9 +64,20 @@ def parse_float_opt(text: str | float, option: str) -> float:
 
 
 def parse_duration_opt(text: str | float, option: str) -> float:
-    """A positive duration in seconds from ``500ms``, ``0.5s``, ``50 ms`` or a bare number of seconds."""
+    """A positive duration in seconds from ``500ms``, ``0.5s`` or ``50 ms``; the unit is required.
+
+    A bare number is an error that suggests the unit (``500`` → "write 500ms or 500s"), never
+    silently seconds.
+    """
     from roofline.units import UnitError, parse_duration
 
+    bare = str(text).strip()
+    try:
+        float(bare)
+    except ValueError:
+        pass
+    else:
+        raise OptionError(f"{option}: {bare!r} has no unit; write {bare}ms or {bare}s")
     try:
         value = parse_duration(str(text).strip())
     except (UnitError, ValueError):
@@ -125,6 +136,32 @@ def _progression(prefix: list[int], hi: int, option: str, text: str) -> list[int
         values.append(v)
         v = v * ratio + step
     return values
+
+
+def parse_engine_set(values: Iterable[str] | None) -> dict[str, Any]:
+    """``--engine-set NAME=VALUE`` pairs → engine overrides (numbers, true/false, or text).
+
+    Names are :class:`roofline.engine.EngineConfig` fields or the engines' own option names
+    (``gpu_memory_utilization``, ``max_num_batched_tokens``, ``block_size`` …); counts accept
+    SI suffixes (``8k`` = 8000).
+    """
+    from roofline.units import UnitError, parse_quantity
+
+    out: dict[str, Any] = {}
+    for item in values or []:
+        name, sep, raw = item.partition("=")
+        name, raw = name.strip().replace("-", "_"), raw.strip()
+        if not sep or not name or not raw:
+            raise OptionError(f"--engine-set: expected NAME=VALUE such as max_num_seqs=256, got {item!r}")
+        if raw.lower() in ("true", "false", "on", "off"):
+            out[name] = raw.lower() in ("true", "on")
+            continue
+        try:
+            value = parse_quantity(raw, "count")
+        except (UnitError, ValueError):
+            raise OptionError(f"--engine-set {name}: cannot read {raw!r} as a number or true/false") from None
+        out[name] = int(value) if value.is_integer() and "." not in raw else value
+    return out
 
 
 def parse_names(text: str | None) -> list[str] | None:

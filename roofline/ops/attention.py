@@ -114,6 +114,8 @@ def gqa_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) 
     Sharded by tp over heads; KV heads are replicated when tp > num_kv_heads. The layer's own
     heads and head_dim are used (DeciLM, Gemma-4 global layers). An output gate doubles the
     q projection (Qwen3.5); ``k_eq_v`` drops the v projection and caches K only (Gemma-4).
+    Projection biases (``qkv_bias``: one per output column; ``o_bias``: h, unsharded) are read
+    with the weights, as many bytes as the memory model holds for them.
     """
     a, h, tp = c.model.attention, c.model.hidden_size, c.tp
     hq, hkv, d = layer.num_heads / tp, max(1, layer.num_kv_heads // tp), layer.head_dim
@@ -123,12 +125,14 @@ def gqa_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) 
     kv_elems = hkv * d + v_out
     window, chunk = _window(layer)
     M, wb, ab, dt = c.tokens, c.w_bytes, c.a_bytes, c.gemm_dtype
+    qkv_n = q_mult * hq * d + hkv * d + v_out
     return [
-        gemm("attn.qkv_proj", "attention", layer_kind, count, dt, M, q_mult * hq * d + hkv * d + v_out, h, wb, ab),
+        gemm("attn.qkv_proj", "attention", layer_kind, count, dt, M, qkv_n, h, wb, ab,
+             bias_bytes=(hq * d + hkv * d + v_out) * wb * a.qkv_bias),
         attention_kernel(c, layer_kind, count, window, hq, hkv, d, dv, kv_elems, chunk, layer.mixer == "sparse"),
         _kv_write(c, layer_kind, count, kv_elems),
-        gemm("attn.o_proj", "attention", layer_kind, count, dt, M, h, hq * dv, wb, ab),
-    ]
+        gemm("attn.o_proj", "attention", layer_kind, count, dt, M, h, hq * dv, wb, ab, bias_bytes=h * wb * a.o_bias),
+    ]  # fmt: skip
 
 
 def mla_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) -> list[Op]:

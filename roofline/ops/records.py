@@ -115,10 +115,12 @@ def gemm(
     w_bytes: float,
     a_bytes: float,
     weight_fraction: object = 1.0,
+    bias_bytes: float = 0.0,
 ) -> Op:
-    """A dense GEMM (m×k)·(k×n): FLOPs = 2·m·n·k; bytes = weights n·k + activations (m·k + m·n).
+    """A dense GEMM (m×k)·(k×n): FLOPs = 2·m·n·k; bytes = weights n·k·w + bias + activations (m·k + m·n)·a.
 
-    ``weight_fraction`` scales the weight bytes read (e.g. MoE: only touched experts).
+    ``weight_fraction`` scales the weight bytes read (e.g. MoE: only touched experts);
+    ``bias_bytes`` is the bias vector read with the weights.
     """
     m_, n_, k_ = arr(m), arr(n), arr(k)
     return Op(
@@ -132,7 +134,7 @@ def gemm(
         n=n_ + 0 * m_,
         k=k_ + 0 * m_,
         flops=2.0 * m_ * n_ * k_,
-        weight_bytes=n_ * k_ * w_bytes * arr(weight_fraction) + 0 * m_,
+        weight_bytes=(n_ * k_ * w_bytes + bias_bytes) * arr(weight_fraction) + 0 * m_,
         act_bytes=(m_ * k_ + m_ * n_) * a_bytes,
     )
 

@@ -41,6 +41,7 @@ from statistics import median
 from typing import Any
 
 from roofline.profile import Attention, CalibrationProfile, Ceiling, Comm, Curve, Overheads
+from roofline.published.rows import published_csv_path
 from roofline.specs.library import hardware as load_hardware
 
 #: csv hardware label (prefix) -> bundled slug whose datasheet peaks apply
@@ -95,18 +96,6 @@ DECODE_STEP_POINTS: tuple[DecodeStepPoint, ...] = (
 #: Attended tokens used when a decode-step source states none. At batch 1 the K/V read of
 #: Llama-3.1-8B at 128 tokens (16 MiB) is 0.1 % of its 16 GB of weights, so the choice is immaterial.
 UNSTATED_CONTEXT = 128
-
-
-def published_csv_path() -> Path:
-    """The shipped copy of the public validation rows."""
-    package = Path(__file__).resolve().parents[1]
-    for cand in (
-        package / "_bundled" / "validation" / "published.csv",
-        package.parent / "validation" / "published.csv",
-    ):
-        if cand.exists():
-            return cand
-    raise FileNotFoundError("validation/published.csv is missing from this installation")
 
 
 def _slug(label: str) -> str | None:
@@ -227,16 +216,16 @@ def fit_end_to_end(base: CalibrationProfile, path: Path | None = None) -> Calibr
 
 def decode_step(profile: CalibrationProfile, point: DecodeStepPoint, cuda_graphs: bool) -> tuple[float, int, float]:
     """(predicted step time s, kernels per step, HBM-roofline floor s) of ``point``'s decode step."""
-    from roofline.costs import prefill_cost
+    from roofline.costs import step_cost
     from roofline.ops import decode_ops
     from roofline.prediction import make_scenario
     from roofline.specs.library import model as load_model
 
     m, hw = load_model(point.model), load_hardware(point.hardware)
     ctx = point.context if point.context is not None else UNSTATED_CONTEXT
-    sc = make_scenario(point.batch, ctx - 1, 2, weight_dtype=point.weight_dtype, cuda_graphs=cuda_graphs)
+    sc = make_scenario(hw, point.batch, ctx - 1, 2, weight_dtype=point.weight_dtype, cuda_graphs=cuda_graphs)
     ops = decode_ops(m, sc, hw, float(ctx))
-    step = float(prefill_cost(ops, hw, profile).time_s)
+    step = float(step_cost(ops, hw, profile).time_s)
     kernels = int(sum(op.count * op.kernels for op in ops))
     floor = float(sum(op.count * op.memory_bytes for op in ops)) / profile.memory_ceiling(hw)
     return step, kernels, floor

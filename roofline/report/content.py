@@ -50,6 +50,7 @@ class ReportInputs:
     calibration_path: Path | None
     model_arg: str
     kv_dtype: str | None = None
+    engine: str = "vllm"
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ def resolve_inputs(
     prices: Mapping[str, float] | None = None,
     calibration: CalibrationProfile | str | Path | None = None,
     kv_dtype: str | None = None,
+    engine: str = "vllm",
 ) -> ReportInputs:
     """Load specs and the profile; split comma-separated lists."""
     hw_args = tuple(_split(hardware))
@@ -109,7 +111,7 @@ def resolve_inputs(
         model=load_model(model), hardware=tuple(load_hardware(h) for h in hw_args), hardware_args=hw_args,
         workload=workload, precisions=precs, tp_options=tuple(tp_options) if tp_options else None,
         max_gpus=max_gpus, prices=dict(prices or {}), profile=load_profile(calibration), calibration_path=cal_path,
-        model_arg=model.name if isinstance(model, ModelSpec) else str(model), kv_dtype=kv_dtype,
+        model_arg=model.name if isinstance(model, ModelSpec) else str(model), kv_dtype=kv_dtype, engine=engine,
     )  # fmt: skip
 
 
@@ -127,7 +129,7 @@ def run_plan(inp: ReportInputs, profile: CalibrationProfile | None = None) -> An
         inp.model, qps=wl.qps, prompt_len=wl.prompt_len, output_len=wl.output_len, ttft_slo_s=wl.ttft_slo_s,
         tpot_slo_s=wl.tpot_slo_s, hardware=list(inp.hardware_args), precisions=inp.precisions,
         tp_options=inp.tp_options, max_gpus=inp.max_gpus, prices=dict(inp.prices) or None,
-        calibration=profile if profile is not None else inp.profile, kv_dtype=inp.kv_dtype,
+        calibration=profile if profile is not None else inp.profile, kv_dtype=inp.kv_dtype, engine=inp.engine,
     )  # fmt: skip
 
 
@@ -140,7 +142,7 @@ def planner_options(inp: ReportInputs, cand: Any) -> dict[str, Any]:
     """The scenario options the planner evaluates a candidate with (see ``roofline.serving.planner``)."""
     return {
         "tp": int(cand.tp), "pp": int(getattr(cand, "pp", 1)), "weight_dtype": str(cand.precision),
-        "kv_dtype": str(getattr(cand, "kv_dtype", "bf16")), "max_batched_tokens": inp.workload.prompt_len,
+        "kv_dtype": str(getattr(cand, "kv_dtype", "bf16")), "engine": inp.engine,
     }  # fmt: skip
 
 

@@ -38,14 +38,15 @@ def _gqa(heads: int, kv: int, head_dim: int, **flags: Any) -> dict[str, Any]:
 def _layer_list(c: _Config, key: str, n: int, allowed: dict[Any, str]) -> list[str]:
     """A per-layer list of ``n`` entries mapped through ``allowed``; anything else is an error."""
     v = c.raw(key)
-    if not isinstance(v, list | str) or len(v) != n or any(x not in allowed for x in v):
+    ok = isinstance(v, list | str) and len(v) == n
+    if not ok or any(isinstance(x, bool) or not isinstance(x, str | int) or x not in allowed for x in v):
         raise c._fail(key, f"must list {n} entries of {sorted(map(str, allowed))}, got {str(v)[:80]}")
     return [allowed[x] for x in v]
 
 
 def _state_dtype(c: _Config, key: str) -> str:
     v = c.data.get(key)
-    if v not in _STATE_DTYPES:
+    if not (v is None or isinstance(v, str)) or v not in _STATE_DTYPES:
         raise c._fail(key, f"is {v!r}; supported: {', '.join(k for k in _STATE_DTYPES if k)}")
     return _STATE_DTYPES[v]
 
@@ -105,8 +106,9 @@ def minimax_m3(c: _Config, hidden: int, num_layers: int) -> Spec:
     sc = _Config(sac, c.arch, f"{c.origin} sparse_attention_config")
     sparse = _layer_list(sc, "sparse_attention_freq", num_layers, {0: "global", 1: "sparse"}) if sc.typed(
         "use_sparse_attention", bool, False) else ["global"] * num_layers  # fmt: skip
-    no_value = sc.data.get("sparse_disable_index_value") or [1] * num_layers
-    if any(v != 1 for v, k in zip(no_value, sparse, strict=True) if k == "sparse"):
+    no_value = (_layer_list(sc, "sparse_disable_index_value", num_layers, {0: "0", 1: "1"})
+                if sc.data.get("sparse_disable_index_value") is not None else ["1"] * num_layers)  # fmt: skip
+    if any(v != "1" for v, k in zip(no_value, sparse, strict=True) if k == "sparse"):
         raise sc._fail(
             "sparse_disable_index_value", "must be 1 on sparse layers: an index value branch is not modelled"
         )
@@ -149,7 +151,7 @@ def llama4(c: _Config, hidden: int, num_layers: int) -> Spec:
     if not isinstance(rope, list) or len(rope) != num_layers:
         raise c._fail("no_rope_layers", f"must list {num_layers} 0/1 flags")
     step = c.integer("interleave_moe_layer_step", default=1)
-    moe_layers = set(c.data.get("moe_layers") or range(step - 1, num_layers, step))
+    moe_layers = set(c.int_list("moe_layers") or range(step - 1, num_layers, step))
     per_layer = [
         {"mixer": "chunked" if chunk and rope[i] else "global", "ffn": "moe" if i in moe_layers else "dense"}
         for i in range(num_layers)
@@ -406,20 +408,18 @@ def step3p7(c: _Config, hidden: int, num_layers: int) -> Spec:
 def dsa(c: _Config, spec: dict[str, Any], num_layers: int) -> dict[str, Any]:
     """DSA models (DeepSeek-V3.2, GLM-5): every layer is a sparse MLA layer with the lightning indexer
     (``index_n_heads``, ``index_head_dim``, ``index_topk``); dense/MoE FFNs move into ``layers``."""
-    moe = dict(spec["moe"])
-    first = moe.pop("first_dense_layers", 0)
-    moe["first_dense_layers"] = 0
+    moe = dict(spec["moe"]) if spec["moe"] is not None else None
+    first = moe.pop("first_dense_layers", 0) if moe is not None else num_layers
+    if moe is not None:
+        moe["first_dense_layers"] = 0
     ffns = ["dense" if i < first else "moe" for i in range(num_layers)]
-    if "mlp_layer_types" in c.data:
-        declared = [{"dense": "dense", "sparse": "moe"}.get(t) for t in c.raw("mlp_layer_types")]
-        if declared != ffns:
-            raise c._fail("mlp_layer_types", f"disagrees with first_k_dense_replace={first}")
+    declared = {"dense": "dense", "sparse": "moe"}
+    if "mlp_layer_types" in c.data and _layer_list(c, "mlp_layer_types", num_layers, declared) != ffns:
+        raise c._fail("mlp_layer_types", f"disagrees with first_k_dense_replace={first}")
     shared = [False] * num_layers
     if "indexer_types" in c.data:  # GLM-5.2: 'shared' layers reuse the last full indexer's top-k selection
-        types = c.raw("indexer_types")
-        if not isinstance(types, list) or len(types) != num_layers or set(types) - {"full", "shared"}:
-            raise c._fail("indexer_types", f"must list {num_layers} entries of ['full', 'shared']")
-        shared = [t == "shared" for t in types]
+        shared = [t == "shared" for t in _layer_list(c, "indexer_types", num_layers, {"full": "full",
+                                                                                      "shared": "shared"})]  # fmt: skip
     layers = runs([
         {"mixer": "sparse", "ffn": f, "shared_indexer": True if s else None} for f, s in zip(ffns, shared, strict=True)
     ])  # fmt: skip

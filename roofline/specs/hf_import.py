@@ -49,8 +49,8 @@ from roofline.errors import SpecError
 from roofline.specs import hf_families as families
 from roofline.specs.hf_config import _MISSING, _Config
 from roofline.specs.hf_families import ADAPTERS, NOT_MODELLED
-from roofline.specs.library import validate_spec
 from roofline.specs.model import ModelSpec
+from roofline.specs.validation import validate_spec
 from roofline.specs.yaml_out import spec_to_yaml
 
 __all__ = ["SUPPORTED", "model_from_hf_config", "spec_to_yaml"]
@@ -167,7 +167,7 @@ def _architecture(raw: dict[str, Any], origin: str) -> tuple[dict[str, Any], str
         raise SpecError(f"{origin}: key 'text_config' must be a mapping, got {type(inner).__name__}")
     inner_archs = inner.get("architectures")
     inner_arch = inner_archs[0] if isinstance(inner_archs, list) and inner_archs else None
-    if inner_arch in NOT_MODELLED:
+    if isinstance(inner_arch, str) and inner_arch in NOT_MODELLED:
         raise _not_modelled(inner_arch, origin)
     model_type = inner.get("model_type")
     by_type = _BY_MODEL_TYPE.get(model_type) if isinstance(model_type, str) else None

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from roofline.errors import SpecError, UnknownNameError, suggest
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
+from roofline.specs.validation import validate_spec
 
 Kind = Literal["hardware", "model"]
 S = TypeVar("S", bound=BaseModel)
@@ -66,29 +67,6 @@ def read_yaml(path: Path) -> Any:
         raise SpecError(
             f"{path} is not valid YAML{loc}: {problem}. Fix the syntax (indentation, quotes, colons)."
         ) from None
-
-
-def validate_spec(cls: type[S], data: Any, origin: str) -> S:
-    """Validate ``data`` into ``cls``; any problem becomes one SpecError naming origin and field."""
-    if not isinstance(data, dict):
-        raise SpecError(
-            f"{origin}: a {cls.__name__} must be a mapping of fields (got {type(data).__name__}); "
-            f"see `roofline schema {'hardware' if cls is HardwareSpec else 'model'}` for the format"
-        )
-    try:
-        return cls.model_validate(data)
-    except ValidationError as exc:
-        parts = []
-        for err in exc.errors()[:4]:
-            field = ".".join(str(p) for p in err["loc"]) or "(document)"
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "extra_forbidden":
-                msg = "unknown field (remove it or check its spelling)"
-            elif err["type"] == "missing":
-                msg = "required field is missing; add it"
-            parts.append(f"field '{field}': {msg}")
-        more = f" (and {exc.error_count() - 4} more)" if exc.error_count() > 4 else ""
-        raise SpecError(f"{origin} is not a valid {cls.__name__}: " + "; ".join(parts) + more) from None
 
 
 def load_spec_file(cls: type[S], path: Path) -> S:
