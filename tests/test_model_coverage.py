@@ -22,6 +22,7 @@ from roofline.memory import (
     kv_bytes_per_sequence,
     kv_bytes_per_sequence_per_gpu,
     kv_bytes_per_token,
+    weight_bytes_per_gpu,
     weight_params_per_gpu,
 )
 from roofline.ops import decode_ops, prefill_ops
@@ -337,3 +338,25 @@ def test_mutated_deployed_configs_only_raise_roofline_errors(data: st.DataObject
             target[key] = data.draw(_JSON if action == "replace" else st.integers(-3, 200))
     with contextlib.suppress(RooflineError):
         model_from_hf_config(cfg)
+
+
+@pytest.mark.parametrize("slug", BUNDLED)
+@pytest.mark.parametrize("tp", [1, 4])
+def test_decode_reads_every_weight_held(slug: str, tp: int) -> None:
+    """A decode step streams every weight a GPU holds once (all experts touched at batch 10⁵), except the
+    input-embedding table of an untied model, of which it gathers one h-wide row per distinct token; and a prefill
+    writes exactly the KV/state the memory model holds for the sequence (conservation, every bundled spec:
+    vectors such as QK-norm weights, sinks, MLA layernorms, router and expert biases, conv taps included)."""
+    m, hw = roofline.model(slug), roofline.hardware("h200-sxm")
+    if any(la.has_attention and la.num_heads % tp for la in m.resolved_layers()):
+        tp = 1
+    b = 1 if m.moe is None else 100_000
+    sc = make_scenario(hw, b, 512, 2, tp=tp)
+    read = sum(op.count * float(op.weight_bytes) for op in decode_ops(m, sc, hw, np.asarray(513.0)))
+    emb_b = sc.embedding_bytes_per_element
+    table = 0.0 if m.tie_word_embeddings else m.vocab_size * m.hidden_size / tp * emb_b
+    gather = min(b, m.vocab_size) * m.hidden_size * emb_b  # distinct rows gathered (at most the vocabulary)
+    assert read == pytest.approx(weight_bytes_per_gpu(m, sc) - table + gather, rel=1e-12)
+    one = make_scenario(hw, 1, 96, 2, tp=tp)
+    written = sum(op.count * float(op.kv_write_bytes) for op in prefill_ops(m, one, hw))
+    assert written == pytest.approx(float(kv_bytes_per_sequence_per_gpu(m, one, 96)), rel=1e-12)

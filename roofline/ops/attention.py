@@ -126,9 +126,12 @@ def gqa_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) 
     window, chunk = _window(layer)
     M, wb, ab, dt = c.tokens, c.w_bytes, c.a_bytes, c.gemm_dtype
     qkv_n = q_mult * hq * d + hkv * d + v_out
+    # vectors read with the projection: q/k/v biases, QK-norm weights (head_dim each, or the shard's q and k
+    # widths for a per-layer norm) and the attention sinks (one per local head)
+    qk_norm = (2 * d if a.qk_norm_scope == "head" else hq * d + hkv * d) * a.qk_norm
+    vectors = (hq * d + hkv * d + v_out) * a.qkv_bias + qk_norm + hq * a.sinks
     return [
-        gemm("attn.qkv_proj", "attention", layer_kind, count, dt, M, qkv_n, h, wb, ab,
-             bias_bytes=(hq * d + hkv * d + v_out) * wb * a.qkv_bias),
+        gemm("attn.qkv_proj", "attention", layer_kind, count, dt, M, qkv_n, h, wb, ab, bias_bytes=vectors * wb),
         attention_kernel(c, layer_kind, count, window, hq, hkv, d, dv, kv_elems, chunk, layer.mixer == "sparse"),
         _kv_write(c, layer_kind, count, kv_elems),
         gemm("attn.o_proj", "attention", layer_kind, count, dt, M, h, hq * dv, wb, ab, bias_bytes=h * wb * a.o_bias),
@@ -156,11 +159,13 @@ def mla_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) 
     M, wb, ab, dt = c.tokens, c.w_bytes, c.a_bytes, c.gemm_dtype
     ops: list[Op] = []
     if m.q_lora_rank:
-        ops.append(gemm("attn.q_a_proj", "attention", layer_kind, count, dt, M, m.q_lora_rank, h, wb, ab))
+        ops.append(gemm("attn.q_a_proj", "attention", layer_kind, count, dt, M, m.q_lora_rank, h, wb, ab,
+                        bias_bytes=m.q_lora_rank * wb))  # q_a_layernorm  # fmt: skip
         ops.append(gemm("attn.q_b_proj", "attention", layer_kind, count, dt, M, hq * qk, m.q_lora_rank, wb, ab))
     else:
         ops.append(gemm("attn.q_proj", "attention", layer_kind, count, dt, M, hq * qk, h, wb, ab))
-    ops.append(gemm("attn.kv_a_proj", "attention", layer_kind, count, dt, M, latent, h, wb, ab))
+    ops.append(gemm("attn.kv_a_proj", "attention", layer_kind, count, dt, M, latent, h, wb, ab,
+                    bias_bytes=m.kv_lora_rank * wb))  # kv_a_layernorm  # fmt: skip
     if c.phase == "prefill":
         kv_b_out = hq * (m.qk_nope_head_dim + m.v_head_dim)
         ops.append(gemm("attn.kv_b_proj", "attention", layer_kind, count, dt, M, kv_b_out, m.kv_lora_rank, wb, ab))

@@ -59,7 +59,8 @@ def _layer_ops(c: BuildContext, layer: ResolvedLayer, count: int, lk: str) -> li
     elif layer.ffn == "moe":
         ops += ffn.moe_ops(c, lk, count)
         if c.sc.ep > 1:
-            msg = M * model.moe.top_k * h * ab if model.moe else M
+            width = (model.moe.latent_size or h) if model.moe else h  # tokens travel in the latent width
+            msg = M * model.moe.top_k * width * ab if model.moe else M
             ops.append(comm.all_to_all("comm.ep_all_to_all", "comm", lk, 2 * count, dt, msg, c.sc.ep))
     if c.tp > 1:
         ops.append(comm.all_reduce("comm.tp_all_reduce", "comm", lk, parts * count, dt, M * h * ab, c.tp))

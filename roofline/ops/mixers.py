@@ -76,8 +76,13 @@ def linear_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     ops.append(elementwise("linear.conv1d", "attention", layer_kind, count, dt, M * conv_dim, 2.0, ab,
                            2.0 * la.conv_kernel))  # fmt: skip
     ops.append(_scan(c, la, layer_kind, count))
-    ops.append(elementwise("linear.gated_norm", "attention", layer_kind, count, dt, M * v_dim, 3.0, ab, 6.0))
     ops.append(gemm("linear.out_proj", "attention", layer_kind, count, dt, M, h, v_dim, wb, ab))
+    # the mixer's weights outside its GEMMs (conv taps and bias, Δ bias, A_log, D, KDA decay bias, the
+    # gated norm, Mamba-2 projection biases), read once per step with the gated norm
+    in_gemms = sum(float(np.max(op.weight_bytes)) for op in ops if op.kind == "gemm") / wb
+    vectors = la.params(h) / tp - in_gemms
+    ops.insert(-1, elementwise("linear.gated_norm", "attention", layer_kind, count, dt, M * v_dim, 3.0, ab, 6.0,
+                               vectors * wb))  # fmt: skip
     return ops
 
 
@@ -130,14 +135,14 @@ def indexer_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     if sa.kind == "msa":  # index q sharded over tp with the heads, one replicated key head
         return [
             gemm("indexer.q_proj", "attention", layer_kind, count, dt, M, n * d / c.tp, h, wb, ab),
-            gemm("indexer.k_proj", "attention", layer_kind, count, dt, M, d, h, wb, ab),
+            gemm("indexer.k_proj", "attention", layer_kind, count, dt, M, d, h, wb, ab, bias_bytes=2 * d * wb),
             score,
             write,
         ]
     assert mla is not None and mla.q_lora_rank is not None
     return [
         gemm("indexer.wq_b", "attention", layer_kind, count, dt, M, n * d, mla.q_lora_rank, wb, ab),
-        gemm("indexer.wk_weights", "attention", layer_kind, count, dt, M, d + n, h, wb, ab),
+        gemm("indexer.wk_weights", "attention", layer_kind, count, dt, M, d + n, h, wb, ab, bias_bytes=2 * d * wb),
         score,
         write,
     ]
