@@ -16,11 +16,15 @@ def spec_to_yaml(spec: ModelSpec, header: str | None = None) -> str:
     its first source. The output loads back to an equal spec with ``roofline.model(path)``.
     """
     data = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for section, key, default in _QUIET_DEFAULTS:  # per-layer-era fields at their defaults add nothing
+        holder = data.get(section) if section else data
+        if isinstance(holder, dict) and holder.get(key) == default:
+            holder.pop(key)
     if spec.layers is not None:  # one short line per run: only the fields that differ from their defaults
         data["layers"] = [
-            {"mixer": run.mixer, "ffn": run.ffn, "repeat": run.repeat}
-            | {k: v for k, v in run.model_dump(mode="json", exclude_defaults=True).items() if k not in ("mixer", "ffn",
-                                                                                                      "repeat")}
+            _Run({"mixer": run.mixer, "ffn": run.ffn, "repeat": run.repeat}
+                 | {k: v for k, v in run.model_dump(mode="json", exclude_defaults=True).items()
+                    if k not in ("mixer", "ffn", "repeat")})
             for run in spec.layers
         ]  # fmt: skip
     for key in ("aliases", "notes"):
@@ -33,21 +37,31 @@ def spec_to_yaml(spec: ModelSpec, header: str | None = None) -> str:
     return comment + body
 
 
+#: (section, key, default) of fields left out of the YAML when at their default
+_QUIET_DEFAULTS = (
+    ("", "mtp_layers", 0),
+    ("attention", "output_gate", False),
+    ("attention", "qk_norm_scope", "head"),
+    ("attention", "k_eq_v", False),
+    ("moe", "expert_kind", "gated"),
+)
+
+
 class _Dumper(yaml.SafeDumper):
     """Block mappings, one-line lists of scalars, folded long strings."""
 
 
-def _short_flat(x: object) -> bool:
-    """A mapping of a few short scalars (a layer run), written on one line."""
-    return isinstance(x, dict) and len(x) <= 8 and all(isinstance(v, int | bool) or (isinstance(v, str) and
-                                                       len(v) <= 24) for v in x.values())  # fmt: skip
+class _Run(dict[str, Any]):
+    """A layer run: written on one line."""
 
 
 def _repr_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
     flow = all(not isinstance(x, dict | list) for x in data)
-    if data and all(_short_flat(x) for x in data):
-        return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=False)
     return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+def _repr_run(dumper: yaml.SafeDumper, data: _Run) -> yaml.Node:
+    return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=True)
 
 
 def _repr_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
@@ -57,10 +71,6 @@ def _repr_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
     return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
 
-def _repr_dict(dumper: yaml.SafeDumper, data: dict[Any, Any]) -> yaml.Node:
-    return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=_short_flat(data) or None)
-
-
 _Dumper.add_representer(list, _repr_list)
-_Dumper.add_representer(dict, _repr_dict)
+_Dumper.add_representer(_Run, _repr_run)
 _Dumper.add_representer(str, _repr_str)
