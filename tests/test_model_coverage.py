@@ -360,3 +360,35 @@ def test_decode_reads_every_weight_held(slug: str, tp: int) -> None:
     one = make_scenario(hw, 1, 96, 2, tp=tp)
     written = sum(op.count * float(op.kv_write_bytes) for op in prefill_ops(m, one, hw))
     assert written == pytest.approx(float(kv_bytes_per_sequence_per_gpu(m, one, 96)), rel=1e-12)
+
+
+def test_kimi_delta_attention_by_hand() -> None:
+    """A hand-written KDA hybrid (Kimi Linear layout; no deployed config uses the low-rank-gate KDA yet).
+
+    h = 256, H = 4 heads of d_k = d_v = 32, conv 4 taps: conv_dim = 2·4·32 + 4·32 = 384.
+    Weights (fla ``KimiDeltaAttention``): q/k/v 256·384 = 98,304; q/k/v conv 384·4 = 1,536; f_a 256·32 = 8,192;
+    f_b 32·128 = 4,096; b 256·4 = 1,024; A_log 4; dt_bias 128; g_a 256·32 = 8,192; g_b 32·128 = 4,096;
+    o_norm 32; o_proj 128·256 = 32,768: 158,372. State per sequence: 4·32·32 = 4,096 elements × 4 B (fp32)
+    + conv state 384·3 × 2 B = 16,384 + 2,304 = 18,688 B per KDA layer.
+    """
+    from roofline.memory import state_bytes_per_sequence_per_layer
+    from roofline.specs.model import ModelSpec
+
+    spec = ModelSpec.model_validate({
+        "name": "tiny-kda", "display_name": "tiny KDA hybrid", "architecture": "hand", "num_layers": 4,
+        "hidden_size": 256, "vocab_size": 1000,
+        "attention": {"kind": "mha", "num_heads": 4, "num_kv_heads": 4, "head_dim": 64},
+        "ffn": {"kind": "gated", "intermediate_size": 512},
+        "linear_attention": {"kind": "kda", "num_heads": 4, "num_k_heads": 4, "head_k_dim": 32, "head_v_dim": 32,
+                             "conv_kernel": 4, "state_dtype": "fp32"},
+        "layers": [{"mixer": "linear", "ffn": "dense", "repeat": 3}, {"mixer": "global", "ffn": "dense"}],
+        "sources": [{"fields": "all", "ref": "hand-written test spec"}],
+    })  # fmt: skip
+    assert spec.linear_attention is not None and spec.linear_attention.params(256) == 158_372
+    assert state_bytes_per_sequence_per_layer(spec) == 18_688
+    assert float(kv_bytes_per_sequence(spec, 100, 2.0)) == 3 * 18_688 + 100 * 2 * 4 * 64 * 2
+    hw = roofline.hardware("h200-sxm")
+    sc = make_scenario(hw, 1, 64, 2)
+    read = sum(op.count * float(op.weight_bytes) for op in decode_ops(spec, sc, hw, np.asarray(65.0)))
+    held = weight_bytes_per_gpu(spec, sc) - spec.vocab_size * 256 * 2.0 + 256 * 2.0
+    assert read == pytest.approx(held, rel=1e-12)
