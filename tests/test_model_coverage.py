@@ -112,6 +112,11 @@ def test_linear_layers_decode_flat_in_context() -> None:
     assert float(scan.flops) == 4 * 64 * 114_688
     full = [(a, b) for a, b in zip(short, long, strict=True) if a.name == "attn.core"]
     assert full and all(float(b.kv_read_bytes) > 90 * float(a.kv_read_bytes) for a, b in full)
+    # so the linear layers' share of a decode step's time is the same at 1k and 100k tokens
+    _, _, prof = resolve("qwen3.5-397b-a17b", "h200-sxm", None)
+    t_short = sum(a.count * float(op_time(a, hw, prof).time_s) for a, _ in linear)
+    t_long = sum(b.count * float(op_time(b, hw, prof).time_s) for _, b in linear)
+    assert t_short == t_long > 0
 
 
 def test_prefill_scan_linear_in_tokens() -> None:
