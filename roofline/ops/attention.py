@@ -95,7 +95,7 @@ def attention_kernel(
                 **op.__dict__,
                 "flops_per_ctx": per_pair * b,
                 "kv_read_bytes_per_ctx": b * kv_per_span,
-                "ctx_dependent": True,
+                "context_dependent": True,
             }
         )
     return op

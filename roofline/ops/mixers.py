@@ -129,7 +129,7 @@ def indexer_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     if c.phase == "decode":
         per_ctx = b * sa.cache_bytes_per_token + 0 * M
         score = Op(**{**score.__dict__, "flops_per_ctx": per_pair * b, "kv_read_bytes_per_ctx": per_ctx,
-                      "ctx_dependent": True})  # fmt: skip
+                      "context_dependent": True})  # fmt: skip
     write = elementwise("indexer.k_write", "attention", layer_kind, count, c.attn_dtype, M * d, 0.0, ab, 0.0)
     write = Op(**{**write.__dict__, "kv_write_bytes": M * sa.cache_bytes_per_token})
     if sa.kind == "msa":  # index q sharded over tp with the heads, one replicated key head

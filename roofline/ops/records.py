@@ -69,18 +69,13 @@ class Op:
     ctx_cap: float = float("inf")
     ctx_period: float = float("inf")
     q_per_kv: float = 1.0
-    ctx_dependent: bool = False
+    context_dependent: bool = False  # True when FLOPs or KV bytes grow with the attended context
     launch: Launch = "eager"
 
     @property
     def memory_bytes(self) -> np.ndarray:
         """HBM traffic of one instance: weights + activations + KV read + KV written."""
         return self.weight_bytes + self.act_bytes + self.kv_read_bytes + self.kv_write_bytes
-
-    @property
-    def context_dependent(self) -> bool:
-        """True when FLOPs or bytes grow with the attended context."""
-        return self.ctx_dependent
 
     def span(self, context: object) -> np.ndarray:
         """Attended keys at ``context``: min(context, ctx_cap), or ((context − 1) mod C) + 1 with a period C."""

@@ -122,7 +122,7 @@ class Scenario:
             alt = ", ".join(hw.peak_dense.supported())
             raise ScenarioError(
                 f"{hw.name} has no published {dt} tensor peak, so {field_name}={p.value} cannot run there; "
-                f"supported formats: {alt}. Try --weight-dtype bf16 (or int4 weight-only)."
+                f"supported formats: {alt}. Try weight_dtype=bf16 (or weight_dtype=int4, weight-only)."
             )
         return dt
 
