@@ -123,3 +123,33 @@ def test_deepseek_v3_tp8_holds_the_full_latent_kv_on_every_gpu() -> None:
     llama = roofline.model("llama-3.1-8b")
     sc16 = make_scenario(H100, 1, 4096, 1, tp=16)
     assert float(kv_bytes_per_sequence_all_gpus(llama, sc16, 4096)) == 2 * float(kv_bytes_per_sequence(llama, 4096))
+
+
+@pytest.mark.parametrize(
+    ("fixture", "want"),
+    [
+        # compressed-tensors int4 group 32 symmetric on routed experts only; ignore keeps attention, shared, dense
+        ("configs/Kimi-K2.5.json", {"attention": "bf16", "routed_experts": "int4-g32", "shared_experts": "bf16"}),
+        # modelopt NVFP4 with every self_attn ignored
+        ("configs/Gemma-4-31B-IT-NVFP4.json", {"attention": "bf16", "dense_ffn": "nvfp4"}),
+        # modelopt MIXED_PRECISION: FP8 linear/self attention, NVFP4 experts and shared expert
+        ("deployed/nvidia--Qwen3.6-35B-A3B-NVFP4_config.json",
+         {"attention": "fp8", "routed_experts": "nvfp4", "shared_experts": "nvfp4"}),
+        ("configs/MiniMax-M2.5.json", {"attention": "fp8-block", "routed_experts": "fp8-block"}),
+    ],
+)  # fmt: skip
+def test_importer_reads_the_deployed_quantisation_schemes(fixture: str, want: dict[str, str]) -> None:
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).parent / "fixtures" / fixture).read_text())
+    qc = data.get("quantization_config") or data["text_config"]["quantization_config"]
+    cp = checkpoint_from_quantization_config(qc, fixture)
+    assert cp is not None
+    assert {g: getattr(cp, g) for g in want} == want
+    assert cp.embeddings == "bf16"
+
+
+def test_int4_g32_carries_a_16_bit_scale_per_32() -> None:
+    """Symmetric int4, one bf16 scale per 32 weights, no zero point: (4 + 16/32)/8 = 0.5625 B."""
+    assert Precision.INT4_G32.bytes_per_element == pytest.approx(0.5625)

@@ -207,6 +207,8 @@ def sweep_cmd(
         str | None,
         typer.Option("--format", "-f", metavar="csv|json", help="csv or json (default: FILE suffix, else csv)."),
     ] = None,
+    json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+    csv: Annotated[bool, typer.Option("--csv", help="Same as --format csv.")] = False,
 ) -> None:
     """Evaluate the grid batch × prompt × output (× tp): one CSV/JSON row per point.
 
@@ -216,6 +218,10 @@ def sweep_cmd(
 
     from roofline.prediction import resolve, sweep
 
+    flags = [f for f, on in (("json", json), ("csv", csv)) if on]
+    if len(flags) + (fmt is not None) > 1:
+        raise OptionError("choose one output format: --format csv|json, --json or --csv")
+    fmt = flags[0] if flags else fmt
     axes = {n: parse_int_list(v, f"--{n}") for n, v in (("batch", batch), ("prompt", prompt), ("output", output))}
     tps = parse_int_list(tp, "--tp")
     m, hw, prof = resolve(model, hardware, calibration)
@@ -324,10 +330,14 @@ def compare_cmd(
 
 
 def _with_cost(r: PredictionResult) -> dict[str, Any]:
-    """summary() plus the spec price and $ per million output tokens = price × GPUs / (tok/s × 3600) × 1e6."""
+    """summary() plus the spec price and $ per million output tokens (:func:`roofline.units.usd_per_million_tokens`)."""
+    from roofline.units import usd_per_million_tokens
+
     s = r.summary()
     price = r.hardware.price.usd_per_gpu_hour if r.hardware.price else None
     s["usd_per_gpu_hour"] = price
     tps = s["throughput_tok_s"]
-    s["usd_per_million_output_tokens"] = price * s["num_gpus"] / (tps * 3600) * 1e6 if price and tps > 0 else None
+    s["usd_per_million_output_tokens"] = (
+        usd_per_million_tokens(price * s["num_gpus"], tps) if price and tps > 0 else None
+    )
     return s

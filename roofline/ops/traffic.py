@@ -29,14 +29,14 @@ import numpy as np
 from roofline.ops import comm
 from roofline.ops.context import BuildContext
 from roofline.ops.records import Op, elementwise
+from roofline.specs.layers import ResolvedLayer
 
 FUSED_NORMS_PER_LAYER = 2  # pre-attention and pre-FFN norms take the residual add
 
 
-def residual_add_norm_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
-    """Fused residual add + norm (4 passes) for the first two norms of a layer, plain norms (2 passes) after."""
+def residual_add_norm_ops(c: BuildContext, layer_kind: str, count: int, norms: int) -> list[Op]:
+    """Fused residual add + norm (4 passes) for the first two of a layer's ``norms``, plain norms (2 passes) after."""
     h, M, ab, dt = c.model.hidden_size, c.tokens, c.a_bytes, c.gemm_dtype
-    norms = c.model.norms_per_layer
     fused = min(norms, FUSED_NORMS_PER_LAYER)
     ops = [elementwise("residual_add_norm", "norm", layer_kind, count * fused, dt, M * h, 4.0, ab, 5.0, h * ab)]
     if norms > fused:
@@ -44,13 +44,14 @@ def residual_add_norm_ops(c: BuildContext, layer_kind: str, count: int) -> list[
     return [op for op in ops if op.count > 0]
 
 
-def rope_op(c: BuildContext, layer_kind: str, count: int) -> Op:
-    """Rotary embedding on the new tokens' queries and keys: 2·M·(h_q + h_kv)·d_rot·a bytes."""
+def rope_op(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) -> Op:
+    """Rotary embedding on the new tokens' queries and keys: 2·M·(h_q + h_kv)·d_rot·a bytes
+    (this layer's heads, sharded by tp; KV heads replicated when tp > H_kv)."""
     a = c.model.attention
     if a.mla is not None:
-        heads, d_rot = a.num_heads / c.tp + 1.0, float(a.mla.qk_rope_head_dim)
+        heads, d_rot = layer.num_heads / c.tp + 1.0, float(a.mla.qk_rope_head_dim)
     else:
-        heads, d_rot = a.num_heads / c.tp + c.sc.kv_heads_per_gpu(c.model), float(a.head_dim)
+        heads, d_rot = layer.num_heads / c.tp + max(1, layer.num_kv_heads // c.tp), float(layer.head_dim)
     return elementwise("attn.rope", "attention", layer_kind, count, c.attn_dtype, c.tokens * heads * d_rot, 2.0,
                        c.a_bytes, 3.0)  # fmt: skip
 

@@ -61,7 +61,7 @@ import numpy as np
 from roofline.engine.presets import EngineArg
 from roofline.errors import ScenarioError
 from roofline.memory import no_fit_reason
-from roofline.units import fmt_seconds
+from roofline.units import fmt_seconds, usd_per_million_tokens
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -156,19 +156,19 @@ class PlanResult:
         """One paragraph on why nothing is feasible, naming the closest candidate and a fix."""
         slo = f"TTFT ≤ {fmt_seconds(self.ttft_slo_s)} and TPOT ≤ {fmt_seconds(self.tpot_slo_s)}"
         if not self.candidates:
-            return f"no candidate to evaluate for {self.model}; pass --hardware and --precision values that exist"
-        gpu = [c for c in self.candidates if c.gpus and not c.feasible and "max-gpus" in c.reason]
+            return f"no candidate to evaluate for {self.model}; pass hardware and precisions values that exist"
+        gpu = [c for c in self.candidates if c.gpus and not c.feasible and "max_gpus" in c.reason]
         slo_miss = [c for c in self.candidates if math.isfinite(c.slo_excess)]
         no_fit = [c for c in self.candidates if c.missing_bytes > 0]
         if gpu:
             best = min(gpu, key=lambda c: c.gpus)
-            fix = f"raise --max-gpus to {best.gpus}, lower --qps or allow other hardware"
+            fix = f"raise max_gpus to {best.gpus}, lower qps or allow other hardware"
         elif slo_miss:
             best = min(slo_miss, key=lambda c: c.slo_excess)
-            fix = "relax the SLOs, use a shorter prompt, a higher tp or fp8 (--precision bf16,fp8)"
+            fix = "relax the SLOs, use a shorter prompt, a higher tp or fp8 weights (precisions bf16,fp8)"
         elif no_fit:
             best = min(no_fit, key=lambda c: c.missing_bytes)
-            fix = "allow a higher tp (--tp 8,16), a lower precision (--precision fp8,int4) or larger GPUs"
+            fix = "allow a higher tp (tp_options 8,16), a lower precision (precisions fp8,int4) or larger GPUs"
         else:
             best = self.candidates[0]
             fix = "check the hardware, precision and tp options"
@@ -287,6 +287,11 @@ def load_curve(batch: np.ndarray, t_prefill_s: float, t_decode_s: np.ndarray, ou
     )
 
 
+def tokens_per_s_per_gpu(replica_rps: object, output_len: int, gpus_per_replica: int) -> Any:
+    """Output tokens/s per GPU of a replica serving ``replica_rps`` requests/s: λ · O / (tp · pp)."""
+    return np.asarray(replica_rps, dtype=np.float64) * output_len / gpus_per_replica
+
+
 def _rank(cands: list[Candidate]) -> list[Candidate]:
     """Feasible first by $/hour (unpriced after priced, by GPUs), then the rejected in input order."""
     ok = [c for c in cands if c.feasible]
@@ -379,14 +384,14 @@ def _size(c: Candidate, req: _Request) -> Candidate:
         replicas += 1
     gpus = replicas * c.tp * c.pp
     cost = gpus * c.usd_per_gpu_hour if c.usd_per_gpu_hour is not None else None
-    per_m = cost / (req.qps * req.o * 3600) * 1e6 if cost is not None else None
+    per_m = usd_per_million_tokens(cost, req.qps * req.o) if cost is not None else None
     c = replace(
         c, feasible=True, replica_rps=lam_max, replicas=replicas, gpus=gpus, ttft_s=ttft, tpot_s=tpot,
         tpot_full_load_s=float(at_b.tpot_s), prefill_share=rho, concurrency=conc,
         headroom=replicas * lam_max / req.qps - 1, usd_per_hour=cost, usd_per_million_output_tokens=per_m,
     )  # fmt: skip
     if req.max_gpus is not None and gpus > req.max_gpus:
-        why = f"needs {gpus} GPUs ({replicas} replicas × tp {c.tp}) > --max-gpus {req.max_gpus}"
+        why = f"needs {gpus} GPUs ({replicas} replicas × tp {c.tp}) > max_gpus {req.max_gpus}"
         return replace(c, feasible=False, reason=why)
     return c
 

@@ -9,19 +9,23 @@ format            layout                                      bytes / element   
 ================  ==========================================  ================  =========================
 ``mxfp4``         E2M1 + one E8M0 scale per 32                (4 + 8/32)/8      OCP Microscaling (MX)
                                                               = 0.53125         Formats Spec v1.0 §5
+``mxfp8``         E4M3 + one E8M0 scale per 32                (8 + 8/32)/8      OCP Microscaling (MX)
+                                                              = 1.03125         Formats Spec v1.0 §5
 ``nvfp4``         E2M1 + one E4M3 scale per 16 (+ one fp32    (4 + 8/16)/8      NVIDIA "Introducing NVFP4"
                   per tensor, negligible)                     = 0.5625          (developer blog, 2025)
 ``int4-g128``     int4 + fp16 scale + 4-bit zero per 128      (4 + 20/128)/8    AutoGPTQ / AutoAWQ packing
                   (GPTQ / AWQ ``group_size`` 128)             = 0.51953125      (``scales`` fp16, ``qzeros``
                                                                                 int4 packed per group)
+``int4-g32``      int4 + 16-bit scale per 32, symmetric (no    (4 + 16/32)/8     compressed-tensors
+                  zero; ``pack-quantized``, Kimi-K2.5)        = 0.5625          ``strategy: group``, ``symmetric``
 ``fp8-block``     E4M3 + one fp32 scale per 128×128 block     (8 + 32/16384)/8  DeepSeek-V3 config.json
                   (DeepSeek-V3 ``weight_block_size``)         = 1.000244…       ``quantization_config``
 ================  ==========================================  ================  =========================
 
 ``compute`` is the tensor-core peak a GEMM whose *activations* are in this format uses (None:
 weight-only). ``default_activation`` is the activation format each weight format computes at
-when the user does not set one: W4A16 for int4/int4-g128/mxfp4 (vLLM's Marlin / Triton MoE
-kernels dequantise to bf16), W8A8 FP8 for fp8 and fp8-block, NVFP4 (the fp4 peak) for nvfp4
+when the user does not set one: W4A16 for int4/int4-g128/int4-g32/mxfp4 (vLLM's Marlin / Triton MoE
+kernels dequantise to bf16), W8A8 FP8 for fp8, fp8-block and mxfp8, NVFP4 (the fp4 peak) for nvfp4
 on devices with an fp4 peak (Blackwell) and W4A16 elsewhere (:meth:`Scenario.gemm_compute_dtype`).
 """
 
@@ -60,8 +64,10 @@ class Precision(Enum):
     INT4 = "int4"
     FP4 = "fp4"
     MXFP4 = "mxfp4"
+    MXFP8 = "mxfp8"
     NVFP4 = "nvfp4"
     INT4_G128 = "int4-g128"
+    INT4_G32 = "int4-g32"
     FP8_BLOCK = "fp8-block"
 
     @property
@@ -111,8 +117,10 @@ _LAYOUT = {
     Precision.INT4: FormatLayout(4),
     Precision.FP4: FormatLayout(4),
     Precision.MXFP4: FormatLayout(4, scale_bits=8, group=32),
+    Precision.MXFP8: FormatLayout(8, scale_bits=8, group=32),
     Precision.NVFP4: FormatLayout(4, scale_bits=8, group=16),
     Precision.INT4_G128: FormatLayout(4, scale_bits=16, zero_bits=4, group=128),
+    Precision.INT4_G32: FormatLayout(4, scale_bits=16, group=32),
     Precision.FP8_BLOCK: FormatLayout(8, scale_bits=32, group=128 * 128),
 }
 _COMPUTE: dict[Precision, ComputeDtype | None] = {
@@ -124,8 +132,10 @@ _COMPUTE: dict[Precision, ComputeDtype | None] = {
     Precision.INT4: None,
     Precision.FP4: "fp4",
     Precision.MXFP4: None,
+    Precision.MXFP8: "fp8",
     Precision.NVFP4: "fp4",
     Precision.INT4_G128: None,
+    Precision.INT4_G32: None,
     Precision.FP8_BLOCK: "fp8",
 }
 _ACTIVATION = {
@@ -134,5 +144,6 @@ _ACTIVATION = {
     Precision.FP16: Precision.FP16,
     Precision.FP8: Precision.FP8,
     Precision.FP8_BLOCK: Precision.FP8,
+    Precision.MXFP8: Precision.FP8,
     Precision.NVFP4: Precision.NVFP4,
 }

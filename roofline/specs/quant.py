@@ -13,11 +13,17 @@ always stay 16-bit (:data:`roofline.memory.NORM_BYTES`).
   (gpt-oss: attention, router, embeddings and lm_head stay bf16, so only the experts are MXFP4).
 * ``quant_method: awq`` / ``gptq`` with ``bits: 4``, ``group_size: 128`` → ``int4-g128`` on every
   linear layer (other group sizes are rejected with the formats we know).
-* ``quant_method: modelopt`` / ``compressed-tensors`` naming NVFP4 → ``nvfp4``; FP8 → ``fp8``.
+* ``quant_method: modelopt`` with ``quant_algo`` NVFP4 / FP8 / W4A16_AWQ → ``nvfp4`` / ``fp8`` /
+  ``int4-g128`` (``MIXED_PRECISION``: each group's most common ``quantized_layers`` algo);
+  ``compressed-tensors`` from its first ``config_groups`` weights (float 4-bit group 16 →
+  ``nvfp4``, group 32 → ``mxfp4``, float 8-bit → ``fp8`` or ``fp8-block``, int 4-bit group 32 symmetric →
+  ``int4-g32``, int 4-bit group 128 asymmetric → ``int4-g128``). Their ``ignore`` lists keep
+  groups in bf16 (Kimi-K2.5: attention, shared experts and dense FFN; only routed experts int4).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +94,111 @@ def override_formats(base: ModuleFormats, overrides: dict[str, str | Precision])
     return ModuleFormats(**new)
 
 
+def _summary(qc: dict[str, Any]) -> str:
+    """The fields of a quantization_config that decide the formats, compactly (ignore lists by count)."""
+    import json
+
+    keys = ("quant_method", "quant_algo", "fmt", "weight_block_size", "bits", "group_size", "modules_to_not_convert")
+    out = {k: qc[k] for k in keys if k in qc}
+    groups = qc.get("config_groups")
+    if isinstance(groups, dict) and groups:
+        first = next(iter(groups.values()))
+        w = first.get("weights") if isinstance(first, dict) else None
+        if isinstance(w, dict):
+            out["weights"] = {k: w[k] for k in ("type", "num_bits", "group_size", "strategy", "symmetric") if k in w}
+    ignore = qc.get("ignore")
+    if isinstance(ignore, list):
+        attn = sum("self_attn" in str(p) for p in ignore)
+        out["ignore"] = f"{len(ignore)} patterns ({attn} self_attn)"
+    return json.dumps(out, default=str)
+
+
+def _ignored_groups(ignore: object) -> set[str]:
+    """Module groups a quantization ``ignore`` / ``modules_to_not_convert`` list keeps in 16 bits.
+
+    ``self_attn`` → attention; ``shared_expert`` → shared experts; ``mlp.(gate|up|gate_up|down)_proj``
+    (not under ``experts``) → dense FFN; ``lm_head`` / ``embed`` → embeddings (always 16-bit here).
+    A pattern naming some layers only counts as the whole group (16-bit: the larger, safer figure).
+    """
+    pats = [str(p).lower() for p in ignore] if isinstance(ignore, list) else []
+    groups = set()
+    if any("self_attn" in p for p in pats):
+        groups.add("attention")
+    if any("shared_expert" in p for p in pats):
+        groups.add("shared_experts")
+    if any(re.search(r"mlp\W{0,2}\(?(gate|up|gate_up|down)", p) and "expert" not in p for p in pats):
+        groups.add("dense_ffn")
+    return groups
+
+
+def _with_ignored(fmt: str, ignore: object, src: str) -> Checkpoint:
+    """Every linear group in ``fmt`` except those the ignore list keeps in bf16."""
+    keep = _ignored_groups(ignore)
+    return Checkpoint(**{g: ("bf16" if g in keep else fmt) for g in MODULE_GROUPS if g != "embeddings"}, source=src)
+
+
+def _compressed_tensors_format(qc: dict[str, Any], where: str) -> str:
+    """The weight format of a compressed-tensors ``config_groups`` entry (first group)."""
+    groups = qc.get("config_groups")
+    first = next(iter(groups.values()), None) if isinstance(groups, dict) and groups else None
+    w = first.get("weights") if isinstance(first, dict) else None
+    if not isinstance(w, dict):
+        raise SpecError(f"{where}: compressed-tensors quantization_config without config_groups weights")
+    bits, typ, group = w.get("num_bits"), str(w.get("type", "")), w.get("group_size")
+    sym, strategy = w.get("symmetric", True), str(w.get("strategy", ""))
+    if typ == "float" and bits == 4 and group == 16:
+        return "nvfp4"
+    if typ == "float" and bits == 4 and group == 32:
+        return "mxfp4"  # compressed-tensors mxfp4-pack-quantized: E8M0 scale per 32
+    if typ == "float" and bits == 8:
+        return "fp8-block" if strategy == "block" else "fp8"
+    if typ == "int" and bits == 4 and group == 32 and sym:
+        return "int4-g32"
+    if typ == "int" and bits == 4 and group == 128 and not sym:
+        return "int4-g128"
+    raise SpecError(
+        f"{where}: compressed-tensors weights {typ} {bits}-bit, group_size {group}, symmetric {sym} are not a "
+        "format roofline knows (nvfp4, fp8, int4 g32 symmetric, int4 g128 asymmetric); set weight_dtype explicitly"
+    )
+
+
+_MODELOPT_ALGO = {
+    "NVFP4": "nvfp4", "W4A16_NVFP4": "nvfp4", "FP8": "fp8", "MXFP8": "mxfp8", "W4A16_AWQ": "int4-g128",
+    "INT4_AWQ": "int4-g128",
+}  # fmt: skip
+
+
+def _layer_group(name: str) -> str | None:
+    """Module group of a checkpoint module name (None: embeddings, lm_head or unknown)."""
+    n = name.lower()
+    if "self_attn" in n or "linear_attn" in n or ".attn." in n or n.endswith(".attn"):
+        return "attention"
+    if "shared_expert" in n:
+        return "shared_experts"
+    if "experts" in n:
+        return "routed_experts"
+    if re.search(r"\.(mlp|ffn)\.(gate|up|gate_up|down)_proj", n):
+        return "dense_ffn"
+    return None
+
+
+def _mixed_precision(layers: dict[str, Any], base: str, where: str, src: str) -> Checkpoint:
+    """ModelOpt MIXED_PRECISION: each group takes the most common ``quant_algo`` of its listed modules;
+    groups not listed keep ``base`` (fp8-block for an fp8 checkpoint, else bf16)."""
+    from collections import Counter
+
+    votes: dict[str, Counter[str]] = {g: Counter() for g in MODULE_GROUPS}
+    for name, spec in layers.items():
+        group = _layer_group(str(name))
+        algo = str(spec.get("quant_algo", "")).upper() if isinstance(spec, dict) else ""
+        if group is not None and algo:
+            if algo not in _MODELOPT_ALGO:
+                raise SpecError(f"{where}: modelopt quant_algo '{algo}' of {name} is not a format roofline knows")
+            votes[group][_MODELOPT_ALGO[algo]] += 1
+    fmts = {g: (votes[g].most_common(1)[0][0] if votes[g] else base) for g in MODULE_GROUPS if g != "embeddings"}
+    return Checkpoint(**fmts, source=src)
+
+
 def _int4_group(qc: dict[str, Any], where: str) -> str:
     bits, group = qc.get("bits", qc.get("w_bit")), qc.get("group_size", qc.get("q_group_size"))
     if bits == 4 and group == 128:
@@ -107,10 +218,15 @@ def checkpoint_from_quantization_config(qc: dict[str, Any] | None, where: str = 
             f"{where}: quantization_config must be a mapping with a quant_method (got {type(qc).__name__}); "
             "fix the config or remove the key"
         )
-    import json
 
     method = str(qc.get("quant_method", "")).lower()
-    src = f"quantization_config of {where}: {json.dumps(qc, sort_keys=True, default=str)}"
+    producer = qc.get("producer")
+    if not method and isinstance(producer, dict) and str(producer.get("name", "")).lower() == "modelopt":
+        method = "modelopt"  # ModelOpt hf_quant_config style: quant_algo without quant_method
+    src = f"quantization_config of {where}: {_summary(qc)}"
+    if str(qc.get("quant_algo", "")).upper() == "MIXED_PRECISION" and isinstance(qc.get("quantized_layers"), dict):
+        base = "fp8-block" if method == "fp8" and qc.get("weight_block_size") else "bf16"
+        return _mixed_precision(qc["quantized_layers"], base, where, src)
     if method == "fp8":
         fmt = "fp8-block" if qc.get("weight_block_size") else "fp8"
         return Checkpoint(attention=fmt, dense_ffn=fmt, routed_experts=fmt, shared_experts=fmt, source=src)
@@ -122,11 +238,16 @@ def checkpoint_from_quantization_config(qc: dict[str, Any] | None, where: str = 
     if method in ("awq", "gptq"):
         fmt = _int4_group(qc, where)
         return Checkpoint(attention=fmt, dense_ffn=fmt, routed_experts=fmt, shared_experts=fmt, source=src)
-    text = str(qc).lower()
-    if method in ("modelopt", "compressed-tensors"):
-        fmt = "nvfp4" if "nvfp4" in text or "fp4" in text else "fp8" if "fp8" in text or "float" in text else ""
-        if fmt:
-            return Checkpoint(attention=fmt, dense_ffn=fmt, routed_experts=fmt, shared_experts=fmt, source=src)
+    if method == "modelopt":
+        algo = str(qc.get("quant_algo", "")).upper()
+        fmt = _MODELOPT_ALGO.get(algo, "")
+        if not fmt:
+            raise SpecError(
+                f"{where}: modelopt quant_algo '{algo}' is not a format roofline knows (NVFP4, FP8, W4A16_AWQ)"
+            )
+        return _with_ignored(fmt, qc.get("ignore", qc.get("exclude_modules")), src)
+    if method == "compressed-tensors":
+        return _with_ignored(_compressed_tensors_format(qc, where), qc.get("ignore"), src)
     raise SpecError(
         f"{where}: quantization_config quant_method '{method}' is not one roofline reads (fp8, mxfp4, awq, gptq, "
         "modelopt, compressed-tensors); remove it or set the weight formats with weight_dtype"
