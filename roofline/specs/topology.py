@@ -85,7 +85,7 @@ def _scale_out(
     note = f"{group} GPUs cross the {domain}-GPU {what}: collectives priced at the scale-out network, {_gbs(bw)}{src}"
     nodes = -(-group // domain)
     return CommPath(
-        group, "network", bw, scale_up=False, slow=True, note=note, flag="crosses to scale-out", inner_link=inner,
+        group, "network", bw, scale_up=False, slow=True, note=note, flag="scale-out", inner_link=inner,
         nodes=nodes,
     )  # fmt: skip
 
