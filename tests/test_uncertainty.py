@@ -40,7 +40,9 @@ def test_residual_is_log_time_ratio_of_a_held_out_row() -> None:
     from roofline.published.accuracy import expressed_cases
     from roofline.published.overhead_fit import cross_validate, linear_terms
 
-    cv = {r["id"]: r["error_pct"] for r in cross_validate(linear_terms(expressed_cases()[0], default_profile()), "source")}
+    cv = {
+        r["id"]: r["error_pct"] for r in cross_validate(linear_terms(expressed_cases()[0], default_profile()), "source")
+    }
     for x in load_residuals():
         if "prefill" in x.regimes:  # metric = time: (pred − meas)/meas = e^(−r) − 1
             assert math.expm1(-x.r) * 100 == pytest.approx(cv[x.id], abs=1e-3)

@@ -77,7 +77,7 @@ def derive_model_error(profile: CalibrationProfile | None = None) -> dict[str, A
     """The model-error document shipped as ``roofline/data/model_error.yaml`` (see module docstring)."""
     terms, regimes = _terms_and_regimes(profile)
     res = loso_residuals(terms, regimes)
-    labels = sorted({g for x in res for g in x.regimes}) + ["all"]
+    labels = [*sorted({g for x in res for g in x.regimes}), "all"]
     widths = {}
     for g in labels:
         w = half_width(res, (g,), DEFAULT_LEVEL)
