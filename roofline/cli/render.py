@@ -242,6 +242,41 @@ def compare_table(title: str, columns: Sequence[tuple[str, dict[str, Any] | str]
     return t
 
 
+def plan_caption(res: Any) -> str:
+    """What the plan's latencies and headroom mean: the level, the error margin and saturation marks."""
+    lines = ["TTFT/TPOT at the planned load; B = max sequences per replica (limited by memory or an SLO)"]
+    if res.confidence is not None:
+        lines.append(
+            f"sized at the {100 * res.confidence:.0f} % upper bound of the model's error: SLOs hold at the bound, "
+            "TTFT/TPOT shown are upper bounds; headroom is against the pessimistic capacity"
+        )
+    else:
+        lines.append(
+            "headroom (± model error): ± = the 80 % interval of the model's capacity error; "
+            "⚠ = headroom inside it, capacity may fall short: size with --confidence 0.9"
+        )
+    if any(c.feasible and c.latency_bound == "lower" for c in res.candidates):
+        lines.append(
+            "≥ = utilisation above 85 %: queueing makes latency a lower bound only; "
+            "knee = load where utilisation is 85 %"
+        )
+    return "\n".join(lines)
+
+
+def _latency(c: Any, value: float) -> str:
+    """A planned latency; ``≥ x`` when the candidate runs past the saturation knee (one-sided bound)."""
+    return f"≥ {fmt_seconds(value)}" if c.latency_bound == "lower" else fmt_seconds(value)
+
+
+def headroom_cell(c: Any) -> Text | str:
+    """``12% (±24%)``, yellow with ⚠ when the headroom is inside the model's error, knee when saturated."""
+    knee = f", knee {num(c.knee_rps)} req/s" if c.latency_bound == "lower" else ""
+    if not math.isfinite(c.error_margin) or c.confidence is not None:
+        return pct(c.headroom) + knee
+    text = f"{pct(c.headroom)} (±{pct(c.error_margin)}){knee}"
+    return Text(f"⚠ {text}", style="yellow") if c.within_error else text
+
+
 def plan_tables(res: Any, limit: int | None = 15) -> list[Table]:
     """Ranked feasible candidates, then rejected ones with their reasons (``limit`` rows each; None = all)."""
     ok = [c for c in res.candidates if c.feasible]
@@ -250,8 +285,7 @@ def plan_tables(res: Any, limit: int | None = 15) -> list[Table]:
         f"{res.model}: {res.qps:g} req/s · prompt {res.prompt_len} · output {res.output_len} · "
         f"TTFT ≤ {fmt_seconds(res.ttft_slo_s)} · TPOT ≤ {fmt_seconds(res.tpot_slo_s)}"
     )
-    t = Table(title=title, title_justify="left", caption="TTFT/TPOT at the planned load; "
-              "B = max sequences per replica (limited by memory or an SLO)", caption_justify="left")  # fmt: skip
+    t = Table(title=title, title_justify="left", caption=plan_caption(res), caption_justify="left")
     heads = ("#", "hardware", "prec", "tp", "B", "limit", "req/s/replica", "replicas", "GPUs", "TTFT", "TPOT",
              "headroom", "$/hour", "$/M out tok")  # fmt: skip
     for h in heads:
@@ -259,9 +293,10 @@ def plan_tables(res: Any, limit: int | None = 15) -> list[Table]:
     for i, c in enumerate(ok[:limit], 1):
         style = "bold green" if i == 1 else ""
         t.add_row(
-            "★" if i == 1 else str(i), c.hardware, c.precision, str(c.tp), str(c.batch),
+            ("★" if i == 1 else str(i)) + (" ⚠" if c.within_error else ""), c.hardware, c.precision, str(c.tp),
+            str(c.batch),
             c.limited_by.replace("_slo", " SLO"), num(c.replica_rps), str(c.replicas), str(c.gpus),
-            fmt_seconds(c.ttft_s), fmt_seconds(c.tpot_s), pct(c.headroom), usd(c.usd_per_hour),
+            _latency(c, c.ttft_s), _latency(c, c.tpot_s), headroom_cell(c), usd(c.usd_per_hour),
             usd(c.usd_per_million_output_tokens), style=style,
         )  # fmt: skip
     tables = [t] if ok else []
