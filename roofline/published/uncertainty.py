@@ -221,6 +221,18 @@ def result_interval(result: Any, name: str, level: float = DEFAULT_LEVEL) -> Int
     )  # fmt: skip
 
 
+def upper_factors(figure: str, bounds: Any, level: float, profile: CalibrationProfile | None = None) -> Any:
+    """e^(q) of ``figure``'s interval at ``level`` for each bound label in the array ``bounds``."""
+    import numpy as np
+
+    labels = np.asarray(bounds).astype(str)
+    out = np.empty(labels.shape)
+    for bound in set(labels.tolist()):
+        iv = figure_interval(figure, 1.0, bound_prefill=bound, bound_decode=bound, level=level, profile=profile)
+        out[labels == bound] = iv.high
+    return out
+
+
 def interval_columns(df: Any, level: float = DEFAULT_LEVEL, profile: CalibrationProfile | None = None) -> Any:
     """``df`` (a sweep frame) with ``<figure>_low`` / ``<figure>_high`` columns for every headline figure present.
 

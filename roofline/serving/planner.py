@@ -331,6 +331,7 @@ def _candidate(
 ) -> Candidate:
     """Plan one (hardware, precision, tp): memory limit, SLO-limited batch, replicas, cost."""
     from roofline.prediction import make_scenario, sweep
+    from roofline.published.uncertainty import upper_factors
 
     kv = req.kv_dtype or "bf16"
     base = Candidate(hardware=hw.name, precision=prec, tp=tp, kv_dtype=kv, usd_per_gpu_hour=price)
@@ -353,8 +354,8 @@ def _candidate(
     t_dec = df["tpot_s"].to_numpy(dtype=np.float64)
     t_pre = float(first["ttft_s"])
     if req.confidence is not None:  # upper bounds of the step times (module docstring)
-        t_pre *= _upper_factor("ttft_s", np.asarray([first["bound_prefill"]]), req.confidence, prof)[0]
-        t_dec = t_dec * _upper_factor("tpot_s", df["bound_decode"].to_numpy(), req.confidence, prof)
+        t_pre *= float(upper_factors("ttft_s", np.asarray([first["bound_prefill"]]), req.confidence, prof)[0])
+        t_dec = t_dec * upper_factors("tpot_s", df["bound_decode"].to_numpy(), req.confidence, prof)
     curve = load_curve(b, t_pre, t_dec, req.o)
     tpot_full, ttft = curve.tpot_s, curve.ttft_s
     fits = df["fits"].to_numpy(dtype=bool)
@@ -366,20 +367,9 @@ def _candidate(
     at_cap = i + 1 == len(b) and seq_cap < b_mem
     limited = "max_num_seqs" if at_cap else "memory" if i + 1 == len(b) or not fits[i + 1] else (
         "tpot_slo" if tpot_full[i + 1] > req.tpot_slo else "ttft_slo")  # fmt: skip
-    margin = _upper_factor("e2e_s", np.asarray([""]), req.confidence or MARGIN_LEVEL, prof)[0] - 1.0
-    c = replace(base, batch=int(b[i]), limited_by=limited, t_decode_s=float(t_dec[i]), error_margin=margin)
+    margin = upper_factors("e2e_s", np.asarray([""]), req.confidence or MARGIN_LEVEL, prof)[0] - 1.0
+    c = replace(base, batch=int(b[i]), limited_by=limited, t_decode_s=float(t_dec[i]), error_margin=float(margin))
     return _size(c, req)
-
-
-def _upper_factor(figure: str, bounds: np.ndarray, level: float, prof: CalibrationProfile) -> np.ndarray:
-    """e^(q) of ``figure``'s interval at ``level`` for each bound label (prefill or decode bound)."""
-    from roofline.published.uncertainty import figure_interval
-
-    out = np.empty(len(bounds))
-    for bound in set(bounds.tolist()):
-        iv = figure_interval(figure, 1.0, bound_prefill=str(bound), bound_decode=str(bound), level=level, profile=prof)
-        out[bounds == bound] = iv.high
-    return out
 
 
 def _batch_grid(b_mem: int) -> np.ndarray:
@@ -431,8 +421,8 @@ def _size(c: Candidate, req: _Request) -> Candidate:
     )  # fmt: skip
     util = req.qps / (replicas * lam_max)
     c = replace(
-        c, utilisation=util, knee_rps=SATURATION * replicas * lam_max,
-        within_error=req.confidence is None and c.headroom < c.error_margin,
+        c, utilisation=float(util), knee_rps=SATURATION * replicas * lam_max,
+        within_error=bool(req.confidence is None and c.headroom < c.error_margin),
         latency_bound="lower" if util > SATURATION else "upper" if req.confidence is not None else "point",
     )  # fmt: skip
     if req.max_gpus is not None and gpus > req.max_gpus:
