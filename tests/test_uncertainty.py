@@ -31,7 +31,10 @@ def test_shipped_model_error_is_rederived() -> None:
     """GIVEN validation/published.csv and the default profile, WHEN the leave-one-source-out residuals
     are derived again, THEN they equal roofline/data/model_error.yaml field by field."""
     shipped = yaml.safe_load(MODEL_ERROR_PATH.read_text(encoding="utf-8"))
-    assert derive_model_error() == shipped
+    assert derive_model_error() == shipped, (
+        "roofline/data/model_error.yaml is stale (published rows or default profile changed); regenerate with "
+        "python -c 'from roofline.published.coverage import write_model_error; write_model_error()'"
+    )
 
 
 def test_residual_is_log_time_ratio_of_a_held_out_row() -> None:
@@ -95,6 +98,27 @@ def test_measured_profile_spread_is_added_in_quadrature() -> None:
     assert iv.spread_sigma_log == pytest.approx(sigma)
     assert iv.half_width_log == pytest.approx(math.hypot(q0, z * sigma))
     assert q0 == pytest.approx(0.09)
+
+
+def test_measured_profile_widens_prediction_intervals_by_its_spread() -> None:
+    """predict with a calibrate-style profile (device = h100-sxm, absolute ceilings with spreads
+    compute 0.02 / 0.04, memory 0.05): a compute-bound TTFT folds in σ = ln(1 + 0.04/1.349) (the
+    largest compute spread), a memory-bound TPOT σ = ln(1 + 0.05/1.349), throughput the larger (0.05)."""
+    base = default_profile()
+    comp = {k: c.model_copy(update={"value": 700e12, "spread": 0.04 if k == "fp8" else 0.02})
+            for k, c in base.compute.items()}  # fmt: skip
+    prof = base.model_copy(update={"device": "h100-sxm", "compute": comp, "memory": Ceiling(value=3e12, spread=0.05)})
+    r = roofline.predict("llama-3.1-8b", "h100-sxm", batch=4, prompt_len=4096, output_len=256, calibration=prof)
+    assert (r.bound_prefill, r.bound_decode) == ("compute", "memory")
+    z = NormalDist().inv_cdf(0.9)
+    for name, spread in (("ttft_s", 0.04), ("tpot_s", 0.05), ("e2e_s", 0.05)):
+        iv, public = (
+            r.interval_detail(name),
+            figure_interval(name, 1.0, bound_prefill="compute", bound_decode="memory", level=0.8),
+        )
+        sigma = math.log1p(spread / 1.349)
+        assert iv.spread_sigma_log == pytest.approx(sigma)
+        assert iv.half_width_log == pytest.approx(math.hypot(public.half_width_log, z * sigma))
 
 
 def test_prediction_interval_uses_the_shipped_pooled_width() -> None:

@@ -91,7 +91,7 @@ def prediction_table(r: PredictionResult, level: float | None = None) -> Table:
         return count_range(s[name], *r.interval(name, level), "tok/s") if level is not None else f"{num(s[name])} tok/s"
 
     t.add_column("metric")
-    t.add_column("value" if level is None else f"value ({100 * level:.0f} % interval)", justify="right")
+    t.add_column("value" if level is None or not r.fits else f"value ({100 * level:.0f} % interval)", justify="right")
     t.add_column("detail", style="dim")
     if r.fits:
         steps = s["output_len"] - 1
