@@ -21,6 +21,7 @@ from roofline.published.uncertainty import (
     half_width,
     interval_columns,
     load_residuals,
+    replica_sigma_log,
 )
 
 #: Held-out coverage of the 80 % interval must stay in this band (issue: target 70–90 %).
@@ -119,6 +120,17 @@ def test_measured_profile_widens_prediction_intervals_by_its_spread() -> None:
         sigma = math.log1p(spread / 1.349)
         assert iv.spread_sigma_log == pytest.approx(sigma)
         assert iv.half_width_log == pytest.approx(math.hypot(public.half_width_log, z * sigma))
+
+
+def test_replica_spread_folds_in_like_a_ceiling_spread() -> None:
+    """Replicas 1, e, e² of a figure: ln v = 0, 1, 2, sd (ddof 1) = 1. Folded into a throughput interval
+    at 0.8 with q₀ from 9 hand residuals (q₀ = 0.08): q = √(0.08² + (Φ⁻¹(0.9)·1)²)."""
+    assert replica_sigma_log([1.0, math.e, math.e**2]) == pytest.approx(1.0)
+    res = _rows([0.01 * i for i in range(1, 10)], ["a", "b"] * 4 + ["a"], ("throughput",))
+    iv = figure_interval("e2e_s", 1.0, residuals=res, extra_sigma_log=1.0)
+    assert iv.half_width_log == pytest.approx(math.hypot(0.08, NormalDist().inv_cdf(0.9)))
+    with pytest.raises(RooflineError, match="at least 2"):
+        replica_sigma_log([1.0])
 
 
 def test_prediction_interval_uses_the_shipped_pooled_width() -> None:

@@ -41,6 +41,10 @@ with σ from the compute ceilings (largest spread) for a compute-bound figure, t
 for a memory-bound one and the larger of the two for throughput/e2e. No public row was predicted
 with a measured profile, so q is the public residual: assumed an upper bound on the structural
 error, because it also contains the default profile's transfer of efficiencies across devices.
+
+**Workload randomness** (for a simulator's percentiles): replicas of the same run over seeds give
+values v₁ … v_m of a figure; their log-sd σ_w = sd(ln v) (ddof 1, :func:`replica_sigma_log`) is
+passed as ``extra_sigma_log`` and folded in the same way: q_total = √(q² + z_ℓ²·(σ² + σ_w²)).
 """
 
 from __future__ import annotations
@@ -78,8 +82,8 @@ class Interval:
     """A prediction interval (low, high) around ``value`` at ``level``, and where its width comes from.
 
     ``half_width_log`` is q (interval = value·e^(∓q)); ``regime`` the pooled regime whose
-    ``n_rows`` residuals from ``n_sources`` sources gave it; ``spread_sigma_log`` the measured
-    profile's ceiling log-sd folded in (0 for the default profile).
+    ``n_rows`` residuals from ``n_sources`` sources gave it; ``spread_sigma_log`` the log-sd folded
+    in: a measured profile's ceiling spread and any workload spread (0 for a default-profile prediction).
     """
 
     name: str
@@ -168,6 +172,15 @@ def spread_sigma_log(profile: CalibrationProfile | None, bound: str) -> float:
     return math.log1p(spread / IQR_PER_SIGMA)
 
 
+def replica_sigma_log(values: Sequence[float]) -> float:
+    """Sample standard deviation (ddof 1) of ln(values): the spread of a figure over seeded replicas."""
+    logs = [math.log(v) for v in values]
+    if len(logs) < 2:
+        raise ScenarioError(f"the spread over replicas needs at least 2 values, got {len(logs)}")
+    mean = sum(logs) / len(logs)
+    return math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+
+
 def combine(q: float, sigma_log: float, level: float) -> float:
     """√(q² + (z_ℓ·σ)²) with z_ℓ = Φ⁻¹((1+ℓ)/2)."""
     if sigma_log <= 0.0:
@@ -199,13 +212,17 @@ def figure_interval(
     level: float = DEFAULT_LEVEL,
     profile: CalibrationProfile | None = None,
     residuals: Sequence[Residual] | None = None,
+    extra_sigma_log: float = 0.0,
 ) -> Interval:
-    """The ``level`` interval of headline figure ``name`` whose point value is ``value``."""
+    """The ``level`` interval of headline figure ``name`` whose point value is ``value``.
+
+    ``extra_sigma_log``: a further independent log-sd to fold in (workload randomness, module docstring).
+    """
     lv = check_level(level)
     res = load_residuals() if residuals is None else residuals
     w = half_width(res, chain(name, bound_prefill, bound_decode), lv)
     bound = bound_prefill if name in PREFILL_FIGURES else bound_decode if name in DECODE_FIGURES else "throughput"
-    sigma = spread_sigma_log(profile, bound)
+    sigma = math.hypot(spread_sigma_log(profile, bound), extra_sigma_log)
     q = combine(w.q, sigma, lv)
     lo, hi = (value * math.exp(-q), value * math.exp(q)) if math.isfinite(value) else (math.nan, math.nan)
     return Interval(name, value, lo, hi, lv, w.regime, w.n_rows, w.n_sources, q, sigma, w.supported)
