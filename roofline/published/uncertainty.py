@@ -54,7 +54,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -185,6 +184,8 @@ def combine(q: float, sigma_log: float, level: float) -> float:
     """√(q² + (z_ℓ·σ)²) with z_ℓ = Φ⁻¹((1+ℓ)/2)."""
     if sigma_log <= 0.0:
         return q
+    from statistics import NormalDist  # only when a spread is folded in (keeps the default path light)
+
     z = NormalDist().inv_cdf((1.0 + level) / 2.0)
     return math.hypot(q, z * sigma_log)
 
