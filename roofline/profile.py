@@ -219,12 +219,17 @@ def load_profile(path_or_profile: str | Path | CalibrationProfile | None) -> Cal
     from roofline.specs.library import read_yaml, validate_spec
 
     path = Path(path_or_profile)
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):
+        exists = False
+    if not exists:
         raise CalibrationError(
             f"calibration profile {path} does not exist; create one with `roofline calibrate -o {path}` "
             "or omit --calibration to use the default profile"
         )
-    return validate_spec(CalibrationProfile, read_yaml(path), str(path))
+    data = read_yaml(path, CalibrationError, "calibration profile")
+    return validate_spec(CalibrationProfile, data, str(path), CalibrationError)
 
 
 DEFAULT_PROFILE_PATH = Path(__file__).resolve().parent / "data" / "default_profile.yaml"

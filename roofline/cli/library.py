@@ -26,6 +26,7 @@ class SpecKind(enum.StrEnum):
 
     hardware = "hardware"
     model = "model"
+    profile = "profile"
 
 
 def _tflops(x: float | None) -> str:
@@ -238,8 +239,8 @@ def model_import(
     )
 
 
-def schema_cmd(kind: Annotated[SpecKind, typer.Argument(help="hardware or model")]) -> None:
-    """JSON Schema of a spec kind (by YAML key), for editor validation of spec files."""
+def schema_cmd(kind: Annotated[SpecKind, typer.Argument(help="hardware, model or profile")]) -> None:
+    """JSON Schema of a spec kind (by YAML key), for editor validation of spec and calibration profile files."""
     from roofline.specs.library import json_schema
 
     typer.echo(dumps(json_schema(kind.value)))

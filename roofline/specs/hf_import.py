@@ -39,6 +39,8 @@ from typing import Any, TypeVar
 import yaml
 
 from roofline.errors import SpecError
+from roofline.inputs import read_text
+from roofline.limits import MAX_LAYERS
 from roofline.specs.library import validate_spec
 from roofline.specs.model import ModelSpec
 
@@ -60,7 +62,7 @@ _NORMS_PER_LAYER = {"Gemma2ForCausalLM": 4}
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _ATTENTION_BIAS = ("LlamaForCausalLM", "Qwen3MoeForCausalLM", "Gemma2ForCausalLM", "GptOssForCausalLM")
 _LAYER_TYPES = {"sliding_attention": "local", "full_attention": "global"}
-_MAX_LAYERS = 10_000
+_MAX_LAYERS = MAX_LAYERS
 _MISSING = object()
 _T = TypeVar("_T")
 
@@ -120,16 +122,15 @@ def _read(path_or_dict: str | Path | dict[str, Any]) -> tuple[dict[str, Any], st
     if not isinstance(path_or_dict, str | Path):
         raise SpecError(f"expected a config.json path or a dict, got {type(path_or_dict).__name__}")
     path = Path(path_or_dict).expanduser()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read config file {path}: {exc}; check the path") from None
+    text = read_text(path, "config file")  # regular files only, size-limited, UTF-8 (roofline.inputs)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SpecError(f"{path} is not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise SpecError(f"{path} is nested too deeply to be a config.json") from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise SpecError(f"{path} holds a value that cannot be read: {exc}; check the file") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path} must hold a JSON object (a config.json), got {type(data).__name__}")
     return data, str(path), path.stem
