@@ -63,7 +63,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     print(f"wrote {args.output}")
-    return 130 if profile.provenance.get("interrupted") else 0
+    if profile.provenance.get("interrupted"):
+        from calibrate.cli import interrupted_message
+
+        argv_now = list(sys.argv[1:] if argv is None else argv)
+        resume = " ".join(["python -m calibrate", *[a for a in argv_now if a != "--resume"], "--resume"])
+        print(f"error: {interrupted_message(args.output, resume)}", file=sys.stderr)
+        return 130
+    return 0
 
 
 if __name__ == "__main__":

@@ -99,6 +99,16 @@ def run_calibration(
     return profile
 
 
+def interrupted_message(output: Path, command: str) -> str:
+    """What an interrupted calibration kept and the command that continues it (``command`` ends with --resume)."""
+    from calibrate.measure.store import measurements_path
+
+    return (
+        f"calibration interrupted (Ctrl-C): {output} was written from the measurements finished so far, and each "
+        f"of them is kept in {measurements_path(output)}. Continue where it stopped with: {command}"
+    )
+
+
 def _follower_profile(output: Path) -> CalibrationProfile:
     """Non-zero ranks wait for rank 0 to write the profile, then read it."""
     import torch.distributed as dist

@@ -26,7 +26,10 @@ from roofline.limits import MAX_SPEC_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES,
 
 
 def read_bytes(
-    path: str | Path, what: str = "spec file", max_bytes: int = MAX_SPEC_FILE_BYTES, error: type[RooflineError] = SpecError
+    path: str | Path,
+    what: str = "spec file",
+    max_bytes: int = MAX_SPEC_FILE_BYTES,
+    error: type[RooflineError] = SpecError,
 ) -> bytes:
     """The bytes of the regular file ``path`` (at most ``max_bytes``); anything else is ``error``."""
     path = Path(path)
@@ -65,7 +68,10 @@ def decode(data: bytes, path: str | Path, what: str = "spec file", error: type[R
 
 
 def read_text(
-    path: str | Path, what: str = "spec file", max_bytes: int = MAX_SPEC_FILE_BYTES, error: type[RooflineError] = SpecError
+    path: str | Path,
+    what: str = "spec file",
+    max_bytes: int = MAX_SPEC_FILE_BYTES,
+    error: type[RooflineError] = SpecError,
 ) -> str:
     """The UTF-8 text of the regular file ``path``, at most ``max_bytes`` long (see module doc)."""
     return decode(read_bytes(path, what, max_bytes, error), path, what, error)
@@ -87,7 +93,7 @@ def parse_yaml(text: str, origin: str, error: type[RooflineError] = SpecError) -
             return loader.construct_document(node)
         finally:
             loader.dispose()
-    except yaml.YAMLError as exc:
+    except yaml.YAMLError:
         raise _yaml_error(text, origin, error) from None
     except RecursionError:  # pragma: no cover - the depth check comes first
         raise error(f"{origin} is nested too deeply (limit {MAX_YAML_DEPTH} levels)") from None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from roofline.cli.options import OptionError, console, dumps
+from roofline.cli.options import console, dumps
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -220,19 +220,16 @@ def model_import(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Convert a config.json into a model spec YAML with the strict importer (unknown architectures fail)."""
+    from roofline.outputs import check_output, write_output
     from roofline.specs.hf_import import model_from_hf_config, spec_to_yaml
 
+    target = check_output(out, force=force, what="YAML model spec") if out is not None else None
     spec = model_from_hf_config(config, name=name)
     text = spec_to_yaml(spec)
-    if out is None:
+    if target is None:
         typer.echo(text, nl=False)
         return
-    if out.exists() and not force:
-        raise OptionError(f"{out} exists; pass --force to overwrite it or choose another -o path")
-    try:
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise OptionError(f"cannot write {out}: {exc.strerror}; check the folder exists and is writable") from None
+    write_output(target, text)
     console(stderr=True).print(
         f"wrote {out}: {spec.name}, {spec.param_count():,} parameters. Use it as `roofline predict {out} HARDWARE` "
         "or put it in a folder listed in ROOFLINE_SPECS_PATH."

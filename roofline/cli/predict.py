@@ -13,8 +13,11 @@ import typer
 from roofline.cli.options import (
     RANGE_HELP,
     OptionError,
+    check_grid_size,
     console,
     dumps,
+    frame_format,
+    output_target,
     parse_count_opt,
     parse_int_list,
     parse_names,
@@ -161,6 +164,7 @@ def sweep_cmd(
         str | None,
         typer.Option("--format", "-f", metavar="csv|json", help="csv or json (default: FILE suffix, else csv)."),
     ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
 ) -> None:
     """Evaluate the grid batch × prompt × output (× tp): one CSV/JSON row per point.
 
@@ -170,8 +174,11 @@ def sweep_cmd(
 
     from roofline.prediction import resolve, sweep
 
+    target = output_target(out, force, "CSV or JSON table")
+    frame_format(out, fmt)
     axes = {n: parse_int_list(v, f"--{n}") for n, v in (("batch", batch), ("prompt", prompt), ("output", output))}
     tps = parse_int_list(tp, "--tp")
+    check_grid_size(len(axes["batch"]) * len(axes["prompt"]) * len(axes["output"]) * len(tps))
     m, hw, prof = resolve(model, hardware, calibration)
     kw = _scenario_kwargs(1, pp, ep, weight_dtype, kv_dtype, memory_utilization, cuda_graphs)
     kw.pop("tp")
@@ -185,7 +192,7 @@ def sweep_cmd(
             frames.append(sweep(m, hw, bs, axes["prompt"], axes["output"], tp=t, calibration=prof, **kw))
             advance()
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    kind = write_frame(df, out, fmt)
+    kind = write_frame(df, target, fmt)
     if out is not None:
         n_fit = int(df["fits"].sum())
         console(stderr=True).print(f"wrote {len(df)} rows ({n_fit} fit in memory) as {kind} to {out}")

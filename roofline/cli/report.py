@@ -40,6 +40,7 @@ def report_command(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="HTML file to write (default reports/MODEL-WORKLOAD.html).")
     ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
 ) -> None:
     """Write a self-contained HTML capacity report for MODEL on --hardware.
 
@@ -59,12 +60,14 @@ def report_command(
         parse_names,
         parse_prices,
     )
+    from roofline.outputs import check_output
     from roofline.report.api import build
     from roofline.specs.library import list_hardware
     from roofline.specs.library import model as load_model
 
     t0 = time.perf_counter()
-    path = out or Path("reports") / f"{load_model(model).name}-{workload.strip().lower()}.html"
+    path = out if out is not None else Path("reports") / f"{load_model(model).name}-{workload.strip().lower()}.html"
+    target = check_output(path, force=force, what="HTML report")  # before the minutes of work, not after
     rep = build(
         model, hardware=parse_names(hardware) or list_hardware(), workload=workload,
         prompt_len=parse_count_opt(prompt, "--prompt") if prompt is not None else None,
@@ -76,7 +79,7 @@ def report_command(
         max_gpus=max_gpus, prices=parse_prices(price or []), calibration=calibration, kv_dtype=kv_dtype,
         output_path=path,
     )  # fmt: skip
-    rep.save(path)
+    rep.save(target)
     size_kb = len(rep.html.encode()) / 1e3
     rec = rep.data.recommended
     if rec is not None and rec.candidate is not None:

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from roofline.errors import ScenarioError
+from roofline.limits import MAX_PLAN_GPUS, MAX_QPS, MAX_SEQUENCE_TOKENS
 from roofline.units import fmt_bytes, fmt_seconds
 
 if TYPE_CHECKING:
@@ -234,14 +235,25 @@ class _Request:
 
 
 def _check_request(qps: float, p: int, o: int, ttft: float, tpot: float, max_gpus: int | None) -> None:
+    def whole(x: Any) -> bool:
+        if isinstance(x, bool | np.bool_):
+            return False
+        return isinstance(x, int | np.integer) or (isinstance(x, float | np.floating) and float(x).is_integer())
+
+    def real(x: Any) -> bool:
+        return isinstance(x, int | float | np.number) and not isinstance(x, bool | np.bool_) and math.isfinite(x)
+
     checks = [
-        (qps > 0 and math.isfinite(qps), f"qps must be > 0 requests/s, got {qps}"),
-        (p >= 1, f"prompt_len must be >= 1 token, got {p}"),
-        (o >= 2, f"output_len must be >= 2 tokens for a TPOT to exist, got {o}"),
-        (ttft > 0, f"the TTFT SLO must be > 0 s, got {ttft}"),
-        (tpot > 0, f"the TPOT SLO must be > 0 s, got {tpot}"),
-        (max_gpus is None or max_gpus >= 1, f"max_gpus must be >= 1, got {max_gpus}"),
-    ]
+        (real(qps) and 0 < qps <= MAX_QPS, f"qps must be > 0 and <= {MAX_QPS:g} requests/s, got {qps!r}"),
+        (whole(p) and 1 <= p <= MAX_SEQUENCE_TOKENS, f"prompt_len must be a whole number of tokens >= 1, got {p!r}"),
+        (whole(o) and 2 <= o <= MAX_SEQUENCE_TOKENS,
+         f"output_len must be a whole number >= 2 tokens for a TPOT to exist, got {o!r}"),
+        (real(ttft) and ttft > 0, f"the TTFT SLO must be > 0 s, got {ttft!r}"),
+        (real(tpot) and tpot > 0, f"the TPOT SLO must be > 0 s, got {tpot!r}"),
+        (max_gpus is None or (whole(max_gpus) and max_gpus >= 1), f"max_gpus must be a count >= 1, got {max_gpus!r}"),
+        (whole(p) and whole(o) and p + o <= MAX_SEQUENCE_TOKENS,
+         f"prompt_len + output_len must be <= {MAX_SEQUENCE_TOKENS:,} tokens (roofline.limits)"),
+    ]  # fmt: skip
     for ok, msg in checks:
         if not ok:
             raise ScenarioError(msg)
@@ -345,16 +357,32 @@ def _size(c: Candidate, req: _Request) -> Candidate:
     b, t_pre, t_dec, n_dec = c.batch, c.t_prefill_s, c.t_decode_s, req.o - 1
     at_b = load_curve(np.asarray(b), t_pre, np.asarray(t_dec), req.o)
     lam_max = float(at_b.replica_rps)
-    replicas = max(1, math.ceil(req.qps / lam_max))
-    while True:  # Little's law: requests in the system must fit the B slots
+    per_replica = c.tp * c.pp
+    cap = MAX_PLAN_GPUS // per_replica if req.max_gpus is None else max(1, req.max_gpus // per_replica)
+
+    def load(replicas: int) -> tuple[float, float, float, float]:
         lam = req.qps / replicas
         rho = lam * t_pre
         ttft, tpot = t_pre + t_dec, t_dec / (1 - rho)
-        conc = lam * (ttft + n_dec * tpot)
-        if conc <= b:
-            break
-        replicas += 1
-    gpus = replicas * c.tp * c.pp
+        return ttft, tpot, rho, lam * (ttft + n_dec * tpot)
+
+    # Little's law: requests in the system must fit the B slots. conc falls as replicas grow (rho < 1
+    # from replicas >= qps/λ_max on), so the fewest replicas is found by doubling then bisection:
+    # O(log) passes however large qps is, never more than the GPU cap allows.
+    replicas = max(1, math.ceil(req.qps / lam_max))
+    if replicas <= cap and load(replicas)[3] > b:
+        lo, step = replicas, 1
+        while replicas < cap + 1 and load(replicas)[3] > b:
+            lo, replicas, step = replicas, min(replicas + step, cap + 1), step * 2
+        while replicas - lo > 1:
+            mid = (lo + replicas) // 2
+            lo, replicas = (lo, mid) if load(mid)[3] <= b else (mid, replicas)
+    if replicas > cap:
+        limit = f"{MAX_PLAN_GPUS:,} GPUs (roofline.limits)" if req.max_gpus is None else f"--max-gpus {req.max_gpus}"
+        why = f"needs more than {cap:,} replicas × tp {c.tp} > {limit} for {req.qps:g} req/s"
+        return replace(c, feasible=False, reason=why, replica_rps=lam_max)
+    ttft, tpot, rho, conc = load(replicas)
+    gpus = replicas * per_replica
     cost = gpus * c.usd_per_gpu_hour if c.usd_per_gpu_hour is not None else None
     per_m = cost / (req.qps * req.o * 3600) * 1e6 if cost is not None else None
     c = replace(

@@ -52,6 +52,9 @@ class Interconnect(Frozen):
     kind: str
     bandwidth_per_direction_bytes_per_s: BytesPerS = Field(alias="bandwidth_per_direction", gt=0)
     latency_s: Seconds | None = Field(default=None, alias="latency", ge=0)
+    domain_gpus: int | None = Field(
+        default=None, gt=0, le=16_384, description="GPUs in one scale-up domain (largest tp); default 8"
+    )
 
 
 class Price(Frozen):

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from roofline.errors import ScenarioError
+from roofline.limits import DEFAULT_DOMAIN_GPUS, MAX_BATCH, MAX_PARALLEL, MAX_SEQUENCE_TOKENS
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
@@ -129,14 +130,21 @@ class Scenario:
 
     def validate_for(self, model: ModelSpec, hw: HardwareSpec) -> None:
         """Raise ScenarioError (with a fix) for shapes and parallelism the model cannot take."""
-        for name in ("batch", "prompt_len", "output_len"):
-            arr = np.asarray(getattr(self, name))
-            if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 1):
-                raise ScenarioError(f"{name} must be a whole number >= 1 (got {getattr(self, name)!r})")
+        _check_shape(self.batch, self.prompt_len, self.output_len)
         for name in ("tp", "pp", "ep", "replicas"):
             v = getattr(self, name)
-            if not isinstance(v, int | np.integer) or v < 1:
+            if isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer) or v < 1:
                 raise ScenarioError(f"{name} must be an integer >= 1 (got {v!r})")
+            if v > MAX_PARALLEL:
+                raise ScenarioError(f"{name}={v} exceeds the limit of {MAX_PARALLEL:,} GPUs (roofline.limits)")
+        domain = hw.interconnect.domain_gpus if hw.interconnect is not None else None
+        if self.tp > (domain or DEFAULT_DOMAIN_GPUS):
+            size = f"{domain} GPUs" if domain else f"{DEFAULT_DOMAIN_GPUS} GPUs (assumed: one HGX/OAM baseboard)"
+            raise ScenarioError(
+                f"tp={self.tp} spans more than the scale-up domain of {hw.name} ({size}); tensor parallelism is "
+                f"modelled over one NVLink/xGMI fabric. Use tp <= {domain or DEFAULT_DOMAIN_GPUS} and pp for more "
+                "GPUs, or set interconnect.domain_gpus in the hardware spec when its fabric is larger"
+            )
         a = model.attention
         if a.num_heads % self.tp:
             ok = [t for t in (1, 2, 4, 8, 16, 32, 64) if a.num_heads % t == 0]
@@ -165,3 +173,27 @@ class Scenario:
     def layers_per_stage(self, model: ModelSpec) -> int:
         """Layers on the largest pipeline stage: ceil(L / pp)."""
         return math.ceil(model.num_layers / self.pp)
+
+
+def _check_shape(batch: Any, prompt_len: Any, output_len: Any) -> None:
+    """batch, prompt_len, output_len: whole numbers >= 1 (not booleans) within roofline.limits."""
+    limits = {"batch": MAX_BATCH, "prompt_len": MAX_SEQUENCE_TOKENS, "output_len": MAX_SEQUENCE_TOKENS}
+    for name, value in (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)):
+        try:
+            arr = np.asarray(value)
+            ok_type = arr.dtype.kind in "iuf" and arr.size > 0
+        except (TypeError, ValueError, OverflowError):
+            ok_type = False
+        if not ok_type:
+            raise ScenarioError(f"{name} must be a whole number >= 1 (got {value!r})")
+        a = arr.astype(np.float64)
+        if not np.all(np.isfinite(a)) or np.any(a < 1) or np.any(a != np.floor(a)):
+            raise ScenarioError(f"{name} must be a whole number >= 1 (got {value!r}); fractions and NaN are not counts")
+        if np.any(a > limits[name]):
+            raise ScenarioError(f"{name} must be <= {limits[name]:,} (roofline.limits), got {float(a.max()):,.0f}")
+    ctx = np.asarray(prompt_len, dtype=np.float64) + np.asarray(output_len, dtype=np.float64)
+    if np.any(ctx > MAX_SEQUENCE_TOKENS):
+        raise ScenarioError(
+            f"prompt_len + output_len must be <= {MAX_SEQUENCE_TOKENS:,} tokens (roofline.limits), "
+            f"got {float(ctx.max()):,.0f}"
+        )
