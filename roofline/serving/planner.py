@@ -358,7 +358,7 @@ def _size(c: Candidate, req: _Request) -> Candidate:
     at_b = load_curve(np.asarray(b), t_pre, np.asarray(t_dec), req.o)
     lam_max = float(at_b.replica_rps)
     per_replica = c.tp * c.pp
-    cap = MAX_PLAN_GPUS // per_replica if req.max_gpus is None else max(1, req.max_gpus // per_replica)
+    cap = max(1, MAX_PLAN_GPUS // per_replica)
 
     def load(replicas: int) -> tuple[float, float, float, float]:
         lam = req.qps / replicas
@@ -378,8 +378,7 @@ def _size(c: Candidate, req: _Request) -> Candidate:
             mid = (lo + replicas) // 2
             lo, replicas = (lo, mid) if load(mid)[3] <= b else (mid, replicas)
     if replicas > cap:
-        limit = f"{MAX_PLAN_GPUS:,} GPUs (roofline.limits)" if req.max_gpus is None else f"--max-gpus {req.max_gpus}"
-        why = f"needs more than {cap:,} replicas × tp {c.tp} > {limit} for {req.qps:g} req/s"
+        why = f"needs more than {cap:,} replicas × tp {c.tp} > {MAX_PLAN_GPUS:,} GPUs (roofline.limits) at {req.qps:g} req/s"
         return replace(c, feasible=False, reason=why, replica_rps=lam_max)
     ttft, tpot, rho, conc = load(replicas)
     gpus = replicas * per_replica
@@ -437,11 +436,19 @@ def fit_hint(m: ModelSpec, hw: HardwareSpec, sc: Scenario) -> str:
         )  # fmt: skip
         if combo is not None:
             hints.append(f"--tp {combo[0]} --weight-dtype {combo[1].value}")
-    pp = next((q for q in (2, 4, 8) if q > sc.pp and fits(replace(sc, pp=q))), None)
-    if pp is not None and not hints:
-        hints.append(f"--pp {pp}")
+    if not hints:  # tp is capped by the scale-up domain: pipeline stages across nodes, fewest GPUs first
+        grid = sorted(
+            ((t, q) for t in (1, 2, 4, 8, 16, 32, 64) for q in (2, 4, 8, 16, 32) if t >= sc.tp and q > sc.pp),
+            key=lambda tq: (tq[0] * tq[1], tq[1]),
+        )
+        tpp = next((tq for tq in grid if fits(replace(sc, tp=tq[0], pp=tq[1]))), None)
+        if tpp is not None:
+            hints.append(f"--pp {tpp[1]}" if tpp[0] == sc.tp else f"--tp {tpp[0]} --pp {tpp[1]}")
     if not hints:
-        return "it does not fit with tp up to 64, fp8/int4 weights or pp up to 8: use larger GPUs or a shorter context"
+        return (
+            "it does not fit with tp up to the scale-up domain, pp up to 32 or fp8/int4 weights: "
+            "use larger GPUs or a shorter context"
+        )
     return "it fits with " + " or ".join(hints)
 
 
