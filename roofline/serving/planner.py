@@ -378,7 +378,8 @@ def _size(c: Candidate, req: _Request) -> Candidate:
             mid = (lo + replicas) // 2
             lo, replicas = (lo, mid) if load(mid)[3] <= b else (mid, replicas)
     if replicas > cap:
-        why = f"needs more than {cap:,} replicas × tp {c.tp} > {MAX_PLAN_GPUS:,} GPUs (roofline.limits) at {req.qps:g} req/s"
+        why = f"needs more than {cap:,} replicas × tp {c.tp} at {req.qps:g} req/s"
+        why += f" (> {MAX_PLAN_GPUS:,} GPUs, roofline.limits)"
         return replace(c, feasible=False, reason=why, replica_rps=lam_max)
     ttft, tpot, rho, conc = load(replicas)
     gpus = replicas * per_replica
