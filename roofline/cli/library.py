@@ -29,6 +29,14 @@ class SpecKind(enum.StrEnum):
     profile = "profile"
 
 
+def _warn_broken(kind: str) -> None:
+    """One stderr line per spec file that could not be read (it is left out of the list)."""
+    from roofline.specs.library import broken_specs
+
+    for path, why in sorted(broken_specs("hardware" if kind == "hardware" else "model").items()):
+        typer.echo(f"warning: skipped {path}: {why}", err=True)
+
+
 def _tflops(x: float | None) -> str:
     return "" if x is None else f"{x / 1e12:,.0f}"
 
@@ -42,6 +50,7 @@ def hardware_list(json: Json = False) -> None:
     from roofline.units import fmt_bytes
 
     specs = [hardware(n) for n in list_hardware()]
+    _warn_broken("hardware")
     if json:
         typer.echo(dumps([s.model_dump(mode="json") for s in specs]))
         return
@@ -118,6 +127,7 @@ def model_list(json: Json = False) -> None:
     from roofline.units import fmt_bytes
 
     specs = [model(n) for n in list_models()]
+    _warn_broken("model")
     if json:
         typer.echo(dumps([_model_facts(s) for s in specs]))
         return

@@ -202,6 +202,10 @@ def plan(
     from roofline.specs.library import model as load_model
 
     _check_request(qps, prompt_len, output_len, ttft_slo_s, tpot_slo_s, max_gpus)
+    if kv_dtype is not None:  # '' is not "the default": it is an unknown format
+        from roofline.specs.precision import Precision
+
+        Precision.parse(kv_dtype, "kv_dtype")
     m, prof = load_model(model), load_profile(calibration)
     if hardware is None:
         hws = [load_hardware(n) for n in list_hardware()]
