@@ -25,6 +25,14 @@ from roofline.errors import RooflineError, SpecError
 from roofline.limits import MAX_SPEC_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, human_bytes
 
 
+def expand_user(path: str | Path) -> Path:
+    """``Path(path).expanduser()``, leaving the path as written when ``~user`` names no user."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # "Could not determine home directory" for ~nosuchuser
+        return Path(path)
+
+
 def read_bytes(
     path: str | Path,
     what: str = "spec file",
@@ -97,6 +105,8 @@ def parse_yaml(text: str, origin: str, error: type[RooflineError] = SpecError) -
         raise _yaml_error(text, origin, error) from None
     except RecursionError:  # pragma: no cover - the depth check comes first
         raise error(f"{origin} is nested too deeply (limit {MAX_YAML_DEPTH} levels)") from None
+    except (ValueError, OverflowError) as exc:  # e.g. an integer of more than 4,300 digits
+        raise error(f"{origin} holds a value that cannot be read ({exc}); check the numbers in it") from None
 
 
 def _yaml_error(text: str, origin: str, error: type[RooflineError]) -> RooflineError:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.errors import RooflineError
+from roofline.inputs import expand_user
 
 #: Targets written through rather than replaced (see the module doc).
 STREAM_TARGETS = ("-", "/dev/stdout", "/dev/stderr", "/dev/null")
@@ -57,7 +58,7 @@ def check_output(
         raise OutputError(f"{option}: the output path is empty; give a file name such as out.{_ext(what)}")
     if text in STREAM_TARGETS:
         return OutputTarget(Path(text), True, force, what)
-    p = Path(text).expanduser()
+    p = expand_user(text)
     try:
         st = os.lstat(p)
     except FileNotFoundError:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from roofline.costs import prefill_cost, scenario_costs
+from roofline.errors import ScenarioError
 from roofline.evaluate import op_time, op_time_summed_over_context
 from roofline.memory import kv_bytes_per_sequence, kv_bytes_per_token, memory_budget
 from roofline.ops.records import Op
@@ -92,6 +93,9 @@ def predict(
     **kwargs: Any,
 ) -> PredictionResult:
     """Predict one scenario. ``kwargs`` are :func:`make_scenario` options (tp, weight_dtype, cuda_graphs, …)."""
+    for name, v in (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)):
+        if np.ndim(v) != 0:
+            raise ScenarioError(f"{name} must be one whole number in predict() (got {v!r}); sweep() takes lists")
     m, hw, prof = resolve(model, hardware, calibration)
     sc = scenario or make_scenario(batch, prompt_len, output_len, **kwargs)
     sc.validate_for(m, hw)

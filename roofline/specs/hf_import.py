@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 import yaml
 
 from roofline.errors import SpecError
-from roofline.inputs import read_text
+from roofline.inputs import expand_user, read_text
 from roofline.limits import MAX_LAYERS
 from roofline.specs.library import validate_spec
 from roofline.specs.model import ModelSpec
@@ -121,7 +121,7 @@ def _read(path_or_dict: str | Path | dict[str, Any]) -> tuple[dict[str, Any], st
         return path_or_dict, "config dict", None
     if not isinstance(path_or_dict, str | Path):
         raise SpecError(f"expected a config.json path or a dict, got {type(path_or_dict).__name__}")
-    path = Path(path_or_dict).expanduser()
+    path = expand_user(path_or_dict)
     text = read_text(path, "config file")  # regular files only, size-limited, UTF-8 (roofline.inputs)
     try:
         data = json.loads(text)

@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from roofline.errors import RooflineError, SpecError, UnknownNameError, suggest
-from roofline.inputs import parse_yaml, read_text
+from roofline.inputs import expand_user, parse_yaml, read_text
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 
@@ -40,7 +40,7 @@ def bundled_dir(kind: Kind) -> Path:
 def _search_dirs(kind: Kind) -> list[Path]:
     dirs: list[Path] = []
     for entry in filter(None, os.environ.get("ROOFLINE_SPECS_PATH", "").split(os.pathsep)):
-        base = Path(entry).expanduser()
+        base = expand_user(entry)
         sub = base / _USER_SUBDIRS[kind]
         dirs.append(sub if sub.is_dir() else base)
     dirs.append(bundled_dir(kind))
@@ -188,7 +188,7 @@ def _load_cached(kind: Kind, path: Path, mtime: float) -> HardwareSpec | ModelSp
 
 def _resolve(kind: Kind, name_or_path: str | Path) -> HardwareSpec | ModelSpec:
     text = str(name_or_path)
-    path = Path(text).expanduser() if _is_path(text) else _lookup(kind, text)
+    path = expand_user(text) if _is_path(text) else _lookup(kind, text)
     if not _exists(path):
         raise SpecError(f"spec file {path} does not exist; check the path or use a bundled name")
     try:

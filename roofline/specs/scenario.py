@@ -38,13 +38,14 @@ class EngineMemory:
     max_batched_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        if not 0 < self.memory_utilization <= 1:
+        mu = self.memory_utilization
+        if isinstance(mu, bool) or not isinstance(mu, int | float | np.number) or not 0 < mu <= 1:
             raise ScenarioError(
                 f"memory_utilization must be in (0, 1], got {self.memory_utilization}; vLLM's default is 0.9"
             )
         for name in ("reserve_bytes", "capacity_bytes"):
             v = getattr(self, name)
-            if v is not None and v < 0:
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float | np.number) or not v >= 0):
                 raise ScenarioError(f"{name} must be >= 0 bytes, got {v}")
 
 
