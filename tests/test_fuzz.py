@@ -12,9 +12,10 @@ Properties asserted on every generated case:
 Inputs mix valid values with the classes of hostile input the issue lists: huge and non-finite
 numbers, fractions, booleans, non-ASCII digits, empty strings, long ranges, alias bombs, deep
 nesting, duplicate keys, non-UTF-8 bytes, huge integers, wrong types. Runs are derandomized (the
-same cases every run, so CI is reproducible) and sized to finish in well under two minutes;
-raise ``FUZZ_SCALE`` locally to explore more (``FUZZ_SCALE=20`` runs 20× the cases with fresh random seeds). The serving simulator's
-inputs (traces, distributions) are not covered yet: that module does not exist on this branch.
+same cases every run, so CI is reproducible) and take seconds, well under two minutes; raise
+``FUZZ_SCALE`` locally to explore more (``FUZZ_SCALE=20`` runs 20× the cases with fresh random
+seeds). The serving simulator's inputs (traces, distributions) are not covered yet: that module
+does not exist on this branch.
 """
 
 from __future__ import annotations
