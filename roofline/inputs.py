@@ -101,6 +101,8 @@ def parse_yaml(text: str, origin: str, error: type[RooflineError] = SpecError) -
             return loader.construct_document(node)
         finally:
             loader.dispose()
+    except RooflineError:
+        raise  # our own checks (depth, size, duplicate keys): already say what is wrong
     except yaml.YAMLError:
         raise _yaml_error(text, origin, error) from None
     except RecursionError:  # pragma: no cover - the depth check comes first

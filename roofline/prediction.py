@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,7 @@ import numpy as np
 from roofline.costs import prefill_cost, scenario_costs
 from roofline.errors import ScenarioError
 from roofline.evaluate import op_time, op_time_summed_over_context
+from roofline.limits import MAX_SWEEP_POINTS
 from roofline.memory import kv_bytes_per_sequence, kv_bytes_per_token, memory_budget
 from roofline.ops.records import Op
 from roofline.profile import CalibrationProfile, load_profile
@@ -218,15 +220,37 @@ def sweep(
     """
     import pandas as pd
 
+    tps = _axis(tp, "tp")
+    if np.any(tps != np.floor(tps)) or np.any(tps < 1) or np.any(tps > 2**31):
+        raise ScenarioError(f"tp must be whole numbers >= 1 (got {tp!r})")
+    b, pl, ol = (_axis(x, n) for x, n in ((batch, "batch"), (prompt_len, "prompt_len"), (output_len, "output_len")))
+    points = math.prod(a.size for a in (b, pl, ol, tps))
+    if points > MAX_SWEEP_POINTS:
+        raise ScenarioError(
+            f"the sweep grid has {points:,} points (batch × prompt_len × output_len × tp), more than "
+            f"{MAX_SWEEP_POINTS:,} (roofline.limits); split it into several sweeps"
+        )
     m, hw, prof = resolve(model, hardware, calibration)
     frames = []
-    for t in np.atleast_1d(np.asarray(tp, dtype=int)):
-        b, pl, ol = (np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in (batch, prompt_len, output_len))
+    for t in tps:
         bg, pg, og = b[:, None, None], pl[None, :, None], ol[None, None, :]
         sc = make_scenario(bg, pg, og, tp=int(t), **kwargs)
         sc.validate_for(m, hw)
         frames.append(_grid_frame(m, hw, sc, prof, bg, pg, og))
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def _axis(x: Any, name: str) -> np.ndarray:
+    """One sweep axis as a 1-d float64 array of finite numbers (booleans and text are not counts)."""
+    try:
+        arr = np.atleast_1d(np.asarray(x))
+        ok = arr.ndim == 1 and arr.size > 0 and arr.dtype.kind in "iuf"
+        out = arr.astype(np.float64) if ok else arr
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok or not np.all(np.isfinite(out)):
+        raise ScenarioError(f"{name} must be a whole number or a flat list of whole numbers >= 1 (got {x!r})")
+    return out
 
 
 def _grid_frame(

@@ -301,6 +301,25 @@ def test_predict_api_raises_only_project_errors(kw: dict[str, Any], model: str) 
 
 @FUZZ
 @given(
+    axes=st.fixed_dictionaries(
+        {}, optional={k: API_VALUE | st.lists(API_VALUE, max_size=3) for k in ("batch", "prompt_len", "output_len",
+                                                                              "tp")},
+    )
+)  # fmt: skip
+def test_sweep_api_raises_only_project_errors(axes: dict[str, Any]) -> None:
+    t0 = time.perf_counter()
+    try:
+        df = roofline.sweep("llama-2-7b", "h100-sxm", **axes)
+    except RooflineError:
+        return
+    finally:
+        assert time.perf_counter() - t0 < CASE_S
+    fit = df[df["fits"]]
+    assert (fit["ttft_s"] > 0).all() and (fit["tpot_s"] > 0).all()
+
+
+@FUZZ
+@given(
     name=st.sampled_from(["chat", "rag", "summarize", "custom", "", "CHAT "]) | st.text(max_size=8),
     fields=st.fixed_dictionaries({}, optional={k: API_VALUE for k in ("prompt_len", "output_len", "qps",
                                                                         "ttft_slo_s", "tpot_slo_s")}),

@@ -296,7 +296,7 @@ def test_row11_broken_user_file_is_isolated(tmp_path: Path) -> None:
 def test_row12_duplicate_keys_are_rejected(tmp_path: Path) -> None:
     path = tmp_path / "dup.yaml"
     path.write_text(MODEL_TEXT + "num_layers: 4\n", encoding="utf-8")
-    with pytest.raises(SpecError, match=r"key 'num_layers' appears twice.*lines \d+ and \d+"):
+    with pytest.raises(SpecError, match=r"^\S+dup\.yaml: key 'num_layers' appears twice.*lines \d+ and \d+"):
         roofline.model(str(path))
 
 
