@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from calibrate.measure.records import Record
-from roofline.errors import CalibrationError
+from roofline.errors import CalibrationError, Interrupted
 from roofline.profile import CalibrationProfile, load_profile
 
 
@@ -83,8 +83,13 @@ def run_calibration(
         profile = build_profile(fit(result.records, primary), result, cfg)
         profile.save(output)
     except CalibrationError as exc:
-        if result.interrupted:
-            raise CalibrationError(f"interrupted before enough was measured: {exc}") from None
+        if result.interrupted:  # Ctrl-C: exit 130 like any interrupted command, saying how to go on
+            from calibrate.measure.store import measurements_path
+
+            raise Interrupted(
+                f"interrupted before enough was measured ({exc}). Every finished measurement is kept in "
+                f"{measurements_path(output)}: rerun the same command with --resume to continue"
+            ) from None
         raise
     finally:
         _release_followers()  # other ranks wait for the profile (or its absence) before reading it

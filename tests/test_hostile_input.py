@@ -406,3 +406,25 @@ def test_every_error_is_the_project_type() -> None:
 
     assert issubclass(OutputError, RooflineError) and OutputError.exit_code == 2
     assert issubclass(Interrupted, RooflineError) and Interrupted.exit_code == 130
+
+
+def test_row15_sigint_during_calibration_exits_130_with_a_resume_command(tmp_path: Path) -> None:
+    """A real Ctrl-C: the profile is fitted from what was measured, the exit code is 130 and stderr
+    gives the command that continues the run; that command then reuses every finished measurement."""
+    import signal
+
+    out = tmp_path / "cpu.yaml"
+    cmd = [sys.executable, "-m", "roofline", "calibrate", "--device", "cpu", "--budget", "60s", "--quick", "-o",
+           str(out)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    store = tmp_path / "cpu.measurements.jsonl"
+    deadline = time.monotonic() + 60
+    wanted = '"suite": "gemm", "status": "ok"'  # a few GEMMs measured before the interrupt
+    while time.monotonic() < deadline and (not store.exists() or store.read_text("utf-8").count(wanted) < 3):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "--resume" in err and str(store) in err and "Traceback" not in err
+    if out.is_file():  # fitted from what was measured (else the error said what was missing)
+        assert roofline.load_profile(out).provenance["interrupted"] is True

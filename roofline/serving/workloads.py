@@ -121,4 +121,4 @@ def _check(wl: Workload) -> None:
     for k in ("qps", "ttft_slo_s", "tpot_slo_s"):
         v = getattr(wl, k)
         if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v > 0):
-            raise ScenarioError(f"{_FLAG[k]} must be a finite number > 0 (got {v!r})")
+            raise ScenarioError(f"{_FLAG[k]} must be > 0 and finite (got {v!r})")
