@@ -45,6 +45,8 @@ def read_bytes(
         st = os.stat(path)
     except OSError as exc:
         raise error(f"cannot read {what} {path}: {exc.strerror}; check the path") from None
+    except ValueError:  # an embedded NUL byte
+        raise error(f"cannot read {what} {str(path)!r}: not a valid path; check it") from None
     if not stat.S_ISREG(st.st_mode):
         kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a device, FIFO or socket)"
         raise error(f"cannot read {what} {path}: it is {kind}; pass the path of a {what}")

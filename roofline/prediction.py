@@ -95,6 +95,8 @@ def predict(
     **kwargs: Any,
 ) -> PredictionResult:
     """Predict one scenario. ``kwargs`` are :func:`make_scenario` options (tp, weight_dtype, cuda_graphs, …)."""
+    if scenario is not None and not isinstance(scenario, Scenario):
+        raise ScenarioError(f"scenario must be a roofline Scenario (see make_scenario), got {type(scenario).__name__}")
     for name, v in (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)):
         if np.ndim(v) != 0:
             raise ScenarioError(f"{name} must be one whole number in predict() (got {v!r}); sweep() takes lists")

@@ -212,6 +212,10 @@ def load_profile(path_or_profile: str | Path | CalibrationProfile | None) -> Cal
         return path_or_profile
     from roofline.specs.library import read_yaml, validate_spec
 
+    if not isinstance(path_or_profile, str | Path):
+        raise CalibrationError(
+            f"a calibration profile is a YAML path or a CalibrationProfile, got {type(path_or_profile).__name__}"
+        )
     path = Path(path_or_profile)
     try:
         exists = path.exists()

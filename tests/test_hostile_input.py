@@ -223,6 +223,38 @@ def test_row8_spec_files_that_used_to_crash(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "x.yaml" in res.stderr and "aliases" in res.stderr
 
 
+PLAN = {"qps": 1.0, "prompt_len": 128, "output_len": 16, "ttft_slo_s": 1.0, "tpot_slo_s": 0.1, "hardware": ["h100-sxm"]}
+API_CASES: list[tuple[str, Any]] = [
+    *[(f"hardware({n!r})", lambda n=n: roofline.hardware(n)) for n in (None, 5, "a\x00b", "x" * 5000, "/dev/zero")],
+    *[(f"model({n!r})", lambda n=n: roofline.model(n)) for n in (None, ["x"], "a\x00b.yaml", "~nouser/x.yaml", "/")],
+    *[(f"load_profile({n!r})", lambda n=n: roofline.load_profile(n)) for n in (5, b"x", ["p"], "a\x00b", "/dev/zero")],
+    *[(f"model_from_hf_config({n!r})", lambda n=n: roofline.model_from_hf_config(n)) for n in ("a\x00b", "/", 5)],
+    *[
+        (f"plan({kw})", lambda kw=kw: roofline.plan("llama-2-7b", **{**PLAN, **kw}))
+        for kw in ({"qps": float("nan")}, {"qps": True}, {"qps": "1"}, {"prompt_len": 1.5}, {"max_gpus": 0.5},
+                   {"tp_options": [1.5]}, {"tp_options": "abc"}, {"prices": {"h100-sxm": "x"}}, {"prices": [1]},
+                   {"calibration": 5}, {"kv_dtype": ""})
+    ],
+    *[
+        (f"predict({kw})", lambda kw=kw: roofline.predict("llama-2-7b", "h100-sxm", **kw))
+        for kw in ({"tp": 1.0}, {"pp": 10**30}, {"memory_utilization": "0.9"}, {"memory_utilization": None},
+                   {"max_batched_tokens": "x"}, {"calibration": b"x"}, {"scenario": 5}, {"batch": [1]})
+    ],
+    *[
+        (f"sweep({kw})", lambda kw=kw: roofline.sweep("llama-2-7b", "h100-sxm", **kw))
+        for kw in ({"batch": [[1, 2]]}, {"batch": [0, []]}, {"prompt_len": []}, {"tp": [10**30]}, {"tp": 1.5},
+                   {"batch": list(range(1, 1001)), "prompt_len": list(range(1, 1001)), "output_len": [2, 3]})
+    ],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("label", "call"), API_CASES, ids=[c[0][:60] for c in API_CASES])
+def test_row8_api_raises_only_project_errors(label: str, call: Any) -> None:
+    """Each of these raised ValueError, TypeError, AttributeError, OverflowError or MemoryError before."""
+    with pytest.raises(RooflineError):
+        call()
+
+
 # ---- row 9: undecodable files are named --------------------------------------------------------------
 def test_row9_non_utf8_and_huge_integers_name_the_file(tmp_path: Path) -> None:
     spec = tmp_path / "latin1.yaml"

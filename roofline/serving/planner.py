@@ -212,10 +212,20 @@ def plan(
     else:
         items = [hardware] if isinstance(hardware, str | Path) or not isinstance(hardware, Sequence) else hardware
         hws = [load_hardware(h) for h in items]
-    price_map = {load_hardware(k).name: float(v) for k, v in (prices or {}).items()}
-    for k, v in price_map.items():
-        if not v > 0:
-            raise ScenarioError(f"price of {k} must be > 0 USD per GPU-hour, got {v}")
+    if prices is not None and not isinstance(prices, Mapping):
+        raise ScenarioError(f"prices must map hardware names to USD per GPU-hour, got {type(prices).__name__}")
+    price_map: dict[str, float] = {}
+    for k, v in (prices or {}).items():
+        if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v > 0):
+            raise ScenarioError(f"price of {k} must be a number > 0 USD per GPU-hour, got {v!r}")
+        price_map[load_hardware(k).name] = float(v)
+    if tp_options is not None:
+        opts = [tp_options] if isinstance(tp_options, str | bytes) else tp_options
+        if not isinstance(opts, Sequence) or not all(
+            isinstance(t, int | np.integer) and not isinstance(t, bool) and t >= 1 for t in opts
+        ):
+            raise ScenarioError(f"tp_options must be a list of whole numbers >= 1, got {tp_options!r}")
+    precisions = [precisions] if isinstance(precisions, str) else precisions
     tps = list(tp_options) if tp_options is not None else [t for t in DEFAULT_TP if m.attention.num_heads % t == 0]
     req = _Request(qps, int(prompt_len), int(output_len), ttft_slo_s, tpot_slo_s, max_gpus, kv_dtype)
     cands = []

@@ -43,6 +43,9 @@ class EngineMemory:
             raise ScenarioError(
                 f"memory_utilization must be in (0, 1], got {self.memory_utilization}; vLLM's default is 0.9"
             )
+        mbt = self.max_batched_tokens
+        if mbt is not None and (isinstance(mbt, bool) or not isinstance(mbt, int | np.integer) or mbt < 1):
+            raise ScenarioError(f"max_batched_tokens must be a whole number >= 1 or None, got {mbt!r}")
         for name in ("reserve_bytes", "capacity_bytes"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float | np.number) or not v >= 0):
