@@ -44,7 +44,7 @@ SCALE = max(1, int(os.environ.get("FUZZ_SCALE", "1")))
 CASE_S = 5.0
 RSS_BUDGET_BYTES = 3 * 2**30
 FUZZ = settings(
-    max_examples=60 * SCALE,
+    max_examples=100 * SCALE,
     deadline=None,  # wall time is asserted per case below, with a margin for a loaded CI machine
     derandomize=SCALE == 1,
     database=None,
