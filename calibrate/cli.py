@@ -18,6 +18,12 @@ from roofline.errors import CalibrationError, Interrupted
 from roofline.profile import CalibrationProfile, load_profile
 
 
+class CalibrationInterrupted(CalibrationError, Interrupted):
+    """Ctrl-C before enough was measured to fit a profile: a calibration error with exit code 130."""
+
+    exit_code = 130
+
+
 @contextmanager
 def _progress_bar(enabled: bool, budget_s: float) -> Iterator[Callable[[str, str, str, float], None] | None]:
     if not enabled:
@@ -86,7 +92,7 @@ def run_calibration(
         if result.interrupted:  # Ctrl-C: exit 130 like any interrupted command, saying how to go on
             from calibrate.measure.store import measurements_path
 
-            raise Interrupted(
+            raise CalibrationInterrupted(
                 f"interrupted before enough was measured ({exc}). Every finished measurement is kept in "
                 f"{measurements_path(output)}: rerun the same command with --resume to continue"
             ) from None
