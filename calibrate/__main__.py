@@ -23,6 +23,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tp", type=int, default=1, help="tensor parallelism that shards the model's shapes")
     p.add_argument("-o", "--output", type=Path, default=Path("calibration.yaml"), help="profile YAML to write")
     p.add_argument("--resume", action="store_true", help="reuse <output>.measurements.jsonl from an earlier run")
+    p.add_argument("--force", action="store_true", help="overwrite an existing profile (implied by --resume)")
     p.add_argument("--quick", action="store_true", help="fewer sizes and shapes")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1; 0 = torch's default)")
     p.add_argument("--dtypes", default=None, help="comma-separated GEMM dtypes, e.g. fp32,bf16")
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.show is not None:
             print(show_profile(args.show))
             return 0
+        from roofline.outputs import check_output
+
+        check_output(args.output, force=args.force or args.resume, what="calibration profile")  # before measuring
         suites = tuple(s.strip() for s in args.suites.split(",")) if args.suites else None
         unknown = sorted(set(suites or ()) - set(SUITES))
         if unknown:

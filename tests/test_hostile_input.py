@@ -460,3 +460,19 @@ def test_row15_sigint_during_calibration_exits_130_with_a_resume_command(tmp_pat
     assert "--resume" in err and str(store) in err and "Traceback" not in err
     if out.is_file():  # fitted from what was measured (else the error said what was missing)
         assert roofline.load_profile(out).provenance["interrupted"] is True
+
+
+def test_row10_every_writer_needs_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """model import, accuracy and `python -m calibrate` refuse an existing file before any work, like report/sweep."""
+    from calibrate.__main__ import main as calibrate_main
+
+    out = tmp_path / "existing"
+    out.write_text("keep", encoding="utf-8")
+    config = Path(__file__).parent / "fixtures" / "configs" / "Qwen2.5-7B.json"
+    for args in (("model", "import", str(config), "-o", str(out)), ("accuracy", "--json", "-o", str(out))):
+        res = run(*args)
+        assert res.exit_code == 2 and "--force" in res.stderr
+    t0 = time.perf_counter()
+    assert calibrate_main(["--device", "cpu", "-o", str(out)]) == 2
+    assert time.perf_counter() - t0 < 5 and "--force" in capsys.readouterr().err
+    assert out.read_text(encoding="utf-8") == "keep"
