@@ -36,8 +36,8 @@ class PhaseCost:
         return BOUNDS[bound_codes(*(self.bound_time_s[b] for b in BOUNDS))]
 
 
-def prefill_cost(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile) -> PhaseCost:
-    """One prefill pass: Σ count × op time + one per-step overhead."""
+def step_cost(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile) -> PhaseCost:
+    """One forward step (a prefill pass or one decode step): Σ count × op time + one per-step overhead."""
     time = np.asarray(prof.overheads.per_step_s, dtype=np.float64)
     flops = np.asarray(0.0)
     mem = np.asarray(0.0)
@@ -88,19 +88,57 @@ def decode_cost(
     return PhaseCost(time, flops, mem, dict(zip(BOUNDS, by, strict=True)), steps)
 
 
-def scenario_costs(
-    model: ModelSpec, sc: Scenario, hw: HardwareSpec, prof: CalibrationProfile
-) -> tuple[list[Op], PhaseCost, list[Op], PhaseCost, PhaseCost]:
-    """(prefill ops, prefill cost, decode ops at context P+1, first decode step, all decode steps).
+@dataclass(frozen=True)
+class ScenarioCosts:
+    """Ops and phase totals of one scenario (arrays broadcast over the scenario grid).
 
     O output tokens: the first comes from prefill, the other O − 1 from decode steps at
     contexts P + 1 … P + O − 1.
     """
+
+    prefill_ops: list[Op]
+    prefill: PhaseCost
+    decode_ops: list[Op]
+    first_step: PhaseCost
+    decode: PhaseCost
+
+
+@dataclass(frozen=True)
+class Latencies:
+    """Headline figures of a static batch, assembled once for ``predict`` and ``sweep``.
+
+    ttft = prefill time; decode = Σ decode steps; tpot = decode / (O − 1) (the first step's
+    time when O = 1); e2e = ttft + decode; output tok/s = B·O / e2e × replicas; total tok/s
+    = B·(P + O) / e2e × replicas; per GPU = output tok/s / GPUs.
+    """
+
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    decode_s: np.ndarray
+    e2e_s: np.ndarray
+    throughput_tok_s: np.ndarray
+    total_throughput_tok_s: np.ndarray
+    throughput_tok_s_per_gpu: np.ndarray
+
+
+def scenario_costs(model: ModelSpec, sc: Scenario, hw: HardwareSpec, prof: CalibrationProfile) -> ScenarioCosts:
+    """Prefill ops and cost, decode ops at context P + 1, the first decode step, all decode steps."""
     p = np.asarray(sc.prompt_len, dtype=np.float64)
     o = np.asarray(sc.output_len, dtype=np.float64)
     pre_ops = prefill_ops(model, sc, hw)
-    pre = prefill_cost(pre_ops, hw, prof)
     dec_ops = decode_ops(model, sc, hw, p + 1)
-    first = prefill_cost(dec_ops, hw, prof)
-    total = decode_cost(dec_ops, hw, prof, p + 1, p + o - 1)
-    return pre_ops, pre, dec_ops, first, total
+    return ScenarioCosts(
+        pre_ops, step_cost(pre_ops, hw, prof), dec_ops, step_cost(dec_ops, hw, prof),
+        decode_cost(dec_ops, hw, prof, p + 1, p + o - 1),
+    )  # fmt: skip
+
+
+def latencies(costs: ScenarioCosts, sc: Scenario) -> Latencies:
+    """The headline figures of :class:`Latencies` from the phase costs (formulas there)."""
+    b, p, o = (np.asarray(x, dtype=np.float64) for x in (sc.batch, sc.prompt_len, sc.output_len))
+    ttft = np.asarray(costs.prefill.time_s, dtype=np.float64)
+    dec = np.asarray(costs.decode.time_s, dtype=np.float64)
+    tpot = np.where(o > 1, dec / np.maximum(o - 1, 1), costs.first_step.time_s)
+    e2e = ttft + dec
+    out = b * o / e2e * sc.replicas
+    return Latencies(ttft, tpot, dec, e2e, out, b * (p + o) / e2e * sc.replicas, out / sc.num_gpus)

@@ -6,109 +6,189 @@ bytes, never an exception.
 
 KV bytes per token (whole model) = Σ_layers kv_elements_per_token_per_layer × kv bytes,
 with 2·kv_heads·head_dim elements for MHA/GQA/MQA and kv_lora_rank + rope dim for MLA.
-A sequence at context L holds min(L, W) tokens on sliding-window layers.
+A sequence at context L holds min(L, W) tokens on sliding-window layers, min(L, C) on
+chunked layers, L on sparse (DSA) layers plus the indexer keys, and a fixed recurrent
+state on linear-attention/SSM layers (no tokens).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from roofline.engine.config import EngineConfig
+from roofline.engine.presets import DEFAULT_ENGINE, engine_preset, resolve_engine
+from roofline.errors import ScenarioError
 from roofline.specs.hardware import HardwareSpec
+from roofline.specs.layers import ResolvedLayer
 from roofline.specs.library import hardware as load_hardware
 from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
-from roofline.specs.scenario import EngineMemory, Scenario
+from roofline.specs.scenario import Scenario
+from roofline.units import fmt_bytes
 
 NORM_BYTES = 2.0  # norm vectors and routers stay in 16-bit
+ACTIVATION_PEAK_SOURCE = (
+    "assumed: tokens × (4·h + widest sharded intermediate) × activation bytes + sampled sequences × V/tp × 4 B; "
+    "vLLM, SGLang and TensorRT-LLM measure the peak with a profiling forward pass of their token budget instead"
+)
 
 
 def weight_params_per_gpu(model: ModelSpec, sc: Scenario) -> dict[str, float]:
     """Parameters held by one GPU of the largest pipeline stage, by component.
 
-    tp shards heads, FFN width and vocabulary; KV heads are replicated when tp > kv heads;
-    MLA's q_a/kv_a projections are replicated; experts are split over ep GPUs (else
-    tp-sharded). At tp = pp = ep = 1 the components sum to ``model.param_count()``.
+    tp shards heads, FFN width, linear-attention heads and vocabulary; KV heads are
+    replicated when tp > kv heads; MLA's q_a/kv_a projections and the DSA indexer are
+    replicated; experts are split over ep GPUs (else tp-sharded). Summed layer by layer
+    (``model.resolved_layers()``). At tp = pp = ep = 1 the components sum to
+    ``model.param_count()``.
     """
-    a, h, tp = model.attention, model.hidden_size, sc.tp
+    h, tp = model.hidden_size, sc.tp
     stage = sc.layers_per_stage(model) / model.num_layers
-    if a.mla is not None:
-        full = model.attention_params_per_layer()
-        m = a.mla
-        replicated = h * (m.q_lora_rank or 0) + (m.q_lora_rank or 0) + h * (m.kv_lora_rank + m.qk_rope_head_dim)
-        replicated += m.kv_lora_rank
-        attn = replicated + (full - replicated) / tp
-    else:
-        q_out, kv_out = a.num_heads * a.head_dim, sc.kv_heads_per_gpu(model) * a.head_dim
-        attn = (2 * h * q_out) / tp + 2 * h * kv_out + a.num_heads * a.sinks / tp
-        attn += (q_out / tp + 2 * kv_out) * a.qkv_bias + h * a.o_bias
-    dense = model.ffn_params(model.ffn.intermediate_size, model.ffn.kind, model.ffn.bias) / tp
-    parts = {
-        "attention": model.num_layers * attn * stage,
-        "ffn": model.num_dense_layers * dense * stage,
-        "norms": (model.num_layers * model.norms_per_layer * h) * stage + h,
-    }
-    if model.moe is not None:
-        moe, n = model.moe, model.num_moe_layers * stage
-        experts = moe.num_experts / sc.ep * model.expert_params() / (1 if sc.ep > 1 else tp)
-        shared = moe.num_shared_experts * model.ffn_params(moe.shared_intermediate_size or 0, "gated", False) / tp
-        parts["moe_experts"] = n * (experts + shared)
-        parts["router"] = n * (h * moe.num_experts + moe.num_experts * moe.router_bias)
+    parts = {"attention": 0.0, "ffn": 0.0, "norms": float(h)}
+    moe = model.moe
+    if moe is not None:
+        parts["moe_experts"] = parts["router"] = 0.0
+    for layer, count in Counter(model.resolved_layers()).items():
+        n = count * stage
+        parts["attention"] += n * _mixer_params_per_gpu(model, layer, tp)
+        parts["norms"] += n * model.norms_per_layer * h * ((layer.mixer != "none") + (layer.ffn != "none")) // 2
+        if layer.ffn == "dense":
+            parts["ffn"] += n * model.ffn_params(layer.intermediate_size, model.ffn.kind, model.ffn.bias) / tp
+        elif layer.ffn == "moe" and moe is not None:
+            experts = moe.num_experts / sc.ep * model.expert_params() / (1 if sc.ep > 1 else tp)
+            shared = moe.num_shared_experts * model.ffn_params(moe.shared_intermediate_size or 0, moe.expert_kind,
+                                                               False) / tp  # fmt: skip
+            latent = 2 * h * moe.latent_size / tp if moe.latent_size else 0.0
+            parts["moe_experts"] += n * (experts + shared + latent)
+            parts["router"] += n * (h * moe.num_experts + moe.num_experts * moe.router_bias)
     emb = model.vocab_size * h / tp
     head = 0.0 if model.tie_word_embeddings else emb
     parts["embedding"] = (emb + head) if sc.pp == 1 else max(emb, head)
     return parts
 
 
+def _mixer_params_per_gpu(model: ModelSpec, layer: ResolvedLayer, tp: int) -> float:
+    """One layer's mixer weights on one GPU of a tp group (see :func:`weight_params_per_gpu`)."""
+    if layer.mixer == "linear":
+        return model.mixer_params(layer) / tp
+    if not layer.has_attention:
+        return 0.0
+    a, h = model.attention, model.hidden_size
+    indexer = model.mixer_params(layer) - model.attention_params_per_layer(layer)  # replicated DSA indexer
+    if a.mla is not None:
+        m = a.mla
+        full = model.attention_params_per_layer(layer)
+        replicated = h * (m.q_lora_rank or 0) + (m.q_lora_rank or 0) + h * (m.kv_lora_rank + m.qk_rope_head_dim)
+        replicated += m.kv_lora_rank
+        return replicated + (full - replicated) / tp + indexer
+    # heads sharded, KV heads replicated when tp > kv heads; the o bias and QK-norm vectors stay whole
+    shard = replace(layer, num_heads=layer.num_heads // tp, num_kv_heads=max(1, layer.num_kv_heads // tp))
+    return float(model.attention_params_per_layer(shard)) + indexer
+
+
 def weight_bytes_per_gpu(model: ModelSpec, sc: Scenario) -> float:
     """Bytes of weights on one GPU: layer weights in the weight format, norms/router in 16-bit."""
     parts = weight_params_per_gpu(model, sc)
-    emb_b = sc.weight_dtype.bytes_per_element if sc.quantize_embeddings else max(sc.activation.bytes_per_element, 2.0)
+    emb_b = sc.embedding_bytes_per_element
     small = parts.get("norms", 0.0) + parts.get("router", 0.0)
     big = sum(v for k, v in parts.items() if k not in ("norms", "router", "embedding"))
     return big * sc.weight_dtype.bytes_per_element + small * NORM_BYTES + parts["embedding"] * emb_b
 
 
-def _kv_elems_per_gpu_per_layer(model: ModelSpec, sc: Scenario) -> float:
-    if model.attention.mla is not None:
-        return float(model.kv_elements_per_token_per_layer())  # latent replicated on every tp rank
-    return 2.0 * sc.kv_heads_per_gpu(model) * model.attention.head_dim
-
-
 def kv_bytes_per_token(model: ModelSpec, kv_bytes_per_element: float = 2.0) -> float:
-    """Whole-model KV bytes per cached token (no window cap): Σ_layers elems × bytes."""
-    return model.num_layers * model.kv_elements_per_token_per_layer() * kv_bytes_per_element
+    """Whole-model cache bytes per cached token (no window cap): Σ attention layers elems × bytes
+    (+ the DSA indexer's key cache on sparse layers). Linear layers add none: their state is per sequence."""
+    total = 0.0
+    for layer, count in Counter(model.resolved_layers()).items():
+        total += count * _token_bytes(model, layer, kv_bytes_per_element, 1)
+    return total
 
 
 def kv_bytes_per_sequence(model: ModelSpec, context: object, kv_bytes_per_element: float = 2.0) -> np.ndarray:
-    """Whole-model KV bytes of one sequence at ``context`` tokens (window-capped on local layers)."""
-    ctx = np.asarray(context, dtype=np.float64)
-    return _kv_tokens(model, ctx) * model.kv_elements_per_token_per_layer() * kv_bytes_per_element
-
-
-def _kv_tokens(model: ModelSpec, ctx: np.ndarray) -> np.ndarray:
-    """Σ over layers of cached tokens at context ``ctx``: global layers hold ctx, local min(ctx, W)."""
-    kinds = model.layer_kinds()
-    n_local = sum(k == "local" for k in kinds)
-    w = model.attention.sliding_window or 0
-    return (len(kinds) - n_local) * ctx + n_local * np.minimum(ctx, w)
+    """Whole-model cache bytes of one sequence at ``context`` tokens: KV (window/chunk-capped on
+    local/chunked layers), indexer keys, and the fixed recurrent + conv state of linear layers."""
+    return _cache_bytes(model, np.asarray(context, dtype=np.float64), kv_bytes_per_element, 1, 1.0)
 
 
 def kv_bytes_per_sequence_per_gpu(model: ModelSpec, sc: Scenario, context: object) -> np.ndarray:
-    """KV bytes one GPU of the largest stage holds for one sequence at ``context``."""
-    ctx = np.asarray(context, dtype=np.float64)
+    """Cache bytes one GPU of the largest stage holds for one sequence at ``context``."""
     stage = sc.layers_per_stage(model) / model.num_layers
-    return _kv_tokens(model, ctx) * stage * _kv_elems_per_gpu_per_layer(model, sc) * sc.kv_dtype.bytes_per_element
+    ctx = np.asarray(context, dtype=np.float64)
+    return _cache_bytes(model, ctx, sc.kv_dtype.bytes_per_element, sc.tp, stage)
 
 
-def activation_peak_bytes(model: ModelSpec, sc: Scenario, tokens: object) -> np.ndarray:
-    """Estimated transient activation peak for a forward pass over ``tokens`` tokens on one GPU.
+def _tokens_held(layer: ResolvedLayer, ctx: np.ndarray) -> np.ndarray:
+    """Cached tokens of one layer at context ``ctx``: ctx (global, sparse), min(ctx, W) (local),
+    min(ctx, C) (chunked: vLLM ``ChunkedLocalAttentionSpec`` keeps at most the current chunk), 0 (linear, none)."""
+    if not layer.has_attention:
+        return 0.0 * ctx
+    return np.minimum(ctx, layer.span_cap) if layer.mixer in ("local", "chunked") else ctx
 
-    ≈ tokens × (4·h + widest sharded intermediate) × act bytes  (residual, normed input,
-    attention output, FFN/QKV intermediate) + fp32 logits of the last positions (B·V/tp·4).
+
+def _token_bytes(model: ModelSpec, layer: ResolvedLayer, kv_bytes: float, tp: int) -> float:
+    """Bytes one cached token costs in ``layer`` on one GPU of a tp group.
+
+    GQA: max(1, kv_heads // tp) heads × (head_dim + v dim) elements (K only when k_eq_v);
+    MLA: the kv_lora + rope latent, replicated on every rank; sparse layers add the indexer
+    key cache (FP8 + scales, replicated).
+    """
+    if not layer.has_attention:
+        return 0.0
+    if model.attention.mla is not None:
+        elems = float(model.kv_elements_per_token_per_layer(layer))
+    else:
+        elems = float(
+            model.kv_elements_per_token_per_layer(replace(layer, num_kv_heads=max(1, layer.num_kv_heads // tp)))
+        )
+    extra = model.sparse_attention.cache_bytes_per_token if layer.has_indexer and model.sparse_attention else 0.0
+    return elems * kv_bytes + extra
+
+
+def state_bytes_per_sequence_per_layer(model: ModelSpec, tp: int = 1) -> float:
+    """Recurrent state + conv state of one linear layer for one sequence on one GPU (heads sharded by tp).
+
+    state_elements × state dtype bytes + conv_state_elements × 2 bytes (vLLM mamba/GDN cache
+    layout; the state dtype is the config's mamba_ssm_dtype). Independent of context.
+    """
+    la = model.linear_attention
+    if la is None:
+        return 0.0
+    return (la.state_elements * la.state_bytes_per_element + la.conv_state_elements * 2.0) / tp
+
+
+def _cache_bytes(model: ModelSpec, ctx: np.ndarray, kv_bytes: float, tp: int, stage: float) -> np.ndarray:
+    """Σ over layers of the cache one sequence holds at ``ctx`` (× the stage's share of layers)."""
+    total = 0.0 * ctx
+    for layer, count in Counter(model.resolved_layers()).items():
+        if layer.mixer == "linear":
+            total = total + count * state_bytes_per_sequence_per_layer(model, tp)
+        else:
+            total = total + count * _tokens_held(layer, ctx) * _token_bytes(model, layer, kv_bytes, tp)
+    return total * stage
+
+
+def engine_for(sc: Scenario, hw: HardwareSpec) -> EngineConfig:
+    """The scenario's engine, or the default preset (``vllm``) resolved for ``hw``."""
+    return sc.engine if sc.engine is not None else engine_preset(DEFAULT_ENGINE, hw)
+
+
+def activation_peak_bytes(model: ModelSpec, sc: Scenario, tokens: object, sequences: object) -> np.ndarray:
+    """Estimated transient activation peak of one forward step over ``tokens`` tokens on one GPU.
+
+    ≈ tokens × (4·h + widest sharded intermediate) × act bytes (residual, normed input,
+    attention output, FFN/QKV intermediate) + fp32 logits of the ``sequences`` sampled in the
+    step (sequences · V/tp · 4 B). Activations are held in at least 16 bits
+    (:meth:`Scenario.activation_memory_bytes_per_element`).
+
+    Assumed formula (:data:`ACTIVATION_PEAK_SOURCE`): engines measure this peak with a profiling
+    run; it moves max batch by (peak / KV per sequence), e.g. 0.76 GB for Llama-2-7B under the
+    vllm preset on an H100 = 0.35 sequences at 4,096 tokens.
     """
     a, h, tp = model.attention, model.hidden_size, sc.tp
     width = max(
@@ -117,18 +197,20 @@ def activation_peak_bytes(model: ModelSpec, sc: Scenario, tokens: object) -> np.
         2 * model.moe.expert_intermediate_size * model.moe.top_k if model.moe else 0,
     )
     t = np.asarray(tokens, dtype=np.float64)
-    ab = max(sc.activation.bytes_per_element, 2.0)
-    batch = np.asarray(sc.batch, dtype=np.float64)
-    return t * (4 * h + width) * ab + batch * model.vocab_size / tp * 4.0
+    ab = sc.activation_memory_bytes_per_element
+    return t * (4 * h + width) * ab + np.asarray(sequences, dtype=np.float64) * model.vocab_size / tp * 4.0
 
 
 @dataclass(frozen=True)
 class MemoryBudget:
-    """Per-GPU memory accounting of one scenario (arrays broadcast over the scenario grid).
+    """Per-GPU memory accounting of one scenario under one engine (arrays broadcast over the grid).
 
-    kv_budget = capacity × utilisation − weights − reserve; fits when B·kv_per_seq ≤ kv_budget.
+    ``kv_budget_bytes`` follows the engine's semantics (see :mod:`roofline.engine.config`);
+    fits when B · kv_per_seq ≤ kv_budget. ``max_batch`` depends on the context only, never on
+    the batch asked for.
     """
 
+    engine: EngineConfig
     capacity_bytes: float
     usable_bytes: float
     weight_bytes: float
@@ -143,34 +225,50 @@ class MemoryBudget:
     max_batch: np.ndarray
 
 
+def kv_budget_bytes(eng: EngineConfig, capacity: float, weights: float, reserve: float) -> tuple[float, float]:
+    """(usable bytes, KV budget bytes) per GPU under the engine's memory semantics.
+
+    total:           usable = f·C; KV = f·C − W − reserve           (vLLM gpu_memory_utilization)
+    static_pool:     usable = f·C; KV = min(f·C − W, C − W − reserve) (SGLang mem_fraction_static;
+                     the pool shrinks if activations + runtime do not fit in (1 − f)·C)
+    free_after_load: usable = C;   KV = f·(C − W − reserve)          (TensorRT-LLM free_gpu_memory_fraction)
+    """
+    f = eng.memory_fraction
+    if eng.memory_fraction_of == "total":
+        return f * capacity, f * capacity - weights - reserve
+    if eng.memory_fraction_of == "static_pool":
+        return f * capacity, min(f * capacity - weights, capacity - weights - reserve)
+    left = capacity - weights - reserve
+    return capacity, f * left if left > 0 else left
+
+
 def memory_budget(model: ModelSpec, hw: HardwareSpec, sc: Scenario, context: object | None = None) -> MemoryBudget:
     """Memory of one GPU for ``sc`` at ``context`` tokens (default prompt_len + output_len).
 
-    The reserve is ``engine.reserve_bytes`` if given (covering activations and runtime),
-    else the activation peak for min(B·prompt, max_batched_tokens) tokens + runtime overhead.
+    reserve = ``engine.reserve_bytes`` if set (it then covers activations and runtime), else the
+    activation peak of one step of ``max_num_batched_tokens`` tokens and min(max_num_seqs, tokens)
+    sampled sequences + ``runtime_reserve_bytes``. KV per sequence is rounded up to whole KV blocks
+    (``kv_block_tokens``), as paged engines allocate it.
     """
-    eng = sc.engine
+    eng = engine_for(sc, hw)
     ctx = np.asarray(sc.prompt_len if context is None else context, dtype=np.float64)
     if context is None:
         ctx = ctx + np.asarray(sc.output_len, dtype=np.float64)
+    ctx = np.ceil(ctx / eng.kv_block_tokens) * eng.kv_block_tokens
     capacity = eng.capacity_bytes if eng.capacity_bytes is not None else hw.memory.capacity_bytes
-    usable = capacity * eng.memory_utilization
     weights = weight_bytes_per_gpu(model, sc)
-    tokens = np.asarray(sc.batch, dtype=np.float64) * np.asarray(sc.prompt_len, dtype=np.float64)
-    if eng.max_batched_tokens is not None:
-        tokens = np.minimum(tokens, eng.max_batched_tokens)
-    act = activation_peak_bytes(model, sc, tokens)
-    reserve = np.asarray(eng.reserve_bytes) + 0 * act if eng.reserve_bytes is not None else act
-    if eng.reserve_bytes is None:
-        reserve = reserve + eng.runtime_overhead_bytes
-    budget = usable - weights - reserve
+    tokens = eng.max_num_batched_tokens
+    act = activation_peak_bytes(model, sc, tokens, min(eng.max_num_seqs, tokens))
+    reserve = float(eng.reserve_bytes) if eng.reserve_bytes is not None else float(act) + eng.runtime_reserve_bytes
+    usable, budget = kv_budget_bytes(eng, capacity, weights, reserve)
     per_seq = kv_bytes_per_sequence_per_gpu(model, sc, ctx)
     kv = np.asarray(sc.batch, dtype=np.float64) * per_seq
     free = budget - kv
     max_b = np.floor(np.maximum(budget, 0) / per_seq)
     return MemoryBudget(
-        capacity, usable, weights, reserve, act, budget, per_seq, kv, free, np.maximum(-free, 0.0), free >= 0, max_b
-    )
+        eng, capacity, usable, weights, np.asarray(reserve), np.asarray(act), np.asarray(budget), per_seq, kv, free,
+        np.maximum(-free, 0.0), free >= 0, max_b,
+    )  # fmt: skip
 
 
 def max_batch(
@@ -180,31 +278,83 @@ def max_batch(
     *,
     tp: int = 1,
     pp: int = 1,
+    ep: int = 1,
     weight_dtype: str = "bf16",
     kv_dtype: str = "bf16",
-    memory_capacity_bytes: float | None = None,
-    reserve_bytes: float | None = None,
-    memory_utilization: float = 0.9,
-    max_batched_tokens: int | None = 8192,
+    engine: EngineConfig | str | None = None,
+    engine_overrides: dict[str, Any] | None = None,
 ) -> int:
     """Largest number of sequences of ``context_len`` tokens whose KV fits next to the weights.
 
-    max_batch = floor((capacity × utilisation − weights − reserve) / KV per sequence); 0 when
-    not even one fits. Example (Llama-2-7B fp16, 4,096 tokens, 80e9 B, reserve 10e9,
-    utilisation 1): floor((80e9 − 13.48e9 − 10e9) / 2,147,483,648) = 26.
+    The same function :func:`roofline.predict` reports as ``max_batch`` (the engine's memory
+    semantics, see :func:`kv_budget_bytes`); 0 when not even one fits. Example (Llama-2-7B
+    fp16, 4,096 tokens, capacity 80e9 B, reserve 10e9, fraction 1 of total):
+    floor((80e9 − 13.48e9 − 10e9) / 2,147,483,648) = 26.
     """
     from roofline.specs.precision import Precision
 
     m, hw = load_model(model), load_hardware(hardware)
-    eng = EngineMemory(
-        memory_utilization=memory_utilization, reserve_bytes=reserve_bytes, capacity_bytes=memory_capacity_bytes,
-        max_batched_tokens=max_batched_tokens,
-    )  # fmt: skip
+    eng = resolve_engine(engine, hw, engine_overrides)
     sc = Scenario(
-        batch=1, prompt_len=min(context_len, max_batched_tokens or context_len), output_len=1,
+        batch=1, prompt_len=context_len, output_len=1,
         weight_dtype=Precision.parse(weight_dtype, "weight_dtype"), kv_dtype=Precision.parse(kv_dtype, "kv_dtype"),
-        tp=tp, pp=pp, engine=eng,
+        tp=tp, pp=pp, ep=ep, engine=eng,
     )  # fmt: skip
     sc.validate_for(m, hw)
-    b = memory_budget(m, hw, replace(sc, output_len=1), context=context_len)
+    b = memory_budget(m, hw, sc, context=context_len)
     return int(b.max_batch) if math.isfinite(float(b.max_batch)) else 0
+
+
+def no_fit_reason(m: ModelSpec, hw: HardwareSpec, sc: Scenario) -> str:
+    """'does not fit: short by X per GPU (weights W, KV K, reserve R of usable U); fits with …'."""
+
+    mem = memory_budget(m, hw, sc)
+    short = float(np.max(mem.missing_bytes))
+    detail = (
+        f"weights {fmt_bytes(mem.weight_bytes)} + KV {fmt_bytes(float(np.max(mem.kv_bytes)))} + reserve "
+        f"{fmt_bytes(float(np.max(mem.reserve_bytes)))} > usable {fmt_bytes(mem.usable_bytes)} per GPU"
+    )
+    return f"does not fit: short by {fmt_bytes(short)} per GPU ({detail}); {fit_hint(m, hw, sc)}"
+
+
+def fit_hint(m: ModelSpec, hw: HardwareSpec, sc: Scenario) -> str:
+    """The smallest change that makes ``sc`` fit: a higher tp, a lower weight precision, or pp."""
+    from roofline.specs.precision import Precision
+
+    def fits(s: Scenario) -> bool:
+        try:
+            s.validate_for(m, hw)
+        except ScenarioError:
+            return False
+        return bool(np.all(memory_budget(m, hw, s).fits))
+
+    hints = []
+    tp = next((t for t in (2, 4, 8, 16, 32, 64) if t > sc.tp and fits(replace(sc, tp=t))), None)
+    if tp is not None:
+        hints.append(f"tp={tp}")
+    lower = [p for p in (Precision.FP8, Precision.INT4) if p.bytes_per_element < sc.weight_dtype.bytes_per_element]
+    prec = next((p for p in lower if fits(replace(sc, weight_dtype=p, act_dtype=None))), None)
+    if prec is not None:
+        hints.append(f"weight_dtype={prec.value}")
+    if prec is None:  # neither alone may be practical: the smallest tp with lower-precision weights
+        combo = next(
+            ((t, p) for t in (2, 4, 8, 16, 32) if t > sc.tp and (tp is None or t < tp)
+             for p in lower if fits(replace(sc, tp=t, weight_dtype=p, act_dtype=None))),
+            None,
+        )  # fmt: skip
+        if combo is not None:
+            hints.append(f"tp={combo[0]} with weight_dtype={combo[1].value}")
+    if not hints:  # tp is capped by the scale-up domain: pipeline stages across nodes, fewest GPUs first
+        grid = sorted(
+            ((t, q) for t in (1, 2, 4, 8, 16, 32, 64) for q in (2, 4, 8, 16, 32) if t >= sc.tp and q > sc.pp),
+            key=lambda tq: (tq[0] * tq[1], tq[1]),
+        )
+        tpp = next((tq for tq in grid if fits(replace(sc, tp=tq[0], pp=tq[1]))), None)
+        if tpp is not None:
+            hints.append(f"pp={tpp[1]}" if tpp[0] == sc.tp else f"tp={tpp[0]} with pp={tpp[1]}")
+    if not hints:
+        return (
+            "it does not fit with tp up to the scale-up domain, pp up to 32 or fp8/int4 weights: "
+            "use larger GPUs or a shorter context"
+        )
+    return "it fits with " + " or ".join(hints)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from roofline.costs import prefill_cost, scenario_costs
+from roofline.costs import latencies, scenario_costs, step_cost
+from roofline.engine.config import EngineConfig
+from roofline.engine.presets import EngineArg, resolve_engine
 from roofline.errors import ScenarioError
 from roofline.evaluate import op_time, op_time_summed_over_context
 from roofline.limits import MAX_SWEEP_POINTS
@@ -22,7 +24,7 @@ from roofline.specs.library import hardware as load_hardware
 from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
-from roofline.specs.scenario import EngineMemory, Scenario
+from roofline.specs.scenario import Scenario
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,6 +51,7 @@ def resolve(
 
 
 def make_scenario(
+    hw: HardwareSpec,
     batch: Any = 1,
     prompt_len: Any = 1024,
     output_len: Any = 128,
@@ -60,26 +63,32 @@ def make_scenario(
     weight_dtype: str | Precision = "bf16",
     act_dtype: str | Precision | None = None,
     kv_dtype: str | Precision = "bf16",
-    memory_utilization: float = 0.9,
-    reserve_bytes: float | None = None,
-    memory_capacity_bytes: float | None = None,
-    max_batched_tokens: int | None = None,
     quantize_embeddings: bool = False,
-    cuda_graphs: bool = True,
+    engine: EngineArg = None,
+    engine_overrides: Mapping[str, Any] | None = None,
+    cuda_graphs: bool | None = None,
 ) -> Scenario:
-    """Build a Scenario from plain values (names for formats).
+    """Build a Scenario from plain values (format names, an engine preset name).
 
-    ``cuda_graphs`` (default True): decode steps replay as CUDA graphs (vLLM, SGLang,
-    TensorRT-LLM ≥ 0.9 defaults); False launches every decode kernel eagerly.
+    ``engine``: a preset name (``vllm`` default, ``sglang``, ``trtllm``, ``ideal``) or an
+    :class:`EngineConfig`; ``engine_overrides`` sets its fields (engine option names such as
+    ``gpu_memory_utilization`` or ``max_num_batched_tokens`` are accepted). ``cuda_graphs``
+    (None = the engine's setting) replays decode steps as CUDA graphs; False launches every
+    decode kernel eagerly.
     """
+    if engine_overrides is not None and not isinstance(engine_overrides, Mapping):
+        raise ScenarioError(f"engine_overrides must map engine option names to values, got {engine_overrides!r}")
+    if engine is not None and not isinstance(engine, str | EngineConfig):
+        raise ScenarioError(f"engine must be a preset name (vllm, sglang, trtllm, ideal) or EngineConfig: {engine!r}")
+    overrides = dict(engine_overrides or {})
+    if cuda_graphs is not None:
+        overrides["cuda_graphs"] = cuda_graphs
     return Scenario(
         batch=batch, prompt_len=prompt_len, output_len=output_len,
         weight_dtype=Precision.parse(weight_dtype, "weight_dtype"),
         act_dtype=None if act_dtype is None else Precision.parse(act_dtype, "act_dtype"),
         kv_dtype=Precision.parse(kv_dtype, "kv_dtype"), tp=tp, pp=pp, ep=ep, replicas=replicas,
-        engine=EngineMemory(memory_utilization=memory_utilization, reserve_bytes=reserve_bytes,
-                            capacity_bytes=memory_capacity_bytes, max_batched_tokens=max_batched_tokens),
-        quantize_embeddings=quantize_embeddings, cuda_graphs=cuda_graphs,
+        engine=resolve_engine(engine, hw, overrides), quantize_embeddings=quantize_embeddings,
     )  # fmt: skip
 
 
@@ -90,63 +99,80 @@ def predict(
     prompt_len: int = 1024,
     output_len: int = 128,
     *,
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    replicas: int = 1,
+    weight_dtype: str | Precision = "bf16",
+    act_dtype: str | Precision | None = None,
+    kv_dtype: str | Precision = "bf16",
+    quantize_embeddings: bool = False,
+    engine: EngineArg = None,
+    engine_overrides: Mapping[str, Any] | None = None,
+    cuda_graphs: bool | None = None,
     calibration: ProfileArg = None,
     scenario: Scenario | None = None,
-    **kwargs: Any,
 ) -> PredictionResult:
-    """Predict one scenario. ``kwargs`` are :func:`make_scenario` options (tp, weight_dtype, cuda_graphs, …)."""
+    """Predict one static batch: TTFT, TPOT, E2E, throughput, memory and max batch.
+
+    Options are those of :func:`make_scenario`; ``scenario`` replaces them all. Memory and
+    ``max_batch`` follow the engine (default preset ``vllm``) and do not depend on ``batch``.
+    """
     if scenario is not None and not isinstance(scenario, Scenario):
         raise ScenarioError(f"scenario must be a roofline Scenario (see make_scenario), got {type(scenario).__name__}")
     for name, v in (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)):
         if np.ndim(v) != 0:
             raise ScenarioError(f"{name} must be one whole number in predict() (got {v!r}); sweep() takes lists")
     m, hw, prof = resolve(model, hardware, calibration)
-    sc = scenario or make_scenario(batch, prompt_len, output_len, **kwargs)
+    sc = scenario or make_scenario(
+        hw, batch, prompt_len, output_len, tp=tp, pp=pp, ep=ep, replicas=replicas, weight_dtype=weight_dtype,
+        act_dtype=act_dtype, kv_dtype=kv_dtype, quantize_embeddings=quantize_embeddings, engine=engine,
+        engine_overrides=engine_overrides, cuda_graphs=cuda_graphs,
+    )  # fmt: skip
     sc.validate_for(m, hw)
     return evaluate_scenario(m, hw, sc, prof)
 
 
 def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: CalibrationProfile) -> PredictionResult:
     """The scalar evaluation behind predict (no validation, specs already loaded)."""
-    pre_ops, pre, dec_ops, first, dec = scenario_costs(m, sc, hw, prof)
+    costs = scenario_costs(m, sc, hw, prof)
+    pre, first, dec, dec_ops = costs.prefill, costs.first_step, costs.decode, costs.decode_ops
+    lat = latencies(costs, sc)
     mem = memory_budget(m, hw, sc)
     b, p, o = (float(np.asarray(x)) for x in (sc.batch, sc.prompt_len, sc.output_len))
     fits = bool(mem.fits)
     nan = float("nan")
-    ttft = float(pre.time_s)
-    dec_total = float(dec.time_s)
-    tpot = dec_total / (o - 1) if o > 1 else float(first.time_s)
-    e2e = ttft + dec_total
+
+    def ok(x: np.ndarray) -> float:
+        return float(x) if fits else nan
+
     contexts = p + np.arange(1, max(int(o), 2), dtype=np.float64)
-    last = prefill_cost([op.at_context(np.asarray(p + o - 1)) for op in dec_ops], hw, prof) if o > 2 else first
+    last = step_cost([op.at_context(np.asarray(p + o - 1)) for op in dec_ops], hw, prof) if o > 2 else first
 
     def steps_fn() -> np.ndarray:
         steps = _step_times(dec_ops, hw, prof, contexts) if o > 1 else np.asarray([float(first.time_s)])
         return steps if fits else steps * nan
 
-    gpus = sc.num_gpus
     peak = hw.peak_flops_per_s(sc.gemm_compute_dtype(hw)) or nan
     dec_bytes = float(dec.memory_bytes) / max(o - 1, 1) if o > 1 else float(first.memory_bytes)
     dec_flops = float(dec.flops) / max(o - 1, 1) if o > 1 else float(first.flops)
-    mfu, mbu = _utilisation(hw, sc, peak, float(pre.flops), float(pre.memory_bytes), ttft)
-    mfu_dec, mbu_dec = _utilisation(hw, sc, peak, dec_flops, dec_bytes, tpot)
-    out_tps = b * o / e2e * sc.replicas
+    mfu, mbu = _utilisation(hw, sc, peak, float(pre.flops), float(pre.memory_bytes), float(lat.ttft_s))
+    mfu_dec, mbu_dec = _utilisation(hw, sc, peak, dec_flops, dec_bytes, float(lat.tpot_s))
+    kv_seq = float(kv_bytes_per_sequence(m, p + o, sc.kv_dtype.bytes_per_element))
     return PredictionResult(
         model=m, hardware=hw, scenario=sc, profile=prof, fits=fits, missing_bytes=float(mem.missing_bytes),
-        ttft_s=ttft if fits else nan, tpot_s=tpot if fits else nan,
-        tpot_first_s=float(first.time_s) if fits else nan, tpot_last_s=float(last.time_s) if fits else nan,
-        e2e_s=e2e if fits else nan, decode_s=dec_total if fits else nan,
-        throughput_tok_s=out_tps if fits else nan, throughput_tok_s_per_gpu=out_tps / gpus if fits else nan,
-        total_throughput_tok_s=b * (p + o) / e2e * sc.replicas if fits else nan,
+        ttft_s=ok(lat.ttft_s), tpot_s=ok(lat.tpot_s), tpot_first_s=ok(first.time_s), tpot_last_s=ok(last.time_s),
+        e2e_s=ok(lat.e2e_s), decode_s=ok(lat.decode_s), throughput_tok_s=ok(lat.throughput_tok_s),
+        throughput_tok_s_per_gpu=ok(lat.throughput_tok_s_per_gpu),
+        total_throughput_tok_s=ok(lat.total_throughput_tok_s),
         kv_bytes_per_token=kv_bytes_per_token(m, sc.kv_dtype.bytes_per_element),
-        kv_bytes_per_sequence=float(kv_bytes_per_sequence(m, p + o, sc.kv_dtype.bytes_per_element)),
-        kv_cache_bytes=b * float(kv_bytes_per_sequence(m, p + o, sc.kv_dtype.bytes_per_element)),
+        kv_bytes_per_sequence=kv_seq, kv_cache_bytes=b * kv_seq,
         weight_bytes_per_gpu=mem.weight_bytes, activation_peak_bytes=float(mem.activation_peak_bytes),
         memory=mem, max_batch=int(mem.max_batch), prefill_flops=float(pre.flops), prefill_bytes=float(pre.memory_bytes),
         decode_flops_per_step=dec_flops, decode_bytes_per_step=dec_bytes, mfu_prefill=mfu, mbu_prefill=mbu,
         mfu_decode=mfu_dec, mbu_decode=mbu_dec,
         bound_prefill=str(pre.bound), bound_decode=str(dec.bound if o > 1 else first.bound),
-        ops_fn=lambda: ops_frame(pre_ops, dec_ops, hw, prof, p, o), steps_fn=steps_fn,
+        ops_fn=lambda: ops_frame(costs.prefill_ops, dec_ops, hw, prof, p, o), steps_fn=steps_fn,
     )  # fmt: skip
 
 
@@ -213,12 +239,22 @@ def sweep(
     output_len: Sequence[int] | int = 128,
     *,
     tp: Sequence[int] | int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    replicas: int = 1,
+    weight_dtype: str | Precision = "bf16",
+    act_dtype: str | Precision | None = None,
+    kv_dtype: str | Precision = "bf16",
+    quantize_embeddings: bool = False,
+    engine: EngineArg = None,
+    engine_overrides: Mapping[str, Any] | None = None,
+    cuda_graphs: bool | None = None,
     calibration: ProfileArg = None,
-    **kwargs: Any,
 ) -> pd.DataFrame:
     """Evaluate the full grid batch × prompt_len × output_len (× tp) vectorised; one row per point.
 
-    Infeasible points keep their row with ``fits`` False, ``missing_bytes`` > 0 and NaN latencies.
+    The same physics as :func:`predict` (options as there). Infeasible points keep their row
+    with ``fits`` False, ``missing_bytes`` > 0 and NaN latencies.
     """
     import pandas as pd
 
@@ -236,7 +272,11 @@ def sweep(
     frames = []
     for t in tps:
         bg, pg, og = b[:, None, None], pl[None, :, None], ol[None, None, :]
-        sc = make_scenario(bg, pg, og, tp=int(t), **kwargs)
+        sc = make_scenario(
+            hw, bg, pg, og, tp=int(t), pp=pp, ep=ep, replicas=replicas, weight_dtype=weight_dtype,
+            act_dtype=act_dtype, kv_dtype=kv_dtype, quantize_embeddings=quantize_embeddings, engine=engine,
+            engine_overrides=engine_overrides, cuda_graphs=cuda_graphs,
+        )  # fmt: skip
         sc.validate_for(m, hw)
         frames.append(_grid_frame(m, hw, sc, prof, bg, pg, og))
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
@@ -261,28 +301,26 @@ def _grid_frame(
 ) -> pd.DataFrame:  # fmt: skip
     import pandas as pd
 
-    _, pre, _, first, dec = scenario_costs(m, sc, hw, prof)
+    costs = scenario_costs(m, sc, hw, prof)
+    lat = latencies(costs, sc)
     mem = memory_budget(m, hw, sc)
     shape = np.broadcast_shapes(b.shape, p.shape, o.shape)
     full = [np.broadcast_to(x, shape).ravel() for x in (b, p, o)]
-    ttft = np.broadcast_to(pre.time_s, shape).ravel()
-    dec_t = np.broadcast_to(dec.time_s, shape).ravel()
-    first_t = np.broadcast_to(first.time_s, shape).ravel()
     fits = np.broadcast_to(mem.fits, shape).ravel()
-    e2e = ttft + dec_t
-    tpot = np.where(full[2] > 1, dec_t / np.maximum(full[2] - 1, 1), first_t)
-    out_tps = full[0] * full[2] / e2e * sc.replicas
     nan = np.nan
+
+    def col(x: np.ndarray) -> np.ndarray:
+        return np.where(fits, np.broadcast_to(x, shape).ravel(), nan)
+
     return pd.DataFrame({
         "model": m.name, "hardware": hw.name, "tp": sc.tp, "batch": full[0].astype(np.int64),
         "prompt_len": full[1].astype(np.int64), "output_len": full[2].astype(np.int64), "fits": fits,
         "missing_bytes": np.broadcast_to(mem.missing_bytes, shape).ravel(),
-        "ttft_s": np.where(fits, ttft, nan), "tpot_s": np.where(fits, tpot, nan), "e2e_s": np.where(fits, e2e, nan),
-        "throughput_tok_s": np.where(fits, out_tps, nan),
-        "throughput_tok_s_per_gpu": np.where(fits, out_tps / sc.num_gpus, nan),
+        "ttft_s": col(lat.ttft_s), "tpot_s": col(lat.tpot_s), "e2e_s": col(lat.e2e_s),
+        "throughput_tok_s": col(lat.throughput_tok_s), "throughput_tok_s_per_gpu": col(lat.throughput_tok_s_per_gpu),
         "kv_bytes_per_gpu": np.broadcast_to(mem.kv_bytes, shape).ravel(),
         "weight_bytes_per_gpu": mem.weight_bytes,
         "max_batch": np.broadcast_to(mem.max_batch, shape).ravel(),
-        "bound_prefill": np.broadcast_to(pre.bound, shape).ravel(),
-        "bound_decode": np.broadcast_to(dec.bound, shape).ravel(),
+        "bound_prefill": np.broadcast_to(costs.prefill.bound, shape).ravel(),
+        "bound_decode": np.broadcast_to(costs.decode.bound, shape).ravel(),
     })  # fmt: skip

@@ -125,7 +125,7 @@ def test_per_gpu_throughput_divides_by_gpus() -> None:
 def test_gqa_kv_reuse_zero_reads_kv_once_per_query_head(h100: roofline.HardwareSpec) -> None:
     """TensorRT-LLM < 0.8 (no XQA): Llama-2-70B at tp 2 has 32 query heads per GPU over 4 KV heads."""
     m = roofline.model("llama-2-70b")
-    sc = make_scenario(64, 2048, 16, tp=2, weight_dtype="fp8", kv_dtype="fp8")
+    sc = make_scenario(h100, 64, 2048, 16, tp=2, weight_dtype="fp8", kv_dtype="fp8")
     attn = next(op for op in decode_ops(m, sc, h100, 2049.0) if op.name == "attn.core")
     prof = default_profile()
     legacy = prof.model_copy(update={"attention": prof.attention.model_copy(update={"gqa_kv_reuse": 0.0})})

@@ -164,10 +164,28 @@ def test_predictions_follow_the_measured_profile(quick_run: dict[str, Any]) -> N
     """GIVEN the measured host profile, WHEN one fitted parameter changes, THEN predictions move
     by the physics: half the bandwidth slows memory-bound decode (≤ 2×, less where compute or
     overhead terms share the time), half the compute slows compute-bound prefill by ≈ 2×, and
-    1 ms more per kernel adds exactly (kernels per step) ms to TPOT."""
+    1 ms more per kernel adds exactly (kernels per step) ms to TPOT.
+
+    The measured GEMM M-curve is flattened below M = 64 (to its M = 64 value): on a loaded 2-core
+    VM the measured efficiency of M = 1 GEMMs swings by 2× or more between runs, which can move
+    fp32 GEMV decode (0.5 FLOP/B) across the ridge; the test is about sensitivity to the fitted
+    ceilings, not about where that noisy curve lands."""
+    import numpy as np
+
     import roofline
 
-    prof: CalibrationProfile = quick_run["profile"]
+    measured: CalibrationProfile = quick_run["profile"]
+
+    def flattened(curve: Any) -> Any:
+        floor = float(np.interp(64.0, curve.x, curve.y))
+        return curve.model_copy(update={"y": tuple(max(float(y), floor) for y in curve.y)})
+
+    prof = measured.model_copy(
+        update={
+            "gemm_m_efficiency": flattened(measured.gemm_m_efficiency),
+            "gemm_m_efficiency_by_dtype": {d: flattened(c) for d, c in measured.gemm_m_efficiency_by_dtype.items()},
+        }
+    )
     hw = prof.hardware
     assert hw is not None
     model = roofline.model("llama-3.1-8b").model_copy(update={"num_layers": 2, "vocab_size": 32000})
@@ -247,21 +265,44 @@ def test_resume_refuses_measurements_from_other_conditions(tmp_path: Path) -> No
         Runner(RunConfig(device="cpu", output=out, resume=True, suites=("overhead",))).run()
 
 
+def _rank_logs(log_dir: Path) -> str:
+    """Every rank's full stdout and stderr as torchrun wrote them under ``--log-dir`` (``-r 3``)."""
+    parts = []
+    for f in sorted(log_dir.rglob("*.log")):
+        text = f.read_text(errors="replace")
+        parts.append(f"--- {f.relative_to(log_dir)} ---\n{text}")
+    return "\n".join(parts) or "(torchrun wrote no rank logs)"
+
+
 def test_collectives_under_torchrun_fit_the_comm_block(tmp_path: Path) -> None:
-    # GIVEN two gloo ranks under torchrun; WHEN calibrating with a short budget
+    """GIVEN two gloo ranks under torchrun; WHEN calibrating with a short budget; THEN rank 0 measured
+    all-reduce and all-gather and fitted the comm block.
+
+    Each rank's output goes to its own log file (``--log-dir``, ``-r 3``) and a failure shows them all.
+    The failure seen once (``rank 1 exited 2``) is reproduced by starving the budget (``--budget 3``):
+    rank 0 stops with "no usable GEMM measurement, so no compute ceiling can be fitted" and rank 1,
+    waiting for the profile, reports "rank 0 wrote no profile" — torchrun names rank 1, and the last
+    2,000 characters of its stderr did not hold rank 0's message. A 14 s budget shared by two ranks,
+    the collective suite and the test's own load on a 2-core VM left GEMM too little time; 30 s does not.
+    """
     out = tmp_path / "d.yaml"
+    logs = tmp_path / "logs"
     torchrun = Path(sys.executable).with_name("torchrun")
     cmd = [
         str(torchrun),
         "--standalone",
         "--nproc_per_node",
         "2",
+        "--log-dir",
+        str(logs),
+        "-r",
+        "3",
         "-m",
         "calibrate",
         "--device",
         "cpu",
         "--budget",
-        "14",
+        "30",
         "--quick",
         "--no-progress",
         "--suites",
@@ -269,9 +310,8 @@ def test_collectives_under_torchrun_fit_the_comm_block(tmp_path: Path) -> None:
         "-o",
         str(out),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=240)
-    assert done.returncode == 0, done.stderr[-2000:]
-    # THEN rank 0 measured all-reduce and all-gather, and the comm block is measured, not defaulted
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 0, f"torchrun exited {done.returncode}\n{done.stderr}\n{_rank_logs(logs)}"
     recs = [json.loads(line) for line in measurements_path(out).read_text().splitlines()[1:]]
     kinds = {r["params"]["kind"] for r in recs if r["suite"] == "collective" and r["status"] == "ok"}
     assert kinds == {"all_reduce", "all_gather"}

@@ -32,12 +32,12 @@ def test_llama2_7b_max_batch_golden(llama7: roofline.ModelSpec) -> None:
     # KV per sequence at 4,096 tokens: 2 x 32 layers x 32 heads x 128 x 2 bytes x 4096 = 2^31 = 2,147,483,648 bytes
     assert float(kv_bytes_per_sequence(llama7, 4096, 2.0)) == 2_147_483_648
     # exact fp16 weights: 6,738,415,616 params x 2 bytes = 13,476,831,232 bytes (~13.48e9)
-    sc = make_scenario(weight_dtype="fp16", kv_dtype="fp16")
+    sc = make_scenario(roofline.hardware("h100-sxm"), weight_dtype="fp16", kv_dtype="fp16")
     assert weight_bytes_per_gpu(llama7, sc) == 2 * llama7.param_count() == 13_476_831_232
     # (80e9 - 10e9 - 13.48e9) / 2,147,483,648 = 26.3 -> 26 sequences
     mb = roofline.max_batch(
-        llama7, "h100-sxm", 4096, weight_dtype="fp16", kv_dtype="fp16", memory_capacity_bytes=80e9,
-        reserve_bytes=10e9, memory_utilization=1.0,
+        llama7, "h100-sxm", 4096, weight_dtype="fp16", kv_dtype="fp16",
+        engine_overrides={"capacity_bytes": 80e9, "reserve_bytes": 10e9, "memory_fraction": 1.0},
     )  # fmt: skip
     assert mb == 26
 
@@ -72,7 +72,7 @@ def test_prefill_gemm_flops() -> None:
 def test_decode_attention_intensity_is_about_one(llama7: roofline.ModelSpec, h100: roofline.HardwareSpec) -> None:
     # One head, head_dim 128, context 1,024: QK^T is 2 x 128 x 1024 = 262,144 FLOPs over the 1024 x 128 x 2 bytes
     # = 256 KiB of fp16 K; PV doubles both, so FLOPs/byte ~ 1.
-    sc = make_scenario(1, 1024, 2, weight_dtype="fp16", kv_dtype="fp16")
+    sc = make_scenario(roofline.hardware("h100-sxm"), 1, 1024, 2, weight_dtype="fp16", kv_dtype="fp16")
     c = BuildContext.create(llama7, sc, h100, "decode", 1, 1, 1023)
     op = attention_kernel(c, "global_dense", 1, float("inf"), 1, 1, 128, 128, 2 * 128)
     assert float(op.flops) / 2 == 262_144
@@ -83,7 +83,7 @@ def test_decode_attention_intensity_is_about_one(llama7: roofline.ModelSpec, h10
 def test_causal_prefill_attention_pairs(llama7: roofline.ModelSpec, h100: roofline.HardwareSpec) -> None:
     # causal prefill of T tokens: T(T+1)/2 (query, key) pairs per head, 4*d FLOPs per pair and head
     t = 2048
-    sc = make_scenario(1, t, 2)
+    sc = make_scenario(roofline.hardware("h100-sxm"), 1, t, 2)
     c = BuildContext.create(llama7, sc, h100, "prefill", 1, t, 0)
     op = attention_kernel(c, "global_dense", 1, float("inf"), 32, 32, 128, 128, 2 * 32 * 128)
     assert float(op.flops) == 4 * 128 * 32 * t * (t + 1) / 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -51,7 +52,7 @@ def test_closed_form_decode_sum_equals_stepwise(name: str) -> None:
 
 
 def test_sweep_matches_predict() -> None:
-    df = roofline.sweep("llama-3.1-8b", "h100-sxm", batch=[1, 8, 64], prompt_len=[128, 4096], output_len=[16, 512])
+    df = roofline.sweep("llama-3.1-8b", "h100-sxm", batch=[1, 8, 256], prompt_len=[128, 4096], output_len=[16, 512])
     assert len(df) == 12
     for row in df.itertuples():
         r = roofline.predict(
@@ -75,7 +76,7 @@ def test_sweep_matches_predict() -> None:
     dp=st.integers(1, 4096),
 )
 def test_monotone_in_batch_and_context(b: int, p: int, o: int, db: int, dp: int) -> None:
-    base = make_scenario(b, p, o, memory_capacity_bytes=1e15)
+    base = make_scenario(roofline.hardware("h100-sxm"), b, p, o, engine_overrides={"capacity_bytes": 1e15})
     run = roofline.predict
     r0 = run("mixtral-8x7b", "h100-sxm", scenario=base)
     rb = run("mixtral-8x7b", "h100-sxm", scenario=base.with_shape(batch=b + db))
@@ -98,7 +99,7 @@ def test_faster_hardware_is_never_slower(scale: float, b: int, p: int) -> None:
     faster_c = hw.model_copy(
         update={"peak_dense": hw.peak_dense.model_copy(update={"bf16": hw.peak_dense.bf16 * scale})}
     )  # type: ignore[operator]
-    big = {"memory_capacity_bytes": 1e15}
+    big: dict[str, Any] = {"engine_overrides": {"capacity_bytes": 1e15}}
     r0 = roofline.predict("llama-3.1-8b", hw, batch=b, prompt_len=p, output_len=32, **big)
     for fast in (faster_bw, faster_c):
         r = roofline.predict("llama-3.1-8b", fast, batch=b, prompt_len=p, output_len=32, **big)
@@ -135,7 +136,9 @@ def test_moe_decode_touches_k_experts_then_all() -> None:
     m = roofline.model("mixtral-8x7b")
     expert_bytes = 3 * 4096 * 14336 * 2  # one gated expert, bf16
     for batch, experts in ((1, 2.0), (4096, 8.0)):
-        r = roofline.predict(m, "h200-sxm", batch=batch, prompt_len=16, output_len=2, memory_capacity_bytes=1e15)
+        r = roofline.predict(
+            m, "h200-sxm", batch=batch, prompt_len=16, output_len=2, engine_overrides={"capacity_bytes": 1e15}
+        )
         dec = r.ops[(r.ops.phase == "decode") & r.ops.name.str.startswith("moe.experts_")]
         assert dec.weight_bytes.sum() == pytest.approx(experts * expert_bytes, rel=1e-6)
 

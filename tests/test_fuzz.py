@@ -112,6 +112,9 @@ def cli_args(draw: st.DrawFn) -> list[str]:
     opts: dict[str, st.SearchStrategy[str]] = {
         "--batch": NUMBER, "--prompt": NUMBER, "--output": NUMBER, "--tp": NUMBER, "--pp": NUMBER,
         "--kv-dtype": DTYPE, "--weight-dtype": DTYPE, "--memory-utilization": NUMBER, "--calibration": FILES,
+        "--engine": st.sampled_from(["vllm", "sglang", "trtllm", "ideal", "", "nope"]),
+        "--engine-set": st.sampled_from(["memory_fraction=0.5", "max_num_seqs=1e30", "x=1", "=", "memory_fraction=nan",
+                                         "max_num_batched_tokens=-1", "gpu_memory_utilization=2"]),
     }  # fmt: skip
     if cmd == "sweep":
         opts |= {"-o": OUTPUTS, "--format": st.sampled_from(["csv", "json", "xml", ""]), "--force": st.just("")}
@@ -282,7 +285,9 @@ API_VALUE = st.one_of(
         optional={
             "batch": API_VALUE, "prompt_len": API_VALUE, "output_len": API_VALUE, "tp": API_VALUE, "pp": API_VALUE,
             "ep": API_VALUE, "weight_dtype": DTYPE | API_VALUE, "kv_dtype": DTYPE | API_VALUE,
-            "memory_utilization": API_VALUE,
+            "engine": st.sampled_from(["vllm", "sglang", "trtllm", "ideal", "", "nope"]) | API_VALUE,
+            "engine_overrides": st.dictionaries(st.sampled_from(["memory_fraction", "max_num_seqs", "nope",
+                                                                 "max_num_batched_tokens"]), API_VALUE, max_size=2),
         },
     ),
     model=st.sampled_from(["llama-2-7b", "mixtral-8x7b", "deepseek-v3", "gemma-2-9b"]),

@@ -237,8 +237,9 @@ API_CASES: list[tuple[str, Any]] = [
     ],
     *[
         (f"predict({kw})", lambda kw=kw: roofline.predict("llama-2-7b", "h100-sxm", **kw))
-        for kw in ({"tp": 1.0}, {"pp": 10**30}, {"memory_utilization": "0.9"}, {"memory_utilization": None},
-                   {"max_batched_tokens": "x"}, {"calibration": b"x"}, {"scenario": 5}, {"batch": [1]})
+        for kw in ({"tp": 1.0}, {"pp": 10**30}, {"engine_overrides": {"memory_fraction": "x"}},
+                   {"engine_overrides": {"memory_fraction": None}}, {"engine_overrides": {"max_num_seqs": 1.5}},
+                   {"engine_overrides": [1]}, {"engine": 5}, {"calibration": b"x"}, {"scenario": 5}, {"batch": [1]})
     ],
     *[
         (f"sweep({kw})", lambda kw=kw: roofline.sweep("llama-2-7b", "h100-sxm", **kw))

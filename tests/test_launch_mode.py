@@ -30,18 +30,18 @@ def _with_costs(eager_s: float, graph_s: float) -> CalibrationProfile:
 def test_decode_ops_are_graph_ops_only_with_cuda_graphs(h100: roofline.HardwareSpec) -> None:
     m = roofline.model("llama-3.1-70b")
     for graphs in (True, False):
-        sc = make_scenario(8, 512, 64, tp=4, cuda_graphs=graphs)
+        sc = make_scenario(h100, 8, 512, 64, tp=4, cuda_graphs=graphs)
         dec = decode_ops(m, sc, h100, 513.0)
         assert {op.launch for op in dec} == {"graph" if graphs else "eager"}
         assert {op.launch for op in prefill_ops(m, sc, h100)} == {"eager"}  # prefill always launches eagerly
         assert {op.at_context(np.asarray(900.0)).launch for op in dec} == {"graph" if graphs else "eager"}
-    assert make_scenario().cuda_graphs is True
+    assert make_scenario(h100).cuda_graphs is True
 
 
 def test_op_time_uses_the_overhead_of_the_launch_mode(h100: roofline.HardwareSpec) -> None:
     prof = _with_costs(10e-6, 1e-6)
     m = roofline.model("llama-3.1-8b")
-    sc = make_scenario(4, 1000, 50, cuda_graphs=False)
+    sc = make_scenario(h100, 4, 1000, 50, cuda_graphs=False)
     for op in decode_ops(m, sc, h100, 1001.0):
         graph = replace(op, launch="graph")
         assert launch_overhead_s(op, prof) == pytest.approx(op.kernels * 10e-6)
@@ -104,8 +104,8 @@ def test_shipped_graph_overhead_is_the_documented_derivation() -> None:
 def test_fp8_activations_keep_16bit_attention(h100: roofline.HardwareSpec) -> None:
     """FP8 attention is opt-in in every engine: W8A8 GEMMs run at the FP8 peak, attention at bf16's."""
     m = roofline.model("llama-3.1-8b")
-    fp8 = make_scenario(8, 1024, 16, weight_dtype="fp8", kv_dtype="fp8")
+    fp8 = make_scenario(h100, 8, 1024, 16, weight_dtype="fp8", kv_dtype="fp8")
     assert fp8.gemm_compute_dtype(h100) == "fp8" and fp8.attention_compute_dtype(h100) == "bf16"
-    assert make_scenario(weight_dtype="fp16").attention_compute_dtype(h100) == "fp16"
+    assert make_scenario(h100, weight_dtype="fp16").attention_compute_dtype(h100) == "fp16"
     attn = [op for op in prefill_ops(m, fp8, h100) if op.kind == "attention"]
     assert attn and {op.dtype for op in attn} == {"bf16"}

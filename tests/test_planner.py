@@ -20,17 +20,17 @@ M8, H100 = "llama-3.1-8b", "h100-sxm"
 
 
 def _pred(batch: int, p: int, o: int, **kw: object) -> PredictionResult:
-    # the planner sizes the engine reserve for one unchunked prefill of P tokens
-    return roofline.predict(M8, H100, batch, p, o, max_batched_tokens=p, **kw)
+    # the planner uses the same engine (default vllm) and memory function as predict
+    return roofline.predict(M8, H100, batch, p, o, **kw)
 
 
 def test_decode_bound_memory_limited_replicas_by_hand() -> None:
     # GIVEN llama-3.1-8b bf16 on one H100 (tp=1), P = O = 512, loose SLOs (TTFT 10 s, TPOT 1 s), 50 req/s.
     # Decode dominates and the SLOs never bind, so B is the memory limit at context P+O = 1024:
-    #   B = largest batch that predict says fits (max_batch at batch 1 is 439; the per-batch logits
-    #   buffer makes 439 miss by a hair, so B = 438).
-    # Numbers from predict (default profile): t_pre = ttft(batch 1) ≈ 15.4 ms, t_dec(438) = tpot ≈ 30.2 ms.
-    #   λ_max = B / ((O−1)·t_dec + B·t_pre) = 438 / (511 × 0.0302 + 438 × 0.0154) ≈ 19.7 req/s
+    #   B = max_batch of the vllm engine at context 1024 (the one memory function: it does not depend
+    #   on the batch asked for, so B itself fits).
+    # Numbers from predict (default profile): t_pre = ttft(batch 1), t_dec(B) = tpot at batch B;
+    #   λ_max = B / ((O−1)·t_dec + B·t_pre)
     #   replicas = ceil(50 / 19.7) = 3 → 3 GPUs; headroom = 3 × 19.7 / 50 − 1 ≈ 18 %.
     #   Little's law at λ = 50/3: ρ = λ·t_pre ≈ 0.26, N = λ·(t_pre + t_dec + 511·t_dec/(1−ρ)) ≈ 346 ≤ 438.
     p = o = 512
@@ -100,10 +100,10 @@ def test_rejections_carry_reasons() -> None:
                         hardware=["h100-sxm", "a100-80gb-sxm"], precisions=["bf16", "fp8"], max_gpus=40)  # fmt: skip
     by = {(c.hardware, c.precision, c.tp): c for c in res.candidates}
     assert "does not fit: short by" in by["h100-sxm", "bf16", 1].reason
-    assert "--tp 2" in by["h100-sxm", "bf16", 1].reason
+    assert "tp=2" in by["h100-sxm", "bf16", 1].reason
     assert "no published fp8" in by["a100-80gb-sxm", "fp8", 4].reason
     assert "misses the SLO at batch 1" in by["a100-80gb-sxm", "bf16", 2].reason
-    over = [c for c in res.candidates if "max-gpus" in c.reason]
+    over = [c for c in res.candidates if "max_gpus" in c.reason]
     assert over and all(c.gpus > 40 for c in over)
     assert all(c.gpus <= 40 for c in res.candidates if c.feasible)
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 import roofline
-from roofline.profile import default_profile
+from roofline.profile import datasheet_profile, default_profile
 from roofline.report import build
 from roofline.report.curves import replica_curve
-from roofline.report.sensitivity import datasheet_profile, scale_bandwidth, scale_compute
+from roofline.report.sensitivity import scale_bandwidth, scale_compute
 from roofline.specs.library import spec_path
 
 MODEL, HARDWARE, PROMPT, OUT = "llama-3.1-70b", ("h100-sxm", "h200-sxm", "a100-80gb-sxm"), 1024, 256
@@ -122,7 +122,7 @@ def test_max_batch_equals_predict(page: Page, plan: Any) -> None:
     for hw in HARDWARE:
         c = next(x for x in plan.candidates if x.hardware == hw and x.feasible)
         r = roofline.predict(MODEL, hw, batch=c.batch, prompt_len=PROMPT, output_len=OUT, tp=c.tp,
-                             weight_dtype=c.precision, kv_dtype=c.kv_dtype, max_batched_tokens=PROMPT)  # fmt: skip
+                             weight_dtype=c.precision, kv_dtype=c.kv_dtype)  # fmt: skip
         same(page.value("max_batch", hardware=hw), r.max_batch)
 
 

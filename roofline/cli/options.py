@@ -13,6 +13,7 @@ import itertools
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -89,9 +90,20 @@ def parse_float_opt(text: str | float, option: str) -> float:
 
 
 def parse_duration_opt(text: str | float, option: str) -> float:
-    """A positive duration in seconds from ``500ms``, ``0.5s``, ``50 ms`` or a bare number of seconds."""
+    """A positive duration in seconds from ``500ms``, ``0.5s`` or ``50 ms``; the unit is required.
+
+    A bare number is an error that suggests the unit (``500`` → "write 500ms or 500s"), never
+    silently seconds.
+    """
     from roofline.units import UnitError, parse_duration
 
+    bare = str(text).strip()
+    try:
+        float(bare)
+    except ValueError:
+        pass
+    else:
+        raise OptionError(f"{option}: {bare!r} has no unit; write {bare}ms or {bare}s")
     try:
         value = parse_duration(str(text).strip())
     except (UnitError, ValueError):
@@ -173,6 +185,32 @@ def _progression(prefix: list[int], hi: int, option: str, text: str) -> list[int
     return values
 
 
+def parse_engine_set(values: Iterable[str] | None) -> dict[str, Any]:
+    """``--engine-set NAME=VALUE`` pairs → engine overrides (numbers, true/false, or text).
+
+    Names are :class:`roofline.engine.EngineConfig` fields or the engines' own option names
+    (``gpu_memory_utilization``, ``max_num_batched_tokens``, ``block_size`` …); counts accept
+    SI suffixes (``8k`` = 8000).
+    """
+    from roofline.units import UnitError, parse_quantity
+
+    out: dict[str, Any] = {}
+    for item in values or []:
+        name, sep, raw = item.partition("=")
+        name, raw = name.strip().replace("-", "_"), raw.strip()
+        if not sep or not name or not raw:
+            raise OptionError(f"--engine-set: expected NAME=VALUE such as max_num_seqs=256, got {item!r}")
+        if raw.lower() in ("true", "false", "on", "off"):
+            out[name] = raw.lower() in ("true", "on")
+            continue
+        try:
+            value = parse_quantity(raw, "count")
+        except (UnitError, ValueError):
+            raise OptionError(f"--engine-set {name}: cannot read {raw!r} as a number or true/false") from None
+        out[name] = int(value) if value.is_integer() and "." not in raw else value
+    return out
+
+
 def parse_names(text: str | None) -> list[str] | None:
     """Comma-separated names; None or ``all`` means every one."""
     if text is None or text.strip().lower() == "all":
@@ -251,3 +289,21 @@ def console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else int(os.environ.get("COLUMNS", "160"))
     return Console(file=stream, width=width, highlight=False, soft_wrap=False)
+
+
+#: API names in messages, as the command line spells them (messages from the API name the fix in
+#: API terms, e.g. "it fits with tp=2"; the CLI shows "it fits with --tp 2").
+_AS_FLAGS = (
+    (re.compile(r"\b(tp|pp|ep|weight_dtype|kv_dtype|max_gpus)=(\S+?)(?=[,;.)]?(\s|$))"), None),
+    (re.compile(r"\b(max_gpus|tp_options|precisions|qps)\b"), {"max_gpus": "--max-gpus", "tp_options": "--tp",
+                                                              "precisions": "--precision", "qps": "--qps"}),
+)  # fmt: skip
+
+
+def as_flags(message: str) -> str:
+    """Rephrase API option names in ``message`` as command-line flags (``tp=2`` → ``--tp 2``)."""
+    value_pat, _ = _AS_FLAGS[0]
+    message = value_pat.sub(lambda m: f"--{m.group(1).replace('_', '-')} {m.group(2)}", message)
+    name_pat, names = _AS_FLAGS[1]
+    assert names is not None
+    return name_pat.sub(lambda m: names[m.group(1)], message)

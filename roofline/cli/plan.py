@@ -11,11 +11,13 @@ from roofline.cli.options import (
     dumps,
     parse_count_opt,
     parse_duration_opt,
+    parse_engine_set,
     parse_float_opt,
     parse_int_list,
     parse_names,
     parse_prices,
 )
+from roofline.cli.predict import Engine, EngineSet
 from roofline.errors import InfeasibleError
 
 
@@ -30,8 +32,8 @@ def plan_cmd(
     ],
     prompt: Annotated[
         str, typer.Option("--prompt", "-p", metavar="TOKENS", help="Prompt tokens per request (2k = 2000).")
-    ] = "2048",
-    output: Annotated[str, typer.Option("--output", "-n", metavar="TOKENS", help="Output tokens per request.")] = "256",
+    ] = "1024",
+    output: Annotated[str, typer.Option("--output", "-n", metavar="TOKENS", help="Output tokens per request.")] = "128",
     hardware: Annotated[
         str, typer.Option("--hardware", "-H", metavar="LIST|all", help="'all' or comma-separated hardware.")
     ] = "all",
@@ -47,6 +49,8 @@ def plan_cmd(
         typer.Option("--price", metavar="NAME=USD", help="USD per GPU-hour overriding the spec, e.g. h100-sxm=2.49."),
     ] = None,
     kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache format (default bf16).")] = None,
+    engine: Engine = "vllm",
+    engine_set: EngineSet = None,
     calibration: Annotated[
         str | None, typer.Option("--calibration", "-c", metavar="PROFILE", help="Calibration profile YAML.")
     ] = None,
@@ -78,6 +82,8 @@ def plan_cmd(
         prices=parse_prices(price or []),
         calibration=calibration,
         kv_dtype=kv_dtype,
+        engine=engine,
+        engine_overrides=parse_engine_set(engine_set),
     )
     if json:
         typer.echo(dumps(res.to_dict()))

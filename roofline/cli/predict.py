@@ -19,6 +19,7 @@ from roofline.cli.options import (
     frame_format,
     output_target,
     parse_count_opt,
+    parse_engine_set,
     parse_int_list,
     parse_names,
     write_frame,
@@ -53,23 +54,56 @@ Calibration = Annotated[
         help="Calibration profile YAML (default: the bundled profile fitted to public microbenchmarks).",
     ),
 ]
-MemUtil = Annotated[float, typer.Option("--memory-utilization", help="Fraction of device memory the engine may use.")]
+Engine = Annotated[
+    str,
+    typer.Option(
+        "--engine", "-e", metavar="NAME",
+        help="Serving engine whose memory and batching semantics apply: vllm (default), sglang, trtllm, ideal.",
+    ),
+]  # fmt: skip
+EngineSet = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--engine-set", metavar="NAME=VALUE",
+        help="Override an engine setting (repeatable), e.g. gpu_memory_utilization=0.85, max_num_seqs=256.",
+    ),
+]  # fmt: skip
+MemUtil = Annotated[
+    float | None,
+    typer.Option(
+        "--memory-utilization", metavar="FRACTION",
+        help="Shorthand for --engine-set memory_fraction=FRACTION (default: the engine's).",
+    ),
+]  # fmt: skip
 Graphs = Annotated[
-    bool,
+    bool | None,
     typer.Option(
         "--cuda-graphs/--eager",
-        help="Decode steps replayed as CUDA graphs (vLLM, SGLang, TRT-LLM >= 0.9) or launched eagerly.",
+        help="Decode steps replayed as CUDA graphs or launched eagerly (default: the engine's, graphs on).",
+        show_default=False,
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON (fields with units in their names).")]
 Csv = Annotated[bool, typer.Option("--csv", help="Print CSV (same fields as --json).")]
 
 
-def _scenario_kwargs(
-    tp: int, pp: int, ep: int, weight_dtype: str, kv_dtype: str, mem_util: float, graphs: bool = True
+def scenario_kwargs(
+    tp: int,
+    pp: int,
+    ep: int,
+    weight_dtype: str,
+    kv_dtype: str,
+    engine: str,
+    engine_set: list[str] | None,
+    mem_util: float | None = None,
+    graphs: bool | None = None,
 ) -> dict[str, Any]:
-    return {"tp": tp, "pp": pp, "ep": ep, "weight_dtype": weight_dtype, "kv_dtype": kv_dtype,
-            "memory_utilization": mem_util, "cuda_graphs": graphs}  # fmt: skip
+    """Keyword options of :func:`roofline.predict` / :func:`roofline.sweep` from the shared CLI options."""
+    overrides = parse_engine_set(engine_set)
+    if mem_util is not None:
+        overrides["memory_fraction"] = mem_util
+    return {"tp": tp, "pp": pp, "ep": ep, "weight_dtype": weight_dtype, "kv_dtype": kv_dtype, "engine": engine,
+            "engine_overrides": overrides, "cuda_graphs": graphs}  # fmt: skip
 
 
 def predict_cmd(
@@ -84,8 +118,10 @@ def predict_cmd(
     weight_dtype: WeightDtype = "bf16",
     kv_dtype: KvDtype = "bf16",
     calibration: Calibration = None,
-    memory_utilization: MemUtil = 0.9,
-    cuda_graphs: Graphs = True,
+    engine: Engine = "vllm",
+    engine_set: EngineSet = None,
+    memory_utilization: MemUtil = None,
+    cuda_graphs: Graphs = None,
     ops: Annotated[bool, typer.Option("--ops", help="Add the per-op breakdown.")] = False,
     json: Json = False,
     csv: Csv = False,
@@ -100,7 +136,7 @@ def predict_cmd(
     if json and csv:
         raise OptionError("--json and --csv are exclusive; pick one")
     b, p, o = (parse_count_opt(v, n) for v, n in ((batch, "--batch"), (prompt, "--prompt"), (output, "--output")))
-    kw = _scenario_kwargs(tp, pp, ep, weight_dtype, kv_dtype, memory_utilization, cuda_graphs)
+    kw = scenario_kwargs(tp, pp, ep, weight_dtype, kv_dtype, engine, engine_set, memory_utilization, cuda_graphs)
     r = predict(model, hardware, b, p, o, calibration=calibration, **kw)
     if json:
         doc: dict[str, Any] = r.summary()
@@ -127,7 +163,7 @@ def predict_cmd(
 
 
 def _no_fit_message(r: PredictionResult) -> str:
-    from roofline.serving.planner import no_fit_reason
+    from roofline.memory import no_fit_reason
 
     s = r.summary()
     ctx = s["prompt_len"] + s["output_len"]
@@ -154,8 +190,10 @@ def sweep_cmd(
     weight_dtype: WeightDtype = "bf16",
     kv_dtype: KvDtype = "bf16",
     calibration: Calibration = None,
-    memory_utilization: MemUtil = 0.9,
-    cuda_graphs: Graphs = True,
+    engine: Engine = "vllm",
+    engine_set: EngineSet = None,
+    memory_utilization: MemUtil = None,
+    cuda_graphs: Graphs = None,
     out: Annotated[
         Path | None,
         typer.Option("--out", "-o", metavar="FILE", help="Write to FILE (.csv or .json) instead of stdout."),
@@ -164,6 +202,8 @@ def sweep_cmd(
         str | None,
         typer.Option("--format", "-f", metavar="csv|json", help="csv or json (default: FILE suffix, else csv)."),
     ] = None,
+    json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+    csv: Annotated[bool, typer.Option("--csv", help="Same as --format csv.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
 ) -> None:
     """Evaluate the grid batch × prompt × output (× tp): one CSV/JSON row per point.
@@ -174,13 +214,17 @@ def sweep_cmd(
 
     from roofline.prediction import resolve, sweep
 
+    flags = [f for f, on in (("json", json), ("csv", csv)) if on]
+    if len(flags) + (fmt is not None) > 1:
+        raise OptionError("choose one output format: --format csv|json, --json or --csv")
+    fmt = flags[0] if flags else fmt
     target = output_target(out, force, "CSV or JSON table")
     frame_format(out, fmt)
     axes = {n: parse_int_list(v, f"--{n}") for n, v in (("batch", batch), ("prompt", prompt), ("output", output))}
     tps = parse_int_list(tp, "--tp")
     check_grid_size(len(axes["batch"]) * len(axes["prompt"]) * len(axes["output"]) * len(tps))
     m, hw, prof = resolve(model, hardware, calibration)
-    kw = _scenario_kwargs(1, pp, ep, weight_dtype, kv_dtype, memory_utilization, cuda_graphs)
+    kw = scenario_kwargs(1, pp, ep, weight_dtype, kv_dtype, engine, engine_set, memory_utilization, cuda_graphs)
     kw.pop("tp")
     per_batch = len(axes["prompt"]) * len(axes["output"])
     chunk = max(1, 20000 // per_batch)
@@ -241,8 +285,10 @@ def compare_cmd(
     weight_dtype: WeightDtype = "bf16",
     kv_dtype: KvDtype = "bf16",
     calibration: Calibration = None,
-    memory_utilization: MemUtil = 0.9,
-    cuda_graphs: Graphs = True,
+    engine: Engine = "vllm",
+    engine_set: EngineSet = None,
+    memory_utilization: MemUtil = None,
+    cuda_graphs: Graphs = None,
     json: Json = False,
 ) -> None:
     """The same scenario on several devices side by side; the best value of each row is marked ★.
@@ -256,7 +302,7 @@ def compare_cmd(
 
     b, p, o = (parse_count_opt(v, n) for v, n in ((batch, "--batch"), (prompt, "--prompt"), (output, "--output")))
     names = parse_names(hardware) or list_hardware()
-    kw = _scenario_kwargs(tp, pp, ep, weight_dtype, kv_dtype, memory_utilization, cuda_graphs)
+    kw = scenario_kwargs(tp, pp, ep, weight_dtype, kv_dtype, engine, engine_set, memory_utilization, cuda_graphs)
     columns: list[tuple[str, dict[str, Any] | str]] = []
     errors: list[RooflineError] = []
     for name in names:
@@ -283,10 +329,14 @@ def compare_cmd(
 
 
 def _with_cost(r: PredictionResult) -> dict[str, Any]:
-    """summary() plus the spec price and $ per million output tokens = price × GPUs / (tok/s × 3600) × 1e6."""
+    """summary() plus the spec price and $ per million output tokens (:func:`roofline.units.usd_per_million_tokens`)."""
+    from roofline.units import usd_per_million_tokens
+
     s = r.summary()
     price = r.hardware.price.usd_per_gpu_hour if r.hardware.price else None
     s["usd_per_gpu_hour"] = price
     tps = s["throughput_tok_s"]
-    s["usd_per_million_output_tokens"] = price * s["num_gpus"] / (tps * 3600) * 1e6 if price and tps > 0 else None
+    s["usd_per_million_output_tokens"] = (
+        usd_per_million_tokens(price * s["num_gpus"], tps) if price and tps > 0 else None
+    )
     return s

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
+from roofline.cli.options import as_flags
 from roofline.units import fmt_bytes, fmt_rate, fmt_seconds
 
 if TYPE_CHECKING:
@@ -243,6 +244,6 @@ def plan_tables(res: Any, limit: int | None = 15) -> list[Table]:
         for h in ("hardware", "prec", "tp", "reason"):
             r.add_column(h, justify="right" if h == "tp" else "left")
         for (hw, prec, reason), tps in shown:
-            r.add_row(hw, prec, ",".join(tps), reason)
+            r.add_row(hw, prec, ",".join(tps), as_flags(reason))
         tables.append(r)
     return tables

@@ -1,4 +1,4 @@
-"""``roofline report``: a self-contained HTML capacity report (registered by ``roofline.cli.extern``).
+"""``roofline report``: a self-contained HTML capacity report (registered in ``roofline.cli.app``).
 
 Imports only typer and the standard library at import time, so ``roofline --help`` stays fast;
 the report machinery (numpy, matplotlib, jinja2) loads when the command runs.
@@ -36,6 +36,10 @@ def report_command(
         list[str] | None, typer.Option("--price", help="USD per GPU-hour overriding the spec, e.g. h200-sxm=4.5.")
     ] = None,
     kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache format (default bf16).")] = None,
+    engine: Annotated[
+        str,
+        typer.Option("--engine", "-e", metavar="NAME", help="Serving engine: vllm (default), sglang, trtllm, ideal."),
+    ] = "vllm",
     calibration: Annotated[str | None, typer.Option("--calibration", "-c", help="Calibration profile YAML.")] = None,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="HTML file to write (default reports/MODEL-WORKLOAD.html).")
@@ -77,7 +81,7 @@ def report_command(
         tpot_slo_s=parse_duration_opt(tpot_slo, "--tpot-slo") if tpot_slo is not None else None,
         precision=parse_names(precision) or ["bf16"], tp_options=parse_int_list(tp, "--tp") if tp else None,
         max_gpus=max_gpus, prices=parse_prices(price or []), calibration=calibration, kv_dtype=kv_dtype,
-        output_path=path,
+        engine=engine, output_path=path,
     )  # fmt: skip
     rep.save(target)
     size_kb = len(rep.html.encode()) / 1e3

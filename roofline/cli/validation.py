@@ -1,7 +1,7 @@
 """``roofline accuracy``: predictions against published real-world measurements.
 
-The command is a thin renderer over :func:`roofline.published.accuracy.evaluate_rows`; the CLI
-registers ``accuracy_command`` when this module imports. Heavy libraries load inside.
+The command is a thin renderer over :func:`roofline.published.accuracy.evaluate_rows`. Heavy
+libraries load inside the commands.
 """
 
 from __future__ import annotations

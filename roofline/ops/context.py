@@ -60,13 +60,8 @@ class BuildContext:
 
     @property
     def a_bytes(self) -> float:
-        """Bytes per activation element in HBM: at least 2.
-
-        FP8 (W8A8) engines quantise only the GEMM inputs, inside the kernel that produces them;
-        the residual stream, GEMM outputs, attention Q/O and the TP all-reduce stay 16-bit.
-        Weight-only int/fp4 formats keep bf16 activations.
-        """
-        return max(self.sc.activation.bytes_per_element, 2.0)
+        """Bytes per activation element in HBM (see :attr:`Scenario.activation_memory_bytes_per_element`)."""
+        return self.sc.activation_memory_bytes_per_element
 
     @property
     def kv_bytes(self) -> float:
@@ -76,7 +71,7 @@ class BuildContext:
     @property
     def emb_bytes(self) -> float:
         """Bytes per embedding / lm_head element (activation format unless quantize_embeddings)."""
-        return self.w_bytes if self.sc.quantize_embeddings else max(self.sc.activation.bytes_per_element, 2.0)
+        return self.sc.embedding_bytes_per_element
 
     @property
     def tp(self) -> int:

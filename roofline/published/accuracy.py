@@ -50,7 +50,7 @@ ROW_COLUMNS = (
 
 def published_path() -> Path:
     """The shipped copy of the public validation rows."""
-    from roofline.published.default_profile import published_csv_path
+    from roofline.published.rows import published_csv_path
 
     return published_csv_path()
 
@@ -79,8 +79,8 @@ def case_time_s(case: RowCase, profile: CalibrationProfile, *, engine_semantics:
     out = 1 if case.definition == "ttft_context_phase" else case.output_len
     graphs = case.cuda_graphs if engine_semantics and case.cuda_graphs is not None else True
     sc = make_scenario(
-        case.batch, case.prompt_len, out, tp=case.tp, weight_dtype=case.weight_dtype, kv_dtype=case.kv_dtype,
-        memory_utilization=1.0, reserve_bytes=0.0, cuda_graphs=graphs,
+        hw, case.batch, case.prompt_len, out, tp=case.tp, weight_dtype=case.weight_dtype, kv_dtype=case.kv_dtype,
+        engine="ideal", engine_overrides={"reserve_bytes": 0.0}, cuda_graphs=graphs,
     )  # fmt: skip
     sc.validate_for(m, hw)
     r = evaluate_scenario(m, hw, sc, prof)

@@ -40,7 +40,11 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+import numpy as np
+
 from roofline.profile import Attention, CalibrationProfile, Ceiling, Comm, Curve, Overheads
+from roofline.published.monotone import isotonic_increasing
+from roofline.published.rows import published_csv_path
 from roofline.specs.library import hardware as load_hardware
 
 #: csv hardware label (prefix) -> bundled slug whose datasheet peaks apply
@@ -95,18 +99,6 @@ DECODE_STEP_POINTS: tuple[DecodeStepPoint, ...] = (
 #: Attended tokens used when a decode-step source states none. At batch 1 the K/V read of
 #: Llama-3.1-8B at 128 tokens (16 MiB) is 0.1 % of its 16 GB of weights, so the choice is immaterial.
 UNSTATED_CONTEXT = 128
-
-
-def published_csv_path() -> Path:
-    """The shipped copy of the public validation rows."""
-    package = Path(__file__).resolve().parents[1]
-    for cand in (
-        package / "_bundled" / "validation" / "published.csv",
-        package.parent / "validation" / "published.csv",
-    ):
-        if cand.exists():
-            return cand
-    raise FileNotFoundError("validation/published.csv is missing from this installation")
 
 
 def _slug(label: str) -> str | None:
@@ -227,16 +219,16 @@ def fit_end_to_end(base: CalibrationProfile, path: Path | None = None) -> Calibr
 
 def decode_step(profile: CalibrationProfile, point: DecodeStepPoint, cuda_graphs: bool) -> tuple[float, int, float]:
     """(predicted step time s, kernels per step, HBM-roofline floor s) of ``point``'s decode step."""
-    from roofline.costs import prefill_cost
+    from roofline.costs import step_cost
     from roofline.ops import decode_ops
     from roofline.prediction import make_scenario
     from roofline.specs.library import model as load_model
 
     m, hw = load_model(point.model), load_hardware(point.hardware)
     ctx = point.context if point.context is not None else UNSTATED_CONTEXT
-    sc = make_scenario(point.batch, ctx - 1, 2, weight_dtype=point.weight_dtype, cuda_graphs=cuda_graphs)
+    sc = make_scenario(hw, point.batch, ctx - 1, 2, weight_dtype=point.weight_dtype, cuda_graphs=cuda_graphs)
     ops = decode_ops(m, sc, hw, float(ctx))
-    step = float(prefill_cost(ops, hw, profile).time_s)
+    step = float(step_cost(ops, hw, profile).time_s)
     kernels = int(sum(op.count * op.kernels for op in ops))
     floor = float(sum(op.count * op.memory_bytes for op in ops)) / profile.memory_ceiling(hw)
     return step, kernels, floor
@@ -338,29 +330,15 @@ def _fit_small_shapes(
         by_m[r["mnk"][0]].append((min(t_c / t_kernel, 1.0), r["id"]))
     xs = sorted(m for m in by_m if m >= MMA_TILE_M)
     meds = [_med(by_m[m]) for m in xs]
-    ys = monotone_fit([v for v, _ in meds], [len(by_m[m]) for m in xs])
+    # weighted isotonic: a median below its left neighbour is pooled with it, so one row cannot lift every larger M
+    weights = np.asarray([len(by_m[m]) for m in xs], dtype=np.float64)
+    ys = [float(v) for v in isotonic_increasing(np.asarray([v for v, _ in meds]), weights)]
     src = [i for _, ids in meds for i in ids]
     x = [1.0, float(MMA_TILE_M)] if xs and xs[0] > MMA_TILE_M else [1.0]
     y0 = ys[0] if ys else 1.0
     y = [y0 / MMA_TILE_M, y0] if len(x) == 2 else [y0 / MMA_TILE_M]
     curve = Curve(x=tuple(x + [float(m) for m in xs]), y=tuple(round(v, 4) for v in y + ys), sources=tuple(src))
     return (round(overhead[0], 9), overhead[1]), curve
-
-
-def monotone_fit(values: list[float], weights: list[int]) -> list[float]:
-    """Weighted isotonic (non-decreasing) regression by pool-adjacent-violators.
-
-    Each value is the median efficiency at one M, weighted by its number of rows; a value
-    below its left neighbour is pooled with it into their weighted mean, so a single row
-    cannot lift every larger M (as a running maximum would).
-    """
-    blocks: list[list[float]] = []  # [weighted mean, weight, count]
-    for v, w in zip(values, weights, strict=True):
-        blocks.append([v, float(w), 1.0])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            (v2, w2, n2), (v1, w1, n1) = blocks.pop(), blocks.pop()
-            blocks.append([(v1 * w1 + v2 * w2) / (w1 + w2), w1 + w2, n1 + n2])
-    return [b[0] for b in blocks for _ in range(int(b[2]))]
 
 
 def main() -> None:  # pragma: no cover - maintenance entry point

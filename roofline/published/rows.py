@@ -266,3 +266,15 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 def at_least(grade: str, minimum: str) -> bool:
     """True when ``grade`` is ``minimum`` or better (A > A- > B+ > B); unknown grades never pass."""
     return grade in GRADES and minimum in GRADES and GRADES.index(grade) <= GRADES.index(minimum)
+
+
+def published_csv_path() -> Path:
+    """The shipped copy of the public validation rows."""
+    package = Path(__file__).resolve().parents[1]
+    for cand in (
+        package / "_bundled" / "validation" / "published.csv",
+        package.parent / "validation" / "published.csv",
+    ):
+        if cand.exists():
+            return cand
+    raise FileNotFoundError("validation/published.csv is missing from this installation")

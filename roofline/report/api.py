@@ -67,13 +67,15 @@ def build(
     prices: Mapping[str, float] | None = None,
     calibration: CalibrationProfile | str | Path | None = None,
     kv_dtype: str | None = None,
+    engine: str = "vllm",
     output_path: str | Path | None = None,
 ) -> Report:
     """Plan ``model`` for ``workload`` on each ``hardware`` and render the full HTML report.
 
     ``workload`` is a preset (chat, rag, summarize) whose fields the keyword arguments
     override, or ``custom`` with every field given. SLOs are in seconds; ``prices`` map
-    hardware slugs to USD per GPU-hour; ``kv_dtype`` None is the engine default (bf16).
+    hardware slugs to USD per GPU-hour; ``kv_dtype`` None is the engine default (bf16);
+    ``engine`` is the serving-engine preset (vllm, sglang, trtllm, ideal).
     ``output_path`` only names the file in the report's "Reproduce" command.
     """
     t0 = time.perf_counter()
@@ -82,14 +84,14 @@ def build(
     )
     inp = resolve_inputs(
         model, hardware, wl, precisions=precision, tp_options=tp_options, max_gpus=max_gpus, prices=prices,
-        calibration=calibration, kv_dtype=kv_dtype,
+        calibration=calibration, kv_dtype=kv_dtype, engine=engine,
     )  # fmt: skip
     from roofline.report.evidence import evidence, reproduce
     from roofline.report.sensitivity import sensitivity
 
     plan = run_plan(inp)
     rows = hardware_rows(inp, plan)
-    rec = next((r for r in rows if r.feasible and r.candidate is getattr(plan, "recommended", None)), None)
+    rec = next((r for r in rows if r.feasible and r.candidate is plan.recommended), None)
     sens = sensitivity(inp, plan)
     data = ReportData(
         inputs=inp, plan=plan, rows=rows, recommended=rec, risks=tuple(risks(rows, rec, inp, sens)),

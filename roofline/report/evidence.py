@@ -229,6 +229,8 @@ def _options(inp: Any) -> list[tuple[str, str]]:
         opts.append(("--tp", ",".join(map(str, inp.tp_options))))
     if inp.kv_dtype:
         opts.append(("--kv-dtype", inp.kv_dtype))
+    if inp.engine != "vllm":
+        opts.append(("--engine", inp.engine))
     if inp.max_gpus:
         opts.append(("--max-gpus", str(inp.max_gpus)))
     opts += [("--price", f"{k}={v:g}") for k, v in sorted(inp.prices.items())]
@@ -261,6 +263,8 @@ def python_call(inp: Any, out: str | Path | None) -> str:
         args.append(f"tp_options={list(inp.tp_options)!r}")
     if inp.kv_dtype:
         args.append(f"kv_dtype={inp.kv_dtype!r}")
+    if inp.engine != "vllm":
+        args.append(f"engine={inp.engine!r}")
     if inp.max_gpus:
         args.append(f"max_gpus={inp.max_gpus!r}")
     if inp.prices:

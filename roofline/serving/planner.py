@@ -31,8 +31,8 @@ check fails at the operating load λ = qps/replicas a replica is added.
 
 **Choice of B.** λ_max grows with B and so do TPOT_eff and TTFT_eff, so the best batch
 is the largest B that fits in memory at context P+O (``memory_budget`` via ``sweep``'s
-``fits``, with the engine's reserve sized for one unchunked prefill of P tokens) and
-meets both SLOs. Batches 1 … 16,384 are searched exhaustively (vectorised with
+``fits``, under the engine's memory semantics, see :mod:`roofline.engine`), is at most the
+engine's ``max_num_seqs``, and meets both SLOs. Batches 1 … 16,384 are searched exhaustively (vectorised with
 ``sweep``), larger ones on a geometric grid. Then::
 
     replicas = ceil(qps / λ_max(B))   (+1 while Little's law fails)
@@ -56,9 +56,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.engine.presets import EngineArg
 from roofline.errors import ScenarioError
 from roofline.limits import MAX_PLAN_GPUS, MAX_QPS, MAX_SEQUENCE_TOKENS
-from roofline.units import fmt_bytes, fmt_seconds
+from roofline.memory import no_fit_reason
+from roofline.units import fmt_seconds, usd_per_million_tokens
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -66,7 +68,6 @@ if TYPE_CHECKING:
     from roofline.profile import CalibrationProfile
     from roofline.specs.hardware import HardwareSpec
     from roofline.specs.model import ModelSpec
-    from roofline.specs.scenario import Scenario
 
 DEFAULT_TP = (1, 2, 4, 8)
 EXACT_BATCH_LIMIT = 16384
@@ -152,19 +153,19 @@ class PlanResult:
         """One paragraph on why nothing is feasible, naming the closest candidate and a fix."""
         slo = f"TTFT ≤ {fmt_seconds(self.ttft_slo_s)} and TPOT ≤ {fmt_seconds(self.tpot_slo_s)}"
         if not self.candidates:
-            return f"no candidate to evaluate for {self.model}; pass --hardware and --precision values that exist"
-        gpu = [c for c in self.candidates if c.gpus and not c.feasible and "max-gpus" in c.reason]
+            return f"no candidate to evaluate for {self.model}; pass hardware and precisions values that exist"
+        gpu = [c for c in self.candidates if c.gpus and not c.feasible and "max_gpus" in c.reason]
         slo_miss = [c for c in self.candidates if math.isfinite(c.slo_excess)]
         no_fit = [c for c in self.candidates if c.missing_bytes > 0]
         if gpu:
             best = min(gpu, key=lambda c: c.gpus)
-            fix = f"raise --max-gpus to {best.gpus}, lower --qps or allow other hardware"
+            fix = f"raise max_gpus to {best.gpus}, lower qps or allow other hardware"
         elif slo_miss:
             best = min(slo_miss, key=lambda c: c.slo_excess)
-            fix = "relax the SLOs, use a shorter prompt, a higher tp or fp8 (--precision bf16,fp8)"
+            fix = "relax the SLOs, use a shorter prompt, a higher tp or fp8 weights (precisions bf16,fp8)"
         elif no_fit:
             best = min(no_fit, key=lambda c: c.missing_bytes)
-            fix = "allow a higher tp (--tp 8,16), a lower precision (--precision fp8,int4) or larger GPUs"
+            fix = "allow a higher tp (tp_options 8,16), a lower precision (precisions fp8,int4) or larger GPUs"
         else:
             best = self.candidates[0]
             fix = "check the hardware, precision and tp options"
@@ -189,12 +190,15 @@ def plan(
     prices: Mapping[str, float] | None = None,
     calibration: CalibrationProfile | str | Path | None = None,
     kv_dtype: str | None = None,
+    engine: EngineArg = None,
+    engine_overrides: Mapping[str, Any] | None = None,
 ) -> PlanResult:
     """Cheapest deployment serving ``qps`` requests/s within the TTFT and TPOT SLOs (see module doc).
 
     ``hardware`` None means every known device. ``tp_options`` None means 1, 2, 4, 8 where
     they divide the attention heads. ``prices`` (slug → USD per GPU-hour) override spec
-    prices. ``kv_dtype`` None keeps the engine default (bf16).
+    prices. ``kv_dtype`` None keeps the engine default (bf16). ``engine`` is a preset name
+    (default ``vllm``) or an EngineConfig, resolved per hardware, with ``engine_overrides``.
     """
     from roofline.profile import load_profile
     from roofline.specs.library import hardware as load_hardware
@@ -227,7 +231,10 @@ def plan(
             raise ScenarioError(f"tp_options must be a list of whole numbers >= 1, got {tp_options!r}")
     precisions = [precisions] if isinstance(precisions, str) else precisions
     tps = list(tp_options) if tp_options is not None else [t for t in DEFAULT_TP if m.attention.num_heads % t == 0]
-    req = _Request(qps, int(prompt_len), int(output_len), ttft_slo_s, tpot_slo_s, max_gpus, kv_dtype)
+    req = _Request(
+        qps, int(prompt_len), int(output_len), ttft_slo_s, tpot_slo_s, max_gpus, kv_dtype, engine,
+        dict(engine_overrides or {}),
+    )  # fmt: skip
     cands = []
     for hw in hws:
         price = price_map.get(hw.name, hw.price.usd_per_gpu_hour if hw.price else None)
@@ -246,6 +253,8 @@ class _Request:
     tpot_slo: float
     max_gpus: int | None
     kv_dtype: str | None
+    engine: EngineArg = None
+    engine_overrides: dict[str, Any] = field(default_factory=dict)
 
 
 def _check_request(qps: float, p: int, o: int, ttft: float, tpot: float, max_gpus: int | None) -> None:
@@ -300,6 +309,11 @@ def load_curve(batch: np.ndarray, t_prefill_s: float, t_decode_s: np.ndarray, ou
     )
 
 
+def tokens_per_s_per_gpu(replica_rps: object, output_len: int, gpus_per_replica: int) -> Any:
+    """Output tokens/s per GPU of a replica serving ``replica_rps`` requests/s: λ · O / (tp · pp)."""
+    return np.asarray(replica_rps, dtype=np.float64) * output_len / gpus_per_replica
+
+
 def _rank(cands: list[Candidate]) -> list[Candidate]:
     """Feasible first by $/hour (unpriced after priced, by GPUs), then the rejected in input order."""
     ok = [c for c in cands if c.feasible]
@@ -315,17 +329,21 @@ def _candidate(
 
     kv = req.kv_dtype or "bf16"
     base = Candidate(hardware=hw.name, precision=prec, tp=tp, kv_dtype=kv, usd_per_gpu_hour=price)
-    opts: dict[str, Any] = {"weight_dtype": prec, "kv_dtype": kv, "max_batched_tokens": req.p}
+    opts: dict[str, Any] = {
+        "weight_dtype": prec, "kv_dtype": kv, "engine": req.engine, "engine_overrides": req.engine_overrides,
+    }  # fmt: skip
     try:
-        make_scenario(1, req.p, req.o, tp=tp, **opts).validate_for(m, hw)
+        sc = make_scenario(hw, 1, req.p, req.o, tp=tp, **opts)
+        sc.validate_for(m, hw)
     except ScenarioError as exc:
         return replace(base, reason=str(exc))
     first = sweep(m, hw, 1, req.p, req.o, tp=tp, calibration=prof, **opts).iloc[0]
     if not first["fits"]:
-        sc = make_scenario(1, req.p, req.o, tp=tp, **opts)
         return replace(base, reason=no_fit_reason(m, hw, sc), missing_bytes=float(first["missing_bytes"]))
     b_mem = int(first["max_batch"])
-    df = sweep(m, hw, _batch_grid(b_mem).tolist(), req.p, req.o, tp=tp, calibration=prof, **opts)
+    seq_cap = sc.engine.max_num_seqs if sc.engine is not None else b_mem
+    b_top = min(b_mem, seq_cap)
+    df = sweep(m, hw, _batch_grid(b_top).tolist(), req.p, req.o, tp=tp, calibration=prof, **opts)
     b = df["batch"].to_numpy(dtype=np.float64)
     t_dec = df["tpot_s"].to_numpy(dtype=np.float64)
     t_pre = float(first["ttft_s"])
@@ -337,7 +355,8 @@ def _candidate(
     if not ok.any():
         return _slo_reject(base, float(ttft[0]), float(tpot_full[0]), req)
     i = int(np.flatnonzero(ok)[-1])
-    limited = "memory" if i + 1 == len(b) or not fits[i + 1] else (
+    at_cap = i + 1 == len(b) and seq_cap < b_mem
+    limited = "max_num_seqs" if at_cap else "memory" if i + 1 == len(b) or not fits[i + 1] else (
         "tpot_slo" if tpot_full[i + 1] > req.tpot_slo else "ttft_slo")  # fmt: skip
     return _size(replace(base, batch=int(b[i]), limited_by=limited, t_decode_s=float(t_dec[i])), req)
 
@@ -398,73 +417,16 @@ def _size(c: Candidate, req: _Request) -> Candidate:
     ttft, tpot, rho, conc = load(replicas)
     gpus = replicas * per_replica
     cost = gpus * c.usd_per_gpu_hour if c.usd_per_gpu_hour is not None else None
-    per_m = cost / (req.qps * req.o * 3600) * 1e6 if cost is not None else None
+    per_m = usd_per_million_tokens(cost, req.qps * req.o) if cost is not None else None
     c = replace(
         c, feasible=True, replica_rps=lam_max, replicas=replicas, gpus=gpus, ttft_s=ttft, tpot_s=tpot,
         tpot_full_load_s=float(at_b.tpot_s), prefill_share=rho, concurrency=conc,
         headroom=replicas * lam_max / req.qps - 1, usd_per_hour=cost, usd_per_million_output_tokens=per_m,
     )  # fmt: skip
     if req.max_gpus is not None and gpus > req.max_gpus:
-        why = f"needs {gpus} GPUs ({replicas} replicas × tp {c.tp}) > --max-gpus {req.max_gpus}"
+        why = f"needs {gpus} GPUs ({replicas} replicas × tp {c.tp}) > max_gpus {req.max_gpus}"
         return replace(c, feasible=False, reason=why)
     return c
-
-
-def no_fit_reason(m: ModelSpec, hw: HardwareSpec, sc: Scenario) -> str:
-    """'does not fit: short by X per GPU (weights W, KV K, reserve R of usable U); fits with …'."""
-    from roofline.memory import memory_budget
-
-    mem = memory_budget(m, hw, sc)
-    short = float(np.max(mem.missing_bytes))
-    detail = (
-        f"weights {fmt_bytes(mem.weight_bytes)} + KV {fmt_bytes(float(np.max(mem.kv_bytes)))} + reserve "
-        f"{fmt_bytes(float(np.max(mem.reserve_bytes)))} > usable {fmt_bytes(mem.usable_bytes)} per GPU"
-    )
-    return f"does not fit: short by {fmt_bytes(short)} per GPU ({detail}); {fit_hint(m, hw, sc)}"
-
-
-def fit_hint(m: ModelSpec, hw: HardwareSpec, sc: Scenario) -> str:
-    """The smallest change that makes ``sc`` fit: a higher tp, a lower weight precision, or pp."""
-    from roofline.memory import memory_budget
-    from roofline.specs.precision import Precision
-
-    def fits(s: Scenario) -> bool:
-        try:
-            s.validate_for(m, hw)
-        except ScenarioError:
-            return False
-        return bool(np.all(memory_budget(m, hw, s).fits))
-
-    hints = []
-    tp = next((t for t in (2, 4, 8, 16, 32, 64) if t > sc.tp and fits(replace(sc, tp=t))), None)
-    if tp is not None:
-        hints.append(f"--tp {tp}")
-    lower = [p for p in (Precision.FP8, Precision.INT4) if p.bytes_per_element < sc.weight_dtype.bytes_per_element]
-    prec = next((p for p in lower if fits(replace(sc, weight_dtype=p, act_dtype=None))), None)
-    if prec is not None:
-        hints.append(f"--weight-dtype {prec.value}")
-    if prec is None:  # neither alone may be practical: the smallest tp with lower-precision weights
-        combo = next(
-            ((t, p) for t in (2, 4, 8, 16, 32) if t > sc.tp and (tp is None or t < tp)
-             for p in lower if fits(replace(sc, tp=t, weight_dtype=p, act_dtype=None))),
-            None,
-        )  # fmt: skip
-        if combo is not None:
-            hints.append(f"--tp {combo[0]} --weight-dtype {combo[1].value}")
-    if not hints:  # tp is capped by the scale-up domain: pipeline stages across nodes, fewest GPUs first
-        grid = sorted(
-            ((t, q) for t in (1, 2, 4, 8, 16, 32, 64) for q in (2, 4, 8, 16, 32) if t >= sc.tp and q > sc.pp),
-            key=lambda tq: (tq[0] * tq[1], tq[1]),
-        )
-        tpp = next((tq for tq in grid if fits(replace(sc, tp=tq[0], pp=tq[1]))), None)
-        if tpp is not None:
-            hints.append(f"--pp {tpp[1]}" if tpp[0] == sc.tp else f"--tp {tpp[0]} --pp {tpp[1]}")
-    if not hints:
-        return (
-            "it does not fit with tp up to the scale-up domain, pp up to 32 or fp8/int4 weights: "
-            "use larger GPUs or a shorter context"
-        )
-    return "it fits with " + " or ".join(hints)
 
 
 def _clean(x: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Scenario inputs: workload shape, precision, parallelism and engine memory semantics.
+"""Scenario inputs: workload shape, precision, parallelism and the serving engine.
 
 Shape fields (batch, prompt_len, output_len) may be numpy arrays that broadcast
 together: ``sweep`` is ``predict`` evaluated on arrays.
@@ -7,8 +7,8 @@ together: ``sweep`` is ``predict`` evaluated on arrays.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,38 +18,10 @@ from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
 
+if TYPE_CHECKING:
+    from roofline.engine.config import EngineConfig
+
 IntArray = Any  # int or numpy integer array (broadcastable)
-
-
-@dataclass(frozen=True)
-class EngineMemory:
-    """How a serving engine budgets device memory (vLLM-style semantics).
-
-    KV budget = capacity × ``memory_utilization`` − weights − reserve, where reserve is
-    ``reserve_bytes`` when given (it then covers activations *and* runtime), else the
-    estimated activation peak + ``runtime_overhead_bytes`` (CUDA context, NCCL buffers,
-    CUDA graphs). ``capacity_bytes`` overrides the datasheet capacity.
-    """
-
-    memory_utilization: float = 0.9
-    reserve_bytes: float | None = None
-    runtime_overhead_bytes: float = 2.0 * 2**30
-    capacity_bytes: float | None = None
-    max_batched_tokens: int | None = None
-
-    def __post_init__(self) -> None:
-        mu = self.memory_utilization
-        if isinstance(mu, bool) or not isinstance(mu, int | float | np.number) or not 0 < mu <= 1:
-            raise ScenarioError(
-                f"memory_utilization must be in (0, 1], got {self.memory_utilization}; vLLM's default is 0.9"
-            )
-        mbt = self.max_batched_tokens
-        if mbt is not None and (isinstance(mbt, bool) or not isinstance(mbt, int | np.integer) or mbt < 1):
-            raise ScenarioError(f"max_batched_tokens must be a whole number >= 1 or None, got {mbt!r}")
-        for name in ("reserve_bytes", "capacity_bytes"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float | np.number) or not v >= 0):
-                raise ScenarioError(f"{name} must be >= 0 bytes, got {v}")
 
 
 @dataclass(frozen=True)
@@ -60,12 +32,8 @@ class Scenario:
     bf16, fp16), else bf16. ``kv_dtype`` defaults to bf16. Embeddings and lm_head stay
     in the activation format unless ``quantize_embeddings``.
 
-    ``cuda_graphs``: decode steps are replayed as CUDA graphs, as vLLM, SGLang and
-    TensorRT-LLM ≥ 0.9 do by default, so each decode kernel pays the profile's
-    ``overheads.per_kernel_graph_s`` instead of the eager ``per_kernel_s``. False models an
-    engine that launches every decode kernel eagerly (e.g. TensorRT-LLM 0.5/0.6
-    ``gptSessionBenchmark`` without ``--enable_cuda_graph``). Prefill (variable token
-    counts) always launches its kernels eagerly.
+    ``engine``: the serving engine (:class:`roofline.engine.EngineConfig`); ``None`` means the
+    default preset resolved for the hardware by :func:`roofline.memory.engine_for`.
     """
 
     batch: IntArray = 1
@@ -78,10 +46,16 @@ class Scenario:
     pp: int = 1
     ep: int = 1
     replicas: int = 1
-    engine: EngineMemory = field(default_factory=EngineMemory)
-    flash_attention: bool = True
+    engine: EngineConfig | None = None
     quantize_embeddings: bool = False
-    cuda_graphs: bool = True
+
+    @property
+    def cuda_graphs(self) -> bool:
+        """Decode steps replayed as CUDA graphs (each decode kernel then pays the profile's
+        ``overheads.per_kernel_graph_s`` instead of the eager ``per_kernel_s``), as the engine
+        sets it; vLLM, SGLang and TensorRT-LLM >= 0.9 do by default. Prefill (variable token
+        counts) always launches its kernels eagerly."""
+        return True if self.engine is None else self.engine.cuda_graphs
 
     @property
     def activation(self) -> Precision:
@@ -90,6 +64,27 @@ class Scenario:
             return self.act_dtype
         w = self.weight_dtype
         return w if w in (Precision.BF16, Precision.FP16, Precision.FP8, Precision.FP32) else Precision.BF16
+
+    @property
+    def activation_memory_bytes_per_element(self) -> float:
+        """Bytes per activation element held in HBM: the activation format's, at least 2.
+
+        FP8 (W8A8) engines quantise only the GEMM inputs, inside the kernel that produces them;
+        the residual stream, GEMM outputs, attention Q/O and the TP all-reduce stay 16-bit.
+        Weight-only int/fp4 formats keep bf16 activations. The one home of this rule: ops,
+        memory and embeddings all read it.
+        """
+        return max(self.activation.bytes_per_element, 2.0)
+
+    @property
+    def embedding_bytes_per_element(self) -> float:
+        """Bytes per embedding / lm_head element: the weight format when ``quantize_embeddings``,
+        else the activation memory format (at least 16 bits)."""
+        return (
+            self.weight_dtype.bytes_per_element
+            if self.quantize_embeddings
+            else self.activation_memory_bytes_per_element
+        )
 
     @property
     def gpus_per_replica(self) -> int:
@@ -128,7 +123,7 @@ class Scenario:
             alt = ", ".join(hw.peak_dense.supported())
             raise ScenarioError(
                 f"{hw.name} has no published {dt} tensor peak, so {field_name}={p.value} cannot run there; "
-                f"supported formats: {alt}. Try --weight-dtype bf16 (or int4 weight-only)."
+                f"supported formats: {alt}. Try weight_dtype=bf16 (or weight_dtype=int4, weight-only)."
             )
         return dt
 
@@ -158,6 +153,21 @@ class Scenario:
         if a.mla is None and a.num_kv_heads % self.tp and self.tp % a.num_kv_heads:
             raise ScenarioError(
                 f"tp={self.tp} neither divides nor is a multiple of the {a.num_kv_heads} KV heads of {model.name}"
+            )
+        for layer in set(model.resolved_layers()):  # per-layer heads (DeciLM, Gemma-4, MiMo-V2)
+            if layer.has_attention and (
+                layer.num_heads % self.tp
+                or (a.mla is None and layer.num_kv_heads % self.tp and self.tp % layer.num_kv_heads)
+            ):
+                raise ScenarioError(
+                    f"tp={self.tp} does not shard the {layer.num_heads} heads / {layer.num_kv_heads} KV heads of "
+                    f"{model.name}'s {layer.label} layers; pick a tp dividing both (or a multiple of the KV heads)"
+                )  # fmt: skip
+        la = model.linear_attention
+        if la is not None and (la.num_heads % self.tp or (la.num_k_heads % self.tp and self.tp % la.num_k_heads)):
+            raise ScenarioError(
+                f"tp={self.tp} does not shard the {la.num_heads} {la.kind} heads ({la.num_k_heads} key heads/groups) "
+                f"of {model.name}; pick a tp dividing them"
             )
         if self.pp > model.num_layers:
             raise ScenarioError(f"pp={self.pp} exceeds the {model.num_layers} layers of {model.name}")

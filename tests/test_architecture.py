@@ -1,0 +1,121 @@
+"""The layout reads as the pipeline: no import cycles, arrows point one way, small modules.
+
+The import graph is built from the source (every ``import`` statement, also inside
+functions, except ``if TYPE_CHECKING:`` blocks), so a lazy import cannot hide a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "roofline"
+CORE = {
+    "roofline.errors", "roofline.units", "roofline.profile", "roofline.evaluate", "roofline.costs",
+    "roofline.memory", "roofline.prediction", "roofline.result",
+}  # fmt: skip
+#: Presentation hooks on the core result that Jupyter and users call (``_repr_html_``,
+#: ``plot_roofline``): they import the renderer when called; nothing in report/ is needed to predict.
+PRESENTATION_HOOKS = {("roofline.result", "roofline.report.charts"), ("roofline.result", "roofline.report.notebook")}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = {f"{node.module}.{a.name}" for a in node.names}
+            out.update(subs & modules)  # ``from pkg import submodule`` depends on the submodule only
+            if not subs <= modules:
+                out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in PKG.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps = {d for d in _imports(path, set(modules)) if d in modules and d != name and d != "roofline"}
+        graph[name] = {d for d in deps if (name, d) not in PRESENTATION_HOOKS}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_among_roofline_modules() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_core_imports_nothing_from_cli_report_serving_or_published() -> None:
+    graph = _graph()
+    for mod in sorted(CORE):
+        bad = sorted(d for d in graph[mod] if d.split(".")[1] in ("cli", "report", "serving", "published"))
+        assert bad == [], f"{mod} imports {bad}"
+
+
+def test_top_level_holds_only_the_core() -> None:
+    top = {f"roofline.{p.stem}" for p in PKG.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    assert top == CORE
+
+
+def test_readme_main_command_writes_no_tracked_file() -> None:
+    """The newcomer's main command writes its report under a git-ignored folder, so running it never
+    rewrites the committed example report (reports/ is regenerated on purpose, see reports/README.md)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    main = next(line for line in readme.splitlines() if "roofline report" in line and "pip install ." in line)
+    out = re.search(r"-o (\S+)", main)
+    assert out is not None
+    ignored = [g.strip().strip("/") for g in (ROOT / ".gitignore").read_text().splitlines() if g.strip()]
+    assert out.group(1).split("/")[0] in ignored, out.group(1)
