@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.show is not None:
             print(show_profile(args.show))
             return 0
-        from roofline.outputs import check_output
+        from roofline.boundary.outputs import check_output
 
         check_output(args.output, force=args.force or args.resume, what="calibration profile")  # before measuring
         suites = tuple(s.strip() for s in args.suites.split(",")) if args.suites else None

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.boundary.limits import MAX_SWEEP_POINTS
 from roofline.costs import latencies, scenario_costs, step_cost
 from roofline.engine.config import EngineConfig
 from roofline.engine.presets import EngineArg, resolve_engine
 from roofline.errors import ScenarioError
 from roofline.evaluate import op_time, op_time_summed_over_context
-from roofline.limits import MAX_SWEEP_POINTS
 from roofline.memory import kv_bytes_per_sequence, kv_bytes_per_token, memory_budget
 from roofline.ops.records import Op
 from roofline.profile import CalibrationProfile, load_profile
@@ -266,7 +266,7 @@ def sweep(
     if points > MAX_SWEEP_POINTS:
         raise ScenarioError(
             f"the sweep grid has {points:,} points (batch × prompt_len × output_len × tp), more than "
-            f"{MAX_SWEEP_POINTS:,} (roofline.limits); split it into several sweeps"
+            f"{MAX_SWEEP_POINTS:,} (roofline.boundary.limits); split it into several sweeps"
         )
     m, hw, prof = resolve(model, hardware, calibration)
     frames = []

@@ -179,11 +179,11 @@ class CalibrationProfile(Frozen):
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
     def save(self, path: str | Path, *, force: bool = True) -> Path:
-        """Write atomically through :func:`roofline.outputs.write_output` and return the path.
+        """Write atomically through :func:`roofline.boundary.outputs.write_output` and return the path.
 
         ``force`` False refuses to replace an existing file; non-regular targets are never replaced.
         """
-        from roofline.outputs import write_output
+        from roofline.boundary.outputs import write_output
 
         text = f"# roofline calibration profile, schema v{SCHEMA_VERSION}\n" + self.to_yaml()
         return write_output(path, text, force=force)

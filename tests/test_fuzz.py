@@ -343,7 +343,7 @@ def test_workloads_raise_only_project_errors(name: str, fields: dict[str, Any]) 
 @given(path=st.sampled_from(["", ".", "/", "/dev/null", "/dev/zero", "-", "/proc/self/mem", "a\x00b", "x" * 5000,
                              "/nonexistent/dir/f.html", "~/x.html"]) | st.text(max_size=20))  # fmt: skip
 def test_output_paths_are_checked_without_writing(path: str) -> None:
-    from roofline.outputs import check_output
+    from roofline.boundary.outputs import check_output
 
     with contextlib.suppress(RooflineError):
         check_output(path, force=False)

@@ -1,7 +1,7 @@
 """Regression tests for issue 15 (reliability under hostile input), one group per row of its table.
 
 Every test names its row. The properties: no input makes roofline hang or grow without bound
-(limits in roofline.limits, checked at the boundary); every failure is a RooflineError naming the
+(limits in roofline.boundary.limits, checked at the boundary); every failure is a RooflineError naming the
 file or option and a fix, and the CLI exits 2 (never 3, never a traceback); output paths are
 checked before any work and only regular files are ever replaced.
 """
@@ -22,9 +22,9 @@ import pytest
 from typer.testing import CliRunner
 
 import roofline
+from roofline.boundary.outputs import OutputError, check_output, write_output
 from roofline.cli.app import app
 from roofline.errors import CalibrationError, RooflineError, ScenarioError, SpecError
-from roofline.outputs import OutputError, check_output, write_output
 from roofline.profile import DEFAULT_PROFILE_PATH
 from roofline.specs.library import spec_path
 

@@ -295,7 +295,7 @@ def run(
     """
     import roofline
     from calibrate.closedloop.model import scale_spec
-    from roofline.outputs import check_output, write_output
+    from roofline.boundary.outputs import check_output, write_output
 
     out_target = check_output(output, force=force, what="CSV table") if output is not None else None
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from calibrate.measure.records import FINAL_STATUSES, Record
+from roofline.boundary.inputs import read_bytes
+from roofline.boundary.limits import MAX_STORE_FILE_BYTES
 from roofline.errors import CalibrationError
-from roofline.inputs import read_bytes
-from roofline.limits import MAX_STORE_FILE_BYTES
 
 STORE_VERSION = 1
 MATCH_KEYS = ("device", "device_name", "threads", "world_size")

@@ -64,8 +64,8 @@ def calibrate_cmd(
     budget_s = parse_duration_opt(budget, "--budget")
     if tp < 1:
         raise OptionError(f"--tp must be >= 1, got {tp}")
+    from roofline.boundary.outputs import check_output
     from roofline.errors import Interrupted
-    from roofline.outputs import check_output
 
     output = out if out is not None else Path("calibration.yaml")  # calibrate's default file name
     check_output(output, force=force or resume, what="calibration profile")  # before minutes of measuring

@@ -255,7 +255,7 @@ def model_import(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Convert a config.json into a model spec YAML with the strict importer (unknown architectures fail)."""
-    from roofline.outputs import check_output, write_output
+    from roofline.boundary.outputs import check_output, write_output
     from roofline.specs.hf_import import model_from_hf_config, spec_to_yaml
 
     target = check_output(out, force=force, what="YAML model spec") if out is not None else None
@@ -273,6 +273,11 @@ def model_import(
 
 def schema_cmd(kind: Annotated[SpecKind, typer.Argument(help="hardware, model or profile")]) -> None:
     """JSON Schema of a spec kind (by YAML key), for editor validation of spec and calibration profile files."""
+    if kind is SpecKind.profile:
+        from roofline.profile import CalibrationProfile
+
+        typer.echo(dumps(CalibrationProfile.model_json_schema(by_alias=True)))
+        return
     from roofline.specs.library import json_schema
 
-    typer.echo(dumps(json_schema(kind.value)))
+    typer.echo(dumps(json_schema("hardware" if kind is SpecKind.hardware else "model")))

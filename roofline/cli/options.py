@@ -19,9 +19,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roofline import limits
+from roofline.boundary import limits
+from roofline.boundary.outputs import OutputTarget, check_output, write_output
 from roofline.errors import RooflineError
-from roofline.outputs import OutputTarget, check_output, write_output
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,7 +38,7 @@ class OptionError(RooflineError):
     """A malformed or out-of-range command-line value (exit code 2)."""
 
 
-#: Largest value of each numeric option (roofline.limits); other options stop at 2^53 (exact in float64).
+#: Largest value of each numeric option (roofline.boundary.limits); other options stop at 2^53 (exact in float64).
 OPTION_MAXIMA: dict[str, tuple[float, str]] = {
     "--batch": (limits.MAX_BATCH, "MAX_BATCH: concurrent sequences of one replica"),
     "--prompt": (limits.MAX_SEQUENCE_TOKENS, "MAX_SEQUENCE_TOKENS: tokens of one sequence"),
@@ -52,7 +52,7 @@ _GENERIC_MAX = 2**53
 def _check_max(value: float, option: str) -> None:
     top, why = OPTION_MAXIMA.get(option.split()[0], (_GENERIC_MAX, "2^53, the largest exact integer of float64"))
     if value > top:
-        raise OptionError(f"{option} must be <= {_fmt(top)}, got {_fmt(value)} (limit {why}, roofline.limits)")
+        raise OptionError(f"{option} must be <= {_fmt(top)}, got {_fmt(value)} (limit {why}, roofline.boundary.limits)")
 
 
 def _fmt(x: float) -> str:
@@ -147,7 +147,7 @@ def _check_length(n: int, option: str, text: str) -> None:
     if n > limits.MAX_LIST_VALUES:
         raise OptionError(
             f"{option}: {text!r} expands to {n:,} values, more than the {limits.MAX_LIST_VALUES:,} allowed "
-            "(roofline.limits MAX_LIST_VALUES); use a coarser step or a doubling range such as 1..4096"
+            "(roofline.boundary.limits MAX_LIST_VALUES); use a coarser step or a doubling range such as 1..4096"
         )
 
 
@@ -156,7 +156,8 @@ def check_grid_size(points: int) -> None:
     if points > limits.MAX_SWEEP_POINTS:
         raise OptionError(
             f"the sweep grid has {points:,} points (batch × prompt × output × tp), more than the "
-            f"{limits.MAX_SWEEP_POINTS:,} allowed (roofline.limits MAX_SWEEP_POINTS); split it into several sweeps"
+            f"{limits.MAX_SWEEP_POINTS:,} allowed (roofline.boundary.limits MAX_SWEEP_POINTS); "
+            "split it into several sweeps"
         )
 
 
@@ -267,7 +268,7 @@ def frame_format(path: Path | None, fmt: str | None) -> str:
 
 
 def output_target(path: Path | None, force: bool, what: str, option: str = "-o") -> OutputTarget | None:
-    """A checked output destination (roofline.outputs.check_output) or None for stdout; call before any work."""
+    """A checked destination (roofline.boundary.outputs.check_output), None for stdout; call before any work."""
     return None if path is None else check_output(path, force=force, what=what, option=option)
 
 

@@ -56,6 +56,7 @@ def report_command(
     """
     import time
 
+    from roofline.boundary.outputs import check_output
     from roofline.cli.options import (
         parse_count_opt,
         parse_duration_opt,
@@ -64,7 +65,6 @@ def report_command(
         parse_names,
         parse_prices,
     )
-    from roofline.outputs import check_output
     from roofline.report.api import build
     from roofline.specs.library import list_hardware
     from roofline.specs.library import model as load_model

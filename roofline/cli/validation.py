@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from roofline.boundary.outputs import write_output
 from roofline.cli.options import OptionError, console, dumps, output_target, write_frame
-from roofline.outputs import write_output
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from roofline.outputs import OutputTarget, check_output, write_output
+from roofline.boundary.outputs import OutputTarget, check_output, write_output
 from roofline.profile import CalibrationProfile
 from roofline.report.content import (
     COLUMNS,
@@ -33,7 +33,7 @@ class Report:
     html: str
 
     def save(self, path: str | Path | OutputTarget, *, force: bool = True) -> Path:
-        """Write the HTML atomically through :func:`roofline.outputs.write_output`, creating folders.
+        """Write the HTML atomically through :func:`roofline.boundary.outputs.write_output`, creating folders.
 
         ``force`` False refuses to replace an existing file (the CLI's default without ``--force``);
         devices, FIFOs, links and folders are never replaced. Returns the path.

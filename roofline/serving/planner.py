@@ -56,9 +56,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.boundary.limits import MAX_PLAN_GPUS, MAX_QPS, MAX_SEQUENCE_TOKENS
 from roofline.engine.presets import EngineArg
 from roofline.errors import ScenarioError
-from roofline.limits import MAX_PLAN_GPUS, MAX_QPS, MAX_SEQUENCE_TOKENS
 from roofline.memory import no_fit_reason
 from roofline.units import fmt_seconds, usd_per_million_tokens
 
@@ -275,7 +275,7 @@ def _check_request(qps: float, p: int, o: int, ttft: float, tpot: float, max_gpu
         (real(tpot) and tpot > 0, f"the TPOT SLO must be > 0 s, got {tpot!r}"),
         (max_gpus is None or (whole(max_gpus) and max_gpus >= 1), f"max_gpus must be a count >= 1, got {max_gpus!r}"),
         (whole(p) and whole(o) and p + o <= MAX_SEQUENCE_TOKENS,
-         f"prompt_len + output_len must be <= {MAX_SEQUENCE_TOKENS:,} tokens (roofline.limits)"),
+         f"prompt_len + output_len must be <= {MAX_SEQUENCE_TOKENS:,} tokens (roofline.boundary.limits)"),
     ]  # fmt: skip
     for ok, msg in checks:
         if not ok:
@@ -412,7 +412,7 @@ def _size(c: Candidate, req: _Request) -> Candidate:
             lo, replicas = (lo, mid) if load(mid)[3] <= b else (mid, replicas)
     if replicas > cap:
         why = f"needs more than {cap:,} replicas × tp {c.tp} at {req.qps:g} req/s"
-        why += f" (> {MAX_PLAN_GPUS:,} GPUs, roofline.limits)"
+        why += f" (> {MAX_PLAN_GPUS:,} GPUs, roofline.boundary.limits)"
         return replace(c, feasible=False, reason=why, replica_rps=lam_max)
     ttft, tpot, rho, conc = load(replicas)
     gpus = replicas * per_replica

@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from roofline.boundary.limits import MAX_SEQUENCE_TOKENS
 from roofline.errors import ScenarioError, suggest
-from roofline.limits import MAX_SEQUENCE_TOKENS
 
 
 @dataclass(frozen=True)

@@ -45,9 +45,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from roofline.boundary.inputs import expand_user, read_text
+from roofline.boundary.limits import MAX_LAYERS
 from roofline.errors import SpecError
-from roofline.inputs import expand_user, read_text
-from roofline.limits import MAX_LAYERS
 from roofline.specs import hf_families as families
 from roofline.specs.hf_config import _MISSING, _Config
 from roofline.specs.hf_families import ADAPTERS, NOT_MODELLED
@@ -116,7 +116,7 @@ def _read(path_or_dict: str | Path | dict[str, Any]) -> tuple[dict[str, Any], st
     if not isinstance(path_or_dict, str | Path):
         raise SpecError(f"expected a config.json path or a dict, got {type(path_or_dict).__name__}")
     path = expand_user(path_or_dict)
-    text = read_text(path, "config file")  # regular files only, size-limited, UTF-8 (roofline.inputs)
+    text = read_text(path, "config file")  # regular files only, size-limited, UTF-8 (roofline.boundary.inputs)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -17,8 +17,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from roofline.boundary.inputs import expand_user, parse_yaml, read_text
 from roofline.errors import RooflineError, SpecError, UnknownNameError, suggest
-from roofline.inputs import expand_user, parse_yaml, read_text
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.validation import validate_spec
@@ -49,7 +49,7 @@ def _search_dirs(kind: Kind) -> list[Path]:
 
 
 def read_yaml(path: Path, error: type[RooflineError] = SpecError, what: str = "spec file") -> Any:
-    """Read one YAML document with the limits of :mod:`roofline.inputs`; errors name the file and line."""
+    """Read one YAML document with the limits of :mod:`roofline.boundary.inputs`; errors name the file and line."""
     return parse_yaml(read_text(path, what, error=error), str(path), error)
 
 
@@ -97,7 +97,7 @@ def _index(kind: Kind, search_key: str) -> _Index:
     """Index every spec file; one that cannot be read is recorded in ``broken`` and breaks only lookups of it.
 
     ``search_key`` keys the cache on ROOFLINE_SPECS_PATH. Each file is read within the limits of
-    :mod:`roofline.inputs` (size, aliases, depth), so no file can make indexing slow.
+    :mod:`roofline.boundary.inputs` (size, aliases, depth), so no file can make indexing slow.
     """
     names: dict[str, Path] = {}
     broken: dict[Path, str] = {}
@@ -212,11 +212,7 @@ def spec_path(kind: Kind, name: str) -> Path:
     return _lookup(kind, name)
 
 
-def json_schema(kind: Kind | Literal["profile"]) -> dict[str, Any]:
-    """JSON Schema of a spec kind (hardware, model or calibration profile), by YAML key, for editors."""
-    if kind == "profile":
-        from roofline.profile import CalibrationProfile
-
-        return CalibrationProfile.model_json_schema(by_alias=True)
+def json_schema(kind: Kind) -> dict[str, Any]:
+    """JSON Schema of a spec kind, by YAML key (alias), for editor validation."""
     cls: type[HardwareSpec] | type[ModelSpec] = HardwareSpec if kind == "hardware" else ModelSpec
     return cls.model_json_schema(by_alias=True)

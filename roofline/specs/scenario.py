@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.boundary.limits import DEFAULT_DOMAIN_GPUS, MAX_BATCH, MAX_PARALLEL, MAX_SEQUENCE_TOKENS
 from roofline.errors import ScenarioError
-from roofline.limits import DEFAULT_DOMAIN_GPUS, MAX_BATCH, MAX_PARALLEL, MAX_SEQUENCE_TOKENS
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
@@ -135,7 +135,7 @@ class Scenario:
             if isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer) or v < 1:
                 raise ScenarioError(f"{name} must be an integer >= 1 (got {v!r})")
             if v > MAX_PARALLEL:
-                raise ScenarioError(f"{name}={v} exceeds the limit of {MAX_PARALLEL:,} GPUs (roofline.limits)")
+                raise ScenarioError(f"{name}={v} exceeds the limit of {MAX_PARALLEL:,} GPUs (roofline.boundary.limits)")
         domain = hw.interconnect.domain_gpus if hw.interconnect is not None else None
         if self.tp > (domain or DEFAULT_DOMAIN_GPUS):
             size = f"{domain} GPUs" if domain else f"{DEFAULT_DOMAIN_GPUS} GPUs (assumed: one HGX/OAM baseboard)"
@@ -190,7 +190,7 @@ class Scenario:
 
 
 def _check_shape(batch: Any, prompt_len: Any, output_len: Any) -> None:
-    """batch, prompt_len, output_len: whole numbers >= 1 (not booleans) within roofline.limits."""
+    """batch, prompt_len, output_len: whole numbers >= 1 (not booleans) within roofline.boundary.limits."""
     limits = {"batch": MAX_BATCH, "prompt_len": MAX_SEQUENCE_TOKENS, "output_len": MAX_SEQUENCE_TOKENS}
     for name, value in (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)):
         try:
@@ -204,10 +204,12 @@ def _check_shape(batch: Any, prompt_len: Any, output_len: Any) -> None:
         if not np.all(np.isfinite(a)) or np.any(a < 1) or np.any(a != np.floor(a)):
             raise ScenarioError(f"{name} must be a whole number >= 1 (got {value!r}); fractions and NaN are not counts")
         if np.any(a > limits[name]):
-            raise ScenarioError(f"{name} must be <= {limits[name]:,} (roofline.limits), got {float(a.max()):,.0f}")
+            raise ScenarioError(
+                f"{name} must be <= {limits[name]:,} (roofline.boundary.limits), got {float(a.max()):,.0f}"
+            )
     ctx = np.asarray(prompt_len, dtype=np.float64) + np.asarray(output_len, dtype=np.float64)
     if np.any(ctx > MAX_SEQUENCE_TOKENS):
         raise ScenarioError(
-            f"prompt_len + output_len must be <= {MAX_SEQUENCE_TOKENS:,} tokens (roofline.limits), "
+            f"prompt_len + output_len must be <= {MAX_SEQUENCE_TOKENS:,} tokens (roofline.boundary.limits), "
             f"got {float(ctx.max()):,.0f}"
         )

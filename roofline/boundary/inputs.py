@@ -5,7 +5,7 @@ Every loader of user files (specs, profiles, config.json, calibration stores) re
 (SECURITY.md) are:
 
 * only regular files are read (``/dev/zero``, FIFOs and folders are refused) and at most
-  the file's limit of bytes (:mod:`roofline.limits`), so no read blocks or grows without bound;
+  the file's limit of bytes (:mod:`roofline.boundary.limits`), so no read blocks or grows without bound;
 * text must be UTF-8; an error names the file and the byte offset;
 * YAML is loaded with the safe loader (no tags execute), nesting is at most
   ``MAX_YAML_DEPTH`` levels, anchors/aliases may expand to at most ``MAX_YAML_NODES`` nodes,
@@ -21,8 +21,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from roofline.boundary.limits import MAX_SPEC_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, human_bytes
 from roofline.errors import RooflineError, SpecError
-from roofline.limits import MAX_SPEC_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, human_bytes
 
 
 def expand_user(path: str | Path) -> Path:
@@ -53,7 +53,7 @@ def read_bytes(
     if st.st_size > max_bytes:
         raise error(
             f"{what} {path} is {st.st_size:,} bytes, more than the {human_bytes(max_bytes)} limit "
-            f"(roofline.limits); check it is the right file"
+            f"(roofline.boundary.limits); check it is the right file"
         )
     try:
         with open(path, "rb") as fh:
@@ -61,7 +61,7 @@ def read_bytes(
     except OSError as exc:
         raise error(f"cannot read {what} {path}: {exc.strerror}; check the path and its permissions") from None
     if len(data) > max_bytes:  # grew while being read
-        raise error(f"{what} {path} is larger than the {human_bytes(max_bytes)} limit (roofline.limits)")
+        raise error(f"{what} {path} is larger than the {human_bytes(max_bytes)} limit (roofline.boundary.limits)")
     return data
 
 

@@ -25,8 +25,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from roofline.boundary.inputs import expand_user
 from roofline.errors import RooflineError
-from roofline.inputs import expand_user
 
 #: Targets written through rather than replaced (see the module doc).
 STREAM_TARGETS = ("-", "/dev/stdout", "/dev/stderr", "/dev/null")
