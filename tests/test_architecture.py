@@ -17,7 +17,12 @@ CORE = {
 }  # fmt: skip
 #: Presentation hooks on the core result that Jupyter and users call (``_repr_html_``,
 #: ``plot_roofline``): they import the renderer when called; nothing in report/ is needed to predict.
-PRESENTATION_HOOKS = {("roofline.result", "roofline.report.charts"), ("roofline.result", "roofline.report.notebook")}
+#: ``PredictionResult.interval`` imports the uncertainty model (derived from published rows) when called.
+PRESENTATION_HOOKS = {
+    ("roofline.result", "roofline.report.charts"),
+    ("roofline.result", "roofline.report.notebook"),
+    ("roofline.result", "roofline.published.uncertainty"),
+}
 
 
 def _module_name(path: Path) -> str:
