@@ -271,6 +271,28 @@ def test_calibration_store_raises_only_project_errors(tmp_path_factory: Any, lin
             assert math.isfinite(rec["median_s"]) and rec["median_s"] > 0
 
 
+PUBLISHED = (Path(__file__).resolve().parents[1] / "validation" / "published.csv").read_text("utf-8").splitlines()
+CELLS = st.sampled_from(["", "0", "-1", "nan", "inf", "1e999", "1.5", "9" * 5000, "x", "tp8", "TP=0", "fp99", '"'])
+
+
+@settings(FUZZ, max_examples=30 * SCALE)
+@given(data=st.data())
+def test_published_csv_raises_only_project_errors(tmp_path_factory: Any, data: st.DataObject) -> None:
+    """``accuracy --data``: rows of the shipped CSV with cells replaced by hostile values."""
+    from roofline.published.accuracy import evaluate_rows
+
+    rows = [line.split(",") for line in PUBLISHED[1:25]]
+    for _ in range(data.draw(st.integers(1, 6))):
+        row = data.draw(st.sampled_from(rows))
+        row[data.draw(st.integers(0, len(row) - 1))] = data.draw(CELLS | st.text(max_size=8))
+    path = tmp_path_factory.mktemp("csv") / "rows.csv"
+    path.write_text("\n".join([PUBLISHED[0], *(",".join(r) for r in rows)]) + "\n", "utf-8")
+    t0 = time.perf_counter()
+    with contextlib.suppress(RooflineError):
+        evaluate_rows(path)
+    assert time.perf_counter() - t0 < CASE_S
+
+
 # ---- the API -----------------------------------------------------------------------------------------
 API_VALUE = st.one_of(
     st.integers(-5, 2**70), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),

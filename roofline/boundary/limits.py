@@ -20,6 +20,10 @@ MAX_SPEC_FILE_BYTES = 4 * 2**20
 #: about 2,000 records of < 2 kB each (< 4 MB).
 MAX_STORE_FILE_BYTES = 256 * 2**20
 
+#: Bytes of a data table read by roofline (``accuracy --data``). The shipped
+#: validation/published.csv is about 110 kB.
+MAX_DATA_FILE_BYTES = 64 * 2**20
+
 #: YAML nodes after expanding anchors/aliases (scalars + mappings + sequences). A bundled
 #: spec has < 200; a "billion laughs" document expands to 10^9.
 MAX_YAML_NODES = 100_000
