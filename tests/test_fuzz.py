@@ -77,6 +77,11 @@ OUTPUTS = st.sampled_from(
 )  # fmt: skip
 
 
+LEVEL = st.sampled_from(["0.8", "0.5", "0", "1", "1.5", "-0.1", "nan", "80%", "", "0.999999999", "x"])
+ENGINE_SET = st.sampled_from(["memory_fraction=0.5", "max_num_seqs=1e30", "x=1", "=", "memory_fraction=nan",
+                              "max_num_batched_tokens=-1", "gpu_memory_utilization=2", "max_num_seqs=٣"])  # fmt: skip
+
+
 def rss_bytes() -> int:
     """Peak resident memory of this process (ru_maxrss is in KiB on Linux)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -113,15 +118,19 @@ def cli_args(draw: st.DrawFn) -> list[str]:
         "--batch": NUMBER, "--prompt": NUMBER, "--output": NUMBER, "--tp": NUMBER, "--pp": NUMBER,
         "--kv-dtype": DTYPE, "--weight-dtype": DTYPE, "--memory-utilization": NUMBER, "--calibration": FILES,
         "--engine": st.sampled_from(["vllm", "sglang", "trtllm", "ideal", "", "nope"]),
-        "--engine-set": st.sampled_from(["memory_fraction=0.5", "max_num_seqs=1e30", "x=1", "=", "memory_fraction=nan",
-                                         "max_num_batched_tokens=-1", "gpu_memory_utilization=2"]),
+        "--engine-set": ENGINE_SET,
     }  # fmt: skip
     if cmd == "sweep":
-        opts |= {"-o": OUTPUTS, "--format": st.sampled_from(["csv", "json", "xml", ""]), "--force": st.just("")}
+        opts |= {"-o": OUTPUTS, "--format": st.sampled_from(["csv", "json", "xml", ""]), "--force": st.just(""),
+                 "--interval": LEVEL}  # fmt: skip
+    if cmd == "predict":
+        opts |= {"--level": LEVEL, "--ep": NUMBER, "--engine-set": ENGINE_SET}
     if cmd == "plan":
         hws = st.sampled_from(["h100-sxm", "h100-sxm,mi300x", "", "nope"])
         opts = {"--prompt": NUMBER, "--output": NUMBER, "--tp": NUMBER, "--precision": DTYPE, "--kv-dtype": DTYPE,
-                "--max-gpus": NUMBER, "--hardware": hws}  # fmt: skip
+                "--max-gpus": NUMBER, "--hardware": hws, "--confidence": LEVEL, "--engine-set": ENGINE_SET,
+                "--price": st.sampled_from(["h100-sxm=2.5", "h100-sxm=0", "h100-sxm=nan", "=1", "x", "nope=1",
+                                            "h100-sxm=$1e999", "mi300x=1,h100-sxm=-2"])}  # fmt: skip
         head = ["plan", model, "--qps", draw(NUMBER), "--ttft-slo", draw(DURATION), "--tpot-slo", draw(DURATION)]
     elif cmd == "compare":
         opts.pop("--pp")
