@@ -52,8 +52,10 @@ MAX_BATCH = 2**20
 MAX_PARALLEL = 16_384
 
 #: Values in one CLI list or range (``--batch 1..1000000:1``), and points in one sweep grid.
+#: Measured: a 1,000,000-point sweep took 6 s and 0.75 GB as CSV but 27 s and 5 GB as JSON;
+#: 200,000 points bound a JSON sweep to about 1 GB.
 MAX_LIST_VALUES = 10_000
-MAX_SWEEP_POINTS = 1_000_000
+MAX_SWEEP_POINTS = 200_000
 
 #: Requests per second a plan is asked to serve (the largest public services report
 #: ~10^5 req/s in total), and GPUs a plan may use.
