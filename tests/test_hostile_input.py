@@ -233,7 +233,7 @@ API_CASES: list[tuple[str, Any]] = [
         (f"plan({kw})", lambda kw=kw: roofline.plan("llama-2-7b", **{**PLAN, **kw}))
         for kw in ({"qps": float("nan")}, {"qps": True}, {"qps": "1"}, {"prompt_len": 1.5}, {"max_gpus": 0.5},
                    {"tp_options": [1.5]}, {"tp_options": "abc"}, {"prices": {"h100-sxm": "x"}}, {"prices": [1]},
-                   {"calibration": 5}, {"kv_dtype": ""})
+                   {"calibration": 5}, {"kv_dtype": ""}, {"tp_options": list(range(1, 10_001))})
     ],
     *[
         (f"predict({kw})", lambda kw=kw: roofline.predict("llama-2-7b", "h100-sxm", **kw))

@@ -62,6 +62,10 @@ MAX_SWEEP_POINTS = 200_000
 MAX_QPS = 1e9
 MAX_PLAN_GPUS = 10_000_000
 
+#: Candidates (hardware × precision × tp) one plan evaluates. The default plan has 18 × 1 × 4;
+#: measured: 180,000 candidates (``--tp 1..10000:1``) took 31 s and 1.7 GB.
+MAX_PLAN_CANDIDATES = 2_000
+
 #: Scale-up domain (GPUs joined by one NVLink/xGMI/ICI fabric) assumed when a hardware spec
 #: does not state ``interconnect.domain_gpus``: 8, the HGX/DGX and OAM baseboards. Assumed:
 #: it moves only the largest tp accepted, never a prediction.

@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from roofline.boundary.limits import MAX_PLAN_GPUS, MAX_QPS, MAX_SEQUENCE_TOKENS
+from roofline.boundary.limits import MAX_PLAN_CANDIDATES, MAX_PLAN_GPUS, MAX_QPS, MAX_SEQUENCE_TOKENS
 from roofline.engine.presets import EngineArg
 from roofline.errors import ScenarioError
 from roofline.memory import no_fit_reason
@@ -261,6 +261,12 @@ def plan(
             raise ScenarioError(f"tp_options must be a list of whole numbers >= 1, got {tp_options!r}")
     precisions = [precisions] if isinstance(precisions, str) else precisions
     tps = list(tp_options) if tp_options is not None else [t for t in DEFAULT_TP if m.attention.num_heads % t == 0]
+    n_cands = len(hws) * len(precisions) * len(tps)
+    if n_cands > MAX_PLAN_CANDIDATES:
+        raise ScenarioError(
+            f"the plan would evaluate {n_cands:,} candidates (hardware × precision × tp), more than "
+            f"{MAX_PLAN_CANDIDATES:,} (roofline.boundary.limits); list fewer hardware, precisions or tp values"
+        )
     req = _Request(
         qps, int(prompt_len), int(output_len), ttft_slo_s, tpot_slo_s, max_gpus, kv_dtype, engine,
         dict(engine_overrides or {}), confidence,
