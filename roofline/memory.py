@@ -366,9 +366,17 @@ def fit_hint(m: ModelSpec, hw: HardwareSpec, sc: Scenario) -> str:
         )  # fmt: skip
         if combo is not None:
             hints.append(f"tp={combo[0]} with weight_dtype={combo[1].value}")
-    pp = next((q for q in (2, 4, 8) if q > sc.pp and fits(replace(sc, pp=q))), None)
-    if pp is not None and not hints:
-        hints.append(f"pp={pp}")
+    if not hints:  # tp is capped by the scale-up domain: pipeline stages across nodes, fewest GPUs first
+        grid = sorted(
+            ((t, q) for t in (1, 2, 4, 8, 16, 32, 64) for q in (2, 4, 8, 16, 32) if t >= sc.tp and q > sc.pp),
+            key=lambda tq: (tq[0] * tq[1], tq[1]),
+        )
+        tpp = next((tq for tq in grid if fits(replace(sc, tp=tq[0], pp=tq[1]))), None)
+        if tpp is not None:
+            hints.append(f"pp={tpp[1]}" if tpp[0] == sc.tp else f"tp={tpp[0]} with pp={tpp[1]}")
     if not hints:
-        return "it does not fit with tp up to 64, fp8/int4 weights or pp up to 8: use larger GPUs or a shorter context"
+        return (
+            "it does not fit with tp up to the scale-up domain, pp up to 32 or fp8/int4 weights: "
+            "use larger GPUs or a shorter context"
+        )
     return "it fits with " + " or ".join(hints)

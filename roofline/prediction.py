@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.boundary.limits import MAX_SWEEP_POINTS
 from roofline.costs import latencies, scenario_costs, step_cost
+from roofline.engine.config import EngineConfig
 from roofline.engine.presets import EngineArg, resolve_engine
+from roofline.errors import ScenarioError
 from roofline.evaluate import op_time, op_time_summed_over_context
 from roofline.memory import kv_bytes_per_sequence, kv_bytes_per_sequence_all_gpus, kv_bytes_per_token, memory_budget
 from roofline.ops.records import Op
@@ -76,6 +80,10 @@ def make_scenario(
     (None = the engine's setting) replays decode steps as CUDA graphs; False launches every
     decode kernel eagerly.
     """
+    if engine_overrides is not None and not isinstance(engine_overrides, Mapping):
+        raise ScenarioError(f"engine_overrides must map engine option names to values, got {engine_overrides!r}")
+    if engine is not None and not isinstance(engine, str | EngineConfig):
+        raise ScenarioError(f"engine must be a preset name (vllm, sglang, trtllm, ideal) or EngineConfig: {engine!r}")
     overrides = dict(engine_overrides or {})
     if cuda_graphs is not None:
         overrides["cuda_graphs"] = cuda_graphs
@@ -114,6 +122,11 @@ def predict(
     Options are those of :func:`make_scenario`; ``scenario`` replaces them all. Memory and
     ``max_batch`` follow the engine (default preset ``vllm``) and do not depend on ``batch``.
     """
+    if scenario is not None and not isinstance(scenario, Scenario):
+        raise ScenarioError(f"scenario must be a roofline Scenario (see make_scenario), got {type(scenario).__name__}")
+    for name, v in (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)):
+        if np.ndim(v) != 0:
+            raise ScenarioError(f"{name} must be one whole number in predict() (got {v!r}); sweep() takes lists")
     m, hw, prof = resolve(model, hardware, calibration)
     sc = scenario or make_scenario(
         hw, batch, prompt_len, output_len, tp=tp, pp=pp, ep=ep, replicas=replicas, weight_dtype=weight_dtype,
@@ -249,10 +262,19 @@ def sweep(
     """
     import pandas as pd
 
+    tps = _axis(tp, "tp")
+    if np.any(tps != np.floor(tps)) or np.any(tps < 1) or np.any(tps > 2**31):
+        raise ScenarioError(f"tp must be whole numbers >= 1 (got {tp!r})")
+    b, pl, ol = (_axis(x, n) for x, n in ((batch, "batch"), (prompt_len, "prompt_len"), (output_len, "output_len")))
+    points = math.prod(a.size for a in (b, pl, ol, tps))
+    if points > MAX_SWEEP_POINTS:
+        raise ScenarioError(
+            f"the sweep grid has {points:,} points (batch × prompt_len × output_len × tp), more than "
+            f"{MAX_SWEEP_POINTS:,} (roofline.boundary.limits); split it into several sweeps"
+        )
     m, hw, prof = resolve(model, hardware, calibration)
     frames = []
-    for t in np.atleast_1d(np.asarray(tp, dtype=int)):
-        b, pl, ol = (np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in (batch, prompt_len, output_len))
+    for t in tps:
         bg, pg, og = b[:, None, None], pl[None, :, None], ol[None, None, :]
         sc = make_scenario(
             hw, bg, pg, og, tp=int(t), pp=pp, ep=ep, replicas=replicas, weight_dtype=weight_dtype,
@@ -262,6 +284,19 @@ def sweep(
         sc.validate_for(m, hw)
         frames.append(_grid_frame(m, hw, sc, prof, bg, pg, og))
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def _axis(x: Any, name: str) -> np.ndarray:
+    """One sweep axis as a 1-d float64 array of finite numbers (booleans and text are not counts)."""
+    try:
+        arr = np.atleast_1d(np.asarray(x))
+        ok = arr.ndim == 1 and arr.size > 0 and arr.dtype.kind in "iuf"
+        out = arr.astype(np.float64) if ok else arr
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok or not np.all(np.isfinite(out)):
+        raise ScenarioError(f"{name} must be a whole number or a flat list of whole numbers >= 1 (got {x!r})")
+    return out
 
 
 def _grid_frame(

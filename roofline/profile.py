@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -207,19 +205,15 @@ class CalibrationProfile(Frozen):
             data["hardware"] = _hardware_to_yaml_dict(self.hardware)
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
-    def save(self, path: str | Path) -> Path:
-        """Write atomically (temp file + rename) and return the path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(f"# roofline calibration profile, schema v{SCHEMA_VERSION}\n")
-            fh.write(self.to_yaml())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a profile is meant to be shared
-        os.replace(tmp, path)
-        return path
+    def save(self, path: str | Path, *, force: bool = True) -> Path:
+        """Write atomically through :func:`roofline.boundary.outputs.write_output` and return the path.
+
+        ``force`` False refuses to replace an existing file; non-regular targets are never replaced.
+        """
+        from roofline.boundary.outputs import write_output
+
+        text = f"# roofline calibration profile, schema v{SCHEMA_VERSION}\n" + self.to_yaml()
+        return write_output(path, text, force=force)
 
 
 def _hardware_to_yaml_dict(hw: HardwareSpec) -> dict[str, Any]:
@@ -264,13 +258,22 @@ def load_profile(path_or_profile: str | Path | CalibrationProfile | None) -> Cal
         return path_or_profile
     from roofline.specs.library import read_yaml, validate_spec
 
+    if not isinstance(path_or_profile, str | Path):
+        raise CalibrationError(
+            f"a calibration profile is a YAML path or a CalibrationProfile, got {type(path_or_profile).__name__}"
+        )
     path = Path(path_or_profile)
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):
+        exists = False
+    if not exists:
         raise CalibrationError(
             f"calibration profile {path} does not exist; create one with `roofline calibrate -o {path}` "
             "or omit --calibration to use the default profile"
         )
-    return validate_spec(CalibrationProfile, read_yaml(path), str(path))
+    data = read_yaml(path, CalibrationError, "calibration profile")
+    return validate_spec(CalibrationProfile, data, str(path), CalibrationError)
 
 
 DEFAULT_PROFILE_PATH = Path(__file__).resolve().parent / "data" / "default_profile.yaml"

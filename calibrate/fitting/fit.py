@@ -258,6 +258,9 @@ def fit_gemm(records: list[Record], p: Params, res: FitResult, primary: str | No
             res.notes.append(f"gemm {dtype}: every GEMM is memory-bound; no compute ceiling")
             continue
         ux, fitted = _rate_curve(m, need)
+        if not np.isfinite(fitted).any():  # every size has a memory-bound repeat (few records, e.g. after Ctrl-C)
+            res.notes.append(f"gemm {dtype}: no GEMM size is compute-bound in every repeat; no compute ceiling")
+            continue
         c = float(fitted[np.isfinite(fitted)][-1])
         top = [r for r in use if float(r["params"]["m"]) in set(ux[-2:].tolist())]
         best = max(float(r["params"]["flops"]) / float(r["median_s"]) for r in rs)

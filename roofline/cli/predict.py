@@ -13,8 +13,11 @@ import typer
 from roofline.cli.options import (
     RANGE_HELP,
     OptionError,
+    check_grid_size,
     console,
     dumps,
+    frame_format,
+    output_target,
     parse_count_opt,
     parse_engine_set,
     parse_int_list,
@@ -244,6 +247,7 @@ def sweep_cmd(
     ] = None,
     json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
     csv: Annotated[bool, typer.Option("--csv", help="Same as --format csv.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
     interval: Annotated[
         str | None,
         typer.Option(
@@ -265,8 +269,11 @@ def sweep_cmd(
     if len(flags) + (fmt is not None) > 1:
         raise OptionError("choose one output format: --format csv|json, --json or --csv")
     fmt = flags[0] if flags else fmt
+    target = output_target(out, force, "CSV or JSON table")
+    frame_format(out, fmt)
     axes = {n: parse_int_list(v, f"--{n}") for n, v in (("batch", batch), ("prompt", prompt), ("output", output))}
     tps = parse_int_list(tp, "--tp")
+    check_grid_size(len(axes["batch"]) * len(axes["prompt"]) * len(axes["output"]) * len(tps))
     lv = parse_level(interval, "--interval") if interval is not None else None
     m, hw, prof = resolve(model, hardware, calibration)
     kw = scenario_kwargs(1, pp, ep, weight_dtype, kv_dtype, engine, engine_set, memory_utilization, cuda_graphs)
@@ -285,7 +292,7 @@ def sweep_cmd(
         from roofline.published.uncertainty import interval_columns
 
         df = interval_columns(df, lv, prof)
-    kind = write_frame(df, out, fmt)
+    kind = write_frame(df, target, fmt)
     if out is not None:
         n_fit = int(df["fits"].sum())
         console(stderr=True).print(f"wrote {len(df)} rows ({n_fit} fit in memory) as {kind} to {out}")

@@ -49,6 +49,7 @@ def report_command(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="HTML file to write (default reports/MODEL-WORKLOAD.html).")
     ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
 ) -> None:
     """Write a self-contained HTML capacity report for MODEL on --hardware.
 
@@ -60,6 +61,7 @@ def report_command(
     """
     import time
 
+    from roofline.boundary.outputs import check_output
     from roofline.cli.options import (
         parse_count_opt,
         parse_duration_opt,
@@ -73,7 +75,8 @@ def report_command(
     from roofline.specs.library import model as load_model
 
     t0 = time.perf_counter()
-    path = out or Path("reports") / f"{load_model(model).name}-{workload.strip().lower()}.html"
+    path = out if out is not None else Path("reports") / f"{load_model(model).name}-{workload.strip().lower()}.html"
+    target = check_output(path, force=force, what="HTML report")  # before the minutes of work, not after
     rep = build(
         model, hardware=parse_names(hardware) or list_hardware(), workload=workload,
         prompt_len=parse_count_opt(prompt, "--prompt") if prompt is not None else None,
@@ -85,7 +88,7 @@ def report_command(
         max_gpus=max_gpus, prices=parse_prices(price or []), calibration=calibration, kv_dtype=kv_dtype,
         engine=engine, output_path=path,
     )  # fmt: skip
-    rep.save(path)
+    rep.save(target)
     size_kb = len(rep.html.encode()) / 1e3
     rec = rep.data.recommended
     if rec is not None and rec.candidate is not None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.boundary.limits import MAX_BATCH, MAX_PARALLEL, MAX_SEQUENCE_TOKENS
 from roofline.errors import ScenarioError
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.model import ModelSpec
@@ -180,14 +181,13 @@ class Scenario:
 
     def validate_for(self, model: ModelSpec, hw: HardwareSpec) -> None:
         """Raise ScenarioError (with a fix) for shapes and parallelism the model cannot take."""
-        for name in ("batch", "prompt_len", "output_len"):
-            arr = np.asarray(getattr(self, name))
-            if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 1):
-                raise ScenarioError(f"{name} must be a whole number >= 1 (got {getattr(self, name)!r})")
+        _check_shape(self.batch, self.prompt_len, self.output_len)
         for name in ("tp", "pp", "ep", "replicas"):
             v = getattr(self, name)
-            if not isinstance(v, int | np.integer) or v < 1:
+            if isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer) or v < 1:
                 raise ScenarioError(f"{name} must be an integer >= 1 (got {v!r})")
+            if v > MAX_PARALLEL:
+                raise ScenarioError(f"{name}={v} exceeds the limit of {MAX_PARALLEL:,} GPUs (roofline.boundary.limits)")
         a = model.attention
         if a.num_heads % self.tp:
             ok = [t for t in (1, 2, 4, 8, 16, 32, 64) if a.num_heads % t == 0]
@@ -272,3 +272,29 @@ def weight_dtype_fields(weight_dtype: object) -> dict[str, Any]:
         return {"weight_dtype": Precision.BF16, "use_checkpoint": True, "weight_overrides": over}
     return {"weight_dtype": Precision.parse(weight_dtype, "weight_dtype"), "use_checkpoint": False,  # type: ignore[arg-type]
             "weight_overrides": ()}  # fmt: skip
+
+
+def _check_shape(batch: Any, prompt_len: Any, output_len: Any) -> None:
+    """batch, prompt_len, output_len: whole numbers >= 1 (not booleans) within roofline.boundary.limits."""
+    limits = {"batch": MAX_BATCH, "prompt_len": MAX_SEQUENCE_TOKENS, "output_len": MAX_SEQUENCE_TOKENS}
+    for name, value in (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)):
+        try:
+            arr = np.asarray(value)
+            ok_type = arr.dtype.kind in "iuf" and arr.size > 0
+        except (TypeError, ValueError, OverflowError):
+            ok_type = False
+        if not ok_type:
+            raise ScenarioError(f"{name} must be a whole number >= 1 (got {value!r})")
+        a = arr.astype(np.float64)
+        if not np.all(np.isfinite(a)) or np.any(a < 1) or np.any(a != np.floor(a)):
+            raise ScenarioError(f"{name} must be a whole number >= 1 (got {value!r}); fractions and NaN are not counts")
+        if np.any(a > limits[name]):
+            raise ScenarioError(
+                f"{name} must be <= {limits[name]:,} (roofline.boundary.limits), got {float(a.max()):,.0f}"
+            )
+    ctx = np.asarray(prompt_len, dtype=np.float64) + np.asarray(output_len, dtype=np.float64)
+    if np.any(ctx > MAX_SEQUENCE_TOKENS):
+        raise ScenarioError(
+            f"prompt_len + output_len must be <= {MAX_SEQUENCE_TOKENS:,} tokens (roofline.boundary.limits), "
+            f"got {float(ctx.max()):,.0f}"
+        )
