@@ -1,0 +1,194 @@
+"""``roofline.simulate``: serve a request stream on one engine replica and measure it.
+
+    s = roofline.simulate("llama-3.1-8b", "h100-sxm", engine="vllm", qps=10.0,
+                          prompt_len=1024, output_len=256, num_requests=2000, seed=0)
+    s.summary["ttft_p99_s"], s.requests, s.timeline, s.plot()
+
+Workload: exactly one of ``qps`` (open loop; ``arrival`` poisson | gamma (with ``arrival_cv``) |
+constant), ``concurrency`` (closed loop: each of C clients sends its next request when the
+previous one finishes) or ``trace`` (JSONL replay, see :mod:`roofline.serving.trace`). Lengths:
+see :mod:`roofline.serving.arrivals`. ``prefix_share`` ∈ [0, 1]: the first
+round(share × mean prompt) tokens of every prompt are one common system prompt (prefix caching
+then skips them after the first request).
+
+Memory comes from :func:`roofline.memory.memory_budget` (the engine's KV budget), step times from
+the compiled cost model (:mod:`roofline.serving.steptime`), batching from the engine's scheduler
+policy (:mod:`roofline.serving.policy`). The engine's ``step_overhead_s`` is CPU time per step
+(added to each step, or overlapped under ``async_scheduling``); ``request_overhead_s`` is added
+between a request's send time and its entry into the engine's queue (it counts in TTFT and E2E).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from roofline.engine.presets import EngineArg, resolve_engine
+from roofline.errors import ScenarioError
+from roofline.memory import kv_bytes_per_sequence_per_gpu, memory_budget, no_fit_reason
+from roofline.prediction import HardwareArg, ModelArg, ProfileArg, resolve
+from roofline.serving.arrivals import arrival_times, parse_length
+from roofline.serving.engine_sim import EngineSim
+from roofline.serving.policy import policy_for, split_overrides
+from roofline.serving.simresult import SimulationResult, build_result
+from roofline.serving.steptime import StepModel
+from roofline.serving.trace import block_hashes, load_trace
+from roofline.specs.precision import Precision
+from roofline.specs.scenario import Scenario
+
+
+def simulate(
+    model: ModelArg,
+    hardware: HardwareArg,
+    engine: EngineArg = "vllm",
+    tp: int = 1,
+    *,
+    qps: float | None = None,
+    concurrency: int | None = None,
+    trace: str | Path | None = None,
+    prompt_len: Any = 1024,
+    output_len: Any = 256,
+    num_requests: int = 2000,
+    seed: int = 0,
+    arrival: str = "poisson",
+    arrival_cv: float = 1.0,
+    prefix_share: float = 0.0,
+    engine_overrides: Mapping[str, Any] | None = None,
+    weight_dtype: str | Precision | None = None,
+    kv_dtype: str | Precision | None = None,
+    pp: int = 1,
+    ep: int = 1,
+    calibration: ProfileArg = None,
+    trace_block_tokens: int = 512,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimulationResult:
+    """Simulate serving ``num_requests`` requests (see the module docstring); deterministic given ``seed``.
+
+    ``weight_dtype``/``kv_dtype`` None: the checkpoint's own format (KV in bf16 unless the checkpoint
+    is fp16). ``engine_overrides`` takes EngineConfig fields and scheduler settings
+    (``prefix_caching``, ``async_scheduling``, ``mixed_chunk``) under their engine option names.
+    """
+    m, hw, prof = resolve(model, hardware, calibration)
+    eng_over, pol_over = split_overrides(dict(engine_overrides or {}))
+    eng = resolve_engine(engine, hw, eng_over)
+    policy = policy_for(eng.scheduler, pol_over)
+    wd = Precision.parse(weight_dtype or m.native_dtype, "weight_dtype")
+    kd = Precision.parse(kv_dtype or (m.native_dtype if m.native_dtype in ("bf16", "fp16") else "bf16"), "kv_dtype")
+    modes = [x is not None for x in (qps, concurrency, trace)]
+    if sum(modes) != 1:
+        raise ScenarioError("give exactly one of qps= (open loop), concurrency= (closed loop) or trace= (replay)")
+    rng = np.random.default_rng(seed)
+    send, prompt, output, hashes = _workload(
+        qps, concurrency, trace, prompt_len, output_len, num_requests, arrival, arrival_cv, rng, trace_block_tokens
+    )
+    sc = Scenario(
+        batch=1, prompt_len=max(1, round(float(prompt.mean()))), output_len=max(1, round(float(output.mean()))),
+        weight_dtype=wd, kv_dtype=kd, tp=tp, pp=pp, ep=ep, engine=eng,
+    )  # fmt: skip
+    sc.validate_for(m, hw)
+    bs = eng.kv_block_tokens
+    mem = memory_budget(m, hw, sc)
+    budget = float(mem.kv_budget_bytes)
+    ref_ctx = bs * math.ceil((sc.prompt_len + sc.output_len) / bs)
+    per_block = float(kv_bytes_per_sequence_per_gpu(m, sc, ref_ctx)) / ref_ctx * bs
+    total_blocks = int(budget // per_block) if budget > 0 else 0
+    if total_blocks < 1:
+        raise ScenarioError(f"{m.name} on {hw.name} with {eng.label}: {no_fit_reason(m, hw, sc)}")
+    _check_requests(m.max_position_embeddings, prompt, output, bs, total_blocks, eng.max_num_batched_tokens,
+                    eng.chunked_prefill, m.name)  # fmt: skip
+    max_seqs = min(eng.max_num_seqs, eng.max_num_batched_tokens)
+    step = StepModel(m, sc, hw, prof, eng.max_num_batched_tokens, max_seqs, eng.step_overhead_s,
+                     policy.async_scheduling)  # fmt: skip
+    if hashes is not None:
+        hashes = [block_hashes(e, int(p), bs, trace_block_tokens) for e, p in zip(hashes, prompt, strict=True)]
+    elif prefix_share > 0:
+        hashes = _shared_prefix(prefix_share, prompt, bs)
+    sim = EngineSim(
+        step, policy, block_tokens=bs, total_blocks=total_blocks, max_tokens=eng.max_num_batched_tokens,
+        max_seqs=max_seqs, chunked=eng.chunked_prefill, max_partial=eng.max_partial_prefills, prompt=prompt,
+        output=output, hashes=hashes, send_s=send, concurrency=concurrency, request_overhead_s=eng.request_overhead_s,
+        saturation_queue=max(2000, 2 * max_seqs),
+    )  # fmt: skip
+    t0 = time.perf_counter()
+    sim.run(None if progress is None else (lambda done: progress(done, len(prompt))))
+    wall = time.perf_counter() - t0
+    config = {
+        "label": f"{m.name} on {hw.name} tp={tp}, {eng.label}", "model": m.name, "hardware": hw.name, "tp": tp,
+        "engine": eng.label, "policy": policy, "kv_blocks": total_blocks, "kv_block_tokens": bs,
+        "kv_budget_bytes": budget, "max_num_seqs": max_seqs, "max_num_batched_tokens": eng.max_num_batched_tokens,
+        "weight_dtype": wd.value, "kv_dtype": kd.value, "wall_s": wall, "seed": seed,
+        "workload": _describe(qps, concurrency, trace, prompt_len, output_len, arrival, arrival_cv, prefix_share),
+    }  # fmt: skip
+    return build_result(sim, send if send is not None else np.zeros(0), config)
+
+
+def _workload(
+    qps: float | None, concurrency: int | None, trace: str | Path | None, prompt_len: Any, output_len: Any,
+    n: int, arrival: str, cv: float, rng: np.random.Generator, trace_block_tokens: int,
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, list[tuple[Any, ...]] | None]:  # fmt: skip
+    """(send times or None for closed loop, prompt tokens, output tokens, per-request hash chains)."""
+    if trace is not None:
+        tr = load_trace(trace, trace_block_tokens)
+        return tr.arrival_s, tr.prompt_tokens, tr.output_tokens, tr.hashes
+    if not isinstance(n, int | np.integer) or isinstance(n, bool) or n < 1:
+        raise ScenarioError(f"num_requests must be a whole number >= 1 (got {n!r})")
+    pl, ol = parse_length(prompt_len, "prompt_len"), parse_length(output_len, "output_len")
+    send = None
+    if qps is not None:
+        send = arrival_times(n, float(qps), arrival, cv, rng)
+    elif concurrency is None or isinstance(concurrency, bool) or int(concurrency) != concurrency or concurrency < 1:
+        raise ScenarioError(f"concurrency must be a whole number >= 1 (got {concurrency!r})")
+    return send, pl.sample(n, rng), ol.sample(n, rng), None
+
+
+def _shared_prefix(share: float, prompt: np.ndarray, bs: int) -> list[tuple[Any, ...]]:
+    """Hash chains where the first round(share × mean prompt) tokens are common to every request."""
+    if not 0 <= share <= 1:
+        raise ScenarioError(f"prefix_share must be between 0 and 1 (got {share})")
+    s = round(share * float(prompt.mean()))
+    common = tuple(("sys", b) for b in range(s // bs))
+    return [common[: min(len(common), int(p) // bs)] for p in prompt]
+
+
+def _check_requests(
+    max_pos: int | None, prompt: np.ndarray, output: np.ndarray, bs: int, blocks: int, budget: int, chunked: bool,
+    name: str,
+) -> None:  # fmt: skip
+    ctx = prompt + output
+    if max_pos is not None and np.any(ctx > max_pos):
+        i = int(np.argmax(ctx > max_pos))
+        raise ScenarioError(
+            f"request {i} needs {int(prompt[i])} prompt + {int(output[i])} output tokens = {int(ctx[i])}, beyond the "
+            f"{max_pos}-token context of {name}; shorten prompt_len/output_len"
+        )
+    need = -(-ctx // bs)
+    if np.any(need > blocks):
+        i = int(np.argmax(need > blocks))
+        raise ScenarioError(
+            f"request {i} ({int(ctx[i])} tokens) needs {int(need[i])} KV blocks but the engine's whole KV pool holds "
+            f"{blocks} ({blocks * bs} tokens): it can never finish; raise gpu_memory_utilization, tp, or shorten it"
+        )
+    if not chunked and np.any(prompt > budget):
+        i = int(np.argmax(prompt > budget))
+        raise ScenarioError(
+            f"request {i} has a {int(prompt[i])}-token prompt but chunked prefill is off and one step takes at most "
+            f"max_num_batched_tokens={budget}; enable chunked_prefill or raise max_num_batched_tokens"
+        )
+
+
+def _describe(
+    qps: float | None, conc: int | None, trace: Any, pl: Any, ol: Any, arrival: str, cv: float, share: float
+) -> str:
+    if trace is not None:
+        return f"trace {trace}"
+    p, o = parse_length(pl, "prompt_len").describe(), parse_length(ol, "output_len").describe()
+    load = f"{arrival} arrivals at {qps:g} req/s" if qps is not None else f"closed loop, concurrency {conc}"
+    if arrival == "gamma" and qps is not None:
+        load += f" (CV {cv:g})"
+    extra = f", shared prefix {share:.0%}" if share else ""
+    return f"{load}; prompt {p}, output {o} tokens{extra}"
