@@ -40,8 +40,9 @@ TIMELINE_COLUMNS = ("time_s", "running", "waiting", "kv_blocks_used", "decode_ro
 class Req:
     """Mutable state of one request (times in seconds, counts in tokens)."""
 
-    __slots__ = ("admitted", "blocks", "cached", "computed", "entry", "finish", "first", "gen", "gfin", "hashes",
-                 "last_tok", "named", "off", "output", "preempt", "prompt", "rid", "seq", "state", "target")  # fmt: skip
+    __slots__ = ("admitted", "blocks", "cached", "computed", "entry", "finish", "first", "gen", "gfin",
+                 "hashes", "last_tok", "named", "off", "output", "preempt", "prompt", "rid", "seq", "state",
+                 "target")  # fmt: skip
 
     def __init__(self, rid: int, prompt: int, output: int, entry: float, hashes: Sequence[Hashable]) -> None:
         self.rid, self.prompt, self.output, self.entry, self.hashes = rid, prompt, output, entry, hashes
@@ -98,10 +99,13 @@ class EngineSim:
         self.hist = GapHistogram()
         self.busy_s = self.batch_int = self.kv_int = 0.0
         self.preemptions = self.completed = 0
+        self.decode_tokens = self.prefill_tokens = self.prefill_completions = 0
         self.tl = tuple(array("d") for _ in TIMELINE_COLUMNS)
         self.tl_rows, self.tl_stride, self.tl_skip = timeline_rows, 1, 0
         self.sat_queue = saturation_queue
-        self.sat_mark: tuple[float, int, int] | None = None
+        self.sat_mark: tuple[float, float, int] | None = None
+        self.last_send: tuple[float, int, float] | None = None
+        self.work_per_req = float(np.mean(prompt + output - 1))
         self.saturated: str | None = None
         self.now = 0.0
 
@@ -114,6 +118,8 @@ class EngineSim:
             r = Req(i, int(self.prompt[i]), int(self.output[i]), send[i] + self.req_overhead, h)
             reqs.append(r)
             self.waiting.append(r)
+            if len(reqs) == self.n and not self.closed:
+                self.last_send = (now, len(self.waiting), self._work())
 
     def _next_entry(self) -> float:
         i = len(self.reqs)
@@ -141,8 +147,12 @@ class EngineSim:
             if progress is not None and self.completed - last >= tick:
                 last = self.completed
                 progress(self.completed)  # type: ignore[operator]
-            if not self.closed and len(self.waiting) > self.sat_queue // 2 and self._saturation(now):
-                break
+            if not self.closed:
+                if len(self.waiting) <= self.sat_queue // 2:
+                    self.sat_mark = None
+                elif self._saturation(now):
+                    break
+        self.final_check()
         self.now = now
 
     # ---- admission checks ---------------------------------------------------------------------
@@ -257,6 +267,7 @@ class EngineSim:
         self.keys = {end: d}
         self.dec_time = end
         self.G += k
+        self.decode_tokens += d * k
         self._account(end, total, d, 0, k, used0)
         self._finish_decodes(end)
         return end
@@ -292,6 +303,7 @@ class EngineSim:
         used0 = self.pool.used - need
         if d:
             self.G += 1
+            self.decode_tokens += d
             for key, c in self.keys.items():
                 self.hist.add(end - key, c)
             self.keys = {end: d}
@@ -364,6 +376,7 @@ class EngineSim:
         """A prefill chunk of c tokens finished at ``end``: name its full blocks; emit a token when complete."""
         before = r.computed
         r.computed += c
+        self.prefill_tokens += c
         if r.hashes and r.computed // self.bs > before // self.bs:
             for b in range(max(before // self.bs, len(r.named)), min(r.computed // self.bs, len(r.hashes))):
                 if len(r.named) == b and self.pool.register(r.hashes[b]):
@@ -371,6 +384,7 @@ class EngineSim:
         if r.computed < r.target:
             return
         self.prefilling.remove(r)
+        self.prefill_completions += 1
         r.gen += 1
         if r.gen == 1:
             r.first = end
@@ -467,26 +481,49 @@ class EngineSim:
                 self.tl[i][:] = array("d", col[::2])
             self.tl_stride *= 2
 
+    def _work(self) -> float:
+        return float(self.prefill_tokens + self.decode_tokens)
+
     def _saturation(self, now: float) -> bool:
-        """Detect an offered rate above what the engine completes (queue growing without bound)."""
-        arrived = len(self.reqs)
+        """Detect an offered rate above what the engine serves while the queue keeps growing.
+
+        Served rate = tokens computed per second (prefill + decode) / mean tokens per request
+        (P + O − 1): while the queue is long the engine is never idle, so this is its capacity.
+        """
+        arrived, work = len(self.reqs), self._work()
         if self.sat_mark is None:
-            self.sat_mark = (now, self.completed, arrived)
+            self.sat_mark = (now, work, arrived)
             return False
-        if len(self.waiting) < self.sat_queue:
+        t0, w0, a0 = self.sat_mark
+        if arrived - a0 < self.sat_queue // 2 or now <= t0:
             return False
-        t0, c0, a0 = self.sat_mark
-        span = now - t0
-        if span <= 0:
-            return False
-        served, offered = (self.completed - c0) / span, (arrived - a0) / span
-        if offered > 1.05 * served:
-            self.saturated = (
-                f"saturated: requests arrive at {offered:.3g}/s but the engine completes only {served:.3g}/s, so "
-                f"the queue grows without bound ({len(self.waiting)} waiting at t = {now:.1f} s); the sustainable "
-                f"rate of this configuration is about {served:.3g} requests/s. The run stopped early; its metrics "
-                f"cover the {self.completed} requests completed."
-            )
+        offered, served = (arrived - a0) / (now - t0), (work - w0) / (now - t0) / self.work_per_req
+        if len(self.waiting) >= self.sat_queue and offered > 1.05 * served:
+            self.saturated = self._statement(offered, served, now, early=True)
             return True
-        self.sat_mark = (now, self.completed, arrived)
+        self.sat_mark = (now, work, arrived)
         return False
+
+    def _statement(self, offered: float, served: float, now: float, early: bool) -> str:
+        tail = (
+            f"The run stopped early; its metrics cover the {self.completed} requests completed."
+            if early
+            else "Latencies of this run grow with its length and describe no steady state."
+        )
+        return (
+            f"saturated: requests arrive at {offered:.3g}/s but the engine serves about {served:.3g}/s, so the "
+            f"queue grows without bound ({len(self.waiting)} waiting at t = {now:.1f} s); the sustainable rate "
+            f"of this configuration is about {served:.3g} requests/s. {tail}"
+        )
+
+    def final_check(self) -> None:
+        """After an open-loop run: saturated when, at the last arrival, a tenth of the requests still waited
+        and the engine served clearly less than the offered rate."""
+        if self.closed or self.saturated or self.last_send is None or self.n < 20:
+            return
+        t, queued, work = self.last_send
+        if t <= 0 or queued < 0.1 * self.n:
+            return
+        offered, served = self.n / t, work / t / self.work_per_req
+        if served < 0.95 * offered:
+            self.saturated = self._statement(offered, served, t, early=False)

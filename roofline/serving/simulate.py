@@ -122,6 +122,9 @@ def simulate(
         "engine": eng.label, "policy": policy, "kv_blocks": total_blocks, "kv_block_tokens": bs,
         "kv_budget_bytes": budget, "max_num_seqs": max_seqs, "max_num_batched_tokens": eng.max_num_batched_tokens,
         "weight_dtype": wd.value, "kv_dtype": kd.value, "wall_s": wall, "seed": seed,
+        "decode_tokens": sim.decode_tokens, "prefill_tokens": sim.prefill_tokens,
+        "prefill_completions": sim.prefill_completions, "kv_blocks_used_at_end": sim.pool.used,
+        "generated_tokens": sum(r.gen for r in sim.reqs),
         "workload": _describe(qps, concurrency, trace, prompt_len, output_len, arrival, arrival_cv, prefix_share),
     }  # fmt: skip
     return build_result(sim, send if send is not None else np.zeros(0), config)
