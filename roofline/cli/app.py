@@ -103,11 +103,13 @@ def _register() -> None:
     from roofline.cli.library import hardware_app, model_app, schema_cmd
     from roofline.cli.plan import plan_cmd
     from roofline.cli.predict import compare_cmd, predict_cmd, sweep_cmd
+    from roofline.cli.simulate import simulate_cmd
 
     app.command("predict", no_args_is_help=True)(predict_cmd)
     app.command("sweep", no_args_is_help=True)(sweep_cmd)
     app.command("compare", no_args_is_help=True)(compare_cmd)
     app.command("plan", no_args_is_help=True)(plan_cmd)
+    app.command("simulate", no_args_is_help=True)(simulate_cmd)
     app.add_typer(hardware_app, name="hardware")
     app.add_typer(model_app, name="model")
     app.command("schema", no_args_is_help=True)(schema_cmd)

@@ -499,12 +499,12 @@ class EngineSim:
             return False
         offered, served = (arrived - a0) / (now - t0), (work - w0) / (now - t0) / self.work_per_req
         if len(self.waiting) >= self.sat_queue and offered > 1.05 * served:
-            self.saturated = self._statement(offered, served, now, early=True)
+            self.saturated = self._statement(offered, served, now, len(self.waiting), early=True)
             return True
         self.sat_mark = (now, work, arrived)
         return False
 
-    def _statement(self, offered: float, served: float, now: float, early: bool) -> str:
+    def _statement(self, offered: float, served: float, now: float, queued: int, early: bool) -> str:
         tail = (
             f"The run stopped early; its metrics cover the {self.completed} requests completed."
             if early
@@ -512,7 +512,7 @@ class EngineSim:
         )
         return (
             f"saturated: requests arrive at {offered:.3g}/s but the engine serves about {served:.3g}/s, so the "
-            f"queue grows without bound ({len(self.waiting)} waiting at t = {now:.1f} s); the sustainable rate "
+            f"queue grows without bound ({queued} waiting at t = {now:.1f} s); the sustainable rate "
             f"of this configuration is about {served:.3g} requests/s. {tail}"
         )
 
@@ -526,4 +526,4 @@ class EngineSim:
             return
         offered, served = self.n / t, work / t / self.work_per_req
         if served < 0.95 * offered:
-            self.saturated = self._statement(offered, served, t, early=False)
+            self.saturated = self._statement(offered, served, t, queued, early=False)
