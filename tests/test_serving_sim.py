@@ -146,3 +146,21 @@ def test_impossible_requests_fail_loudly() -> None:
         simulate(M, HW, qps=1.0, concurrency=4)
     with pytest.raises(ScenarioError, match="chunked"):
         simulate(M, HW, engine="trtllm", qps=1.0, prompt_len=9000, output_len=10, num_requests=2)
+
+
+def test_trace_prefix_hashes_hit_the_cache(tmp_path) -> None:
+    """GIVEN a Mooncake-style trace whose requests share their first 512-token hash id THEN every request after
+    the first finds those 512 tokens (32 blocks of 16) cached, and no more (their second ids differ)."""
+    import json
+
+    p = tmp_path / "mc.jsonl"
+    rows = [{"timestamp": 2000 * i, "input_length": 1024, "output_length": 4, "hash_ids": [0, 1 + i]} for i in range(5)]
+    p.write_text("\n".join(json.dumps(r) for r in rows))
+    s = simulate(M, HW, trace=p)
+    assert list(s.requests["cached_tokens"]) == [0, 512, 512, 512, 512]
+
+
+def test_plot_writes_a_figure(tmp_path) -> None:
+    s = simulate(M, HW, qps=5.0, prompt_len=256, output_len=32, num_requests=40)
+    s.plot(str(tmp_path / "sim.png"))
+    assert (tmp_path / "sim.png").stat().st_size > 10_000
