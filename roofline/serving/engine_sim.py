@@ -517,12 +517,12 @@ class EngineSim:
         )
 
     def final_check(self) -> None:
-        """After an open-loop run: saturated when, at the last arrival, a tenth of the requests still waited
+        """After an open-loop run: saturated when, at the last arrival, 5 % of the requests still waited
         and the engine served clearly less than the offered rate."""
         if self.closed or self.saturated or self.last_send is None or self.n < 20:
             return
         t, queued, work = self.last_send
-        if t <= 0 or queued < 0.1 * self.n:
+        if t <= 0 or queued < max(0.05 * self.n, 20):
             return
         offered, served = self.n / t, work / t / self.work_per_req
         if served < 0.95 * offered:
