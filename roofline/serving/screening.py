@@ -74,7 +74,7 @@ def _step(
         span = n_dec * min(ctx, w)
         pairs = span.copy()
         if chunk is not None and past is not None:
-            pairs = pairs + causal_pairs(past, chunk, w)
+            pairs = pairs + causal_pairs(past, np.asarray(chunk, dtype=np.float64), w)
             span = span + np.minimum(past + chunk, w + chunk - 1)
         c = term.flops_per_pair * pairs / term.compute_flops_per_s
         m = (term.act_bytes_per_token * tokens + term.kv_bytes_per_span * span) / term.memory_bytes_per_s
