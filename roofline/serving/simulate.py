@@ -28,16 +28,20 @@ from typing import Any
 
 import numpy as np
 
+from roofline.engine.config import EngineConfig
 from roofline.engine.presets import EngineArg, resolve_engine
 from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu, memory_budget, no_fit_reason
 from roofline.prediction import HardwareArg, ModelArg, ProfileArg, resolve
+from roofline.profile import CalibrationProfile
 from roofline.serving.arrivals import arrival_times, parse_length
 from roofline.serving.engine_sim import EngineSim
 from roofline.serving.policy import policy_for, split_overrides
 from roofline.serving.simresult import SimulationResult, build_result
 from roofline.serving.steptime import StepModel
 from roofline.serving.trace import block_hashes, load_trace
+from roofline.specs.hardware import HardwareSpec
+from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
 from roofline.specs.scenario import Scenario
 
@@ -102,8 +106,7 @@ def simulate(
     _check_requests(m.max_position_embeddings, prompt, output, bs, total_blocks, eng.max_num_batched_tokens,
                     eng.chunked_prefill, m.name)  # fmt: skip
     max_seqs = min(eng.max_num_seqs, eng.max_num_batched_tokens)
-    step = StepModel(m, sc, hw, prof, eng.max_num_batched_tokens, max_seqs, eng.step_overhead_s,
-                     policy.async_scheduling)  # fmt: skip
+    step = _compiled(m, sc, hw, prof, eng, max_seqs, policy.async_scheduling)
     if hashes is not None:
         hashes = [block_hashes(e, int(p), bs, trace_block_tokens) for e, p in zip(hashes, prompt, strict=True)]
     elif prefix_share > 0:
@@ -128,6 +131,31 @@ def simulate(
         "workload": _describe(qps, concurrency, trace, prompt_len, output_len, arrival, arrival_cv, prefix_share),
     }  # fmt: skip
     return build_result(sim, send if send is not None else np.zeros(0), config)
+
+
+_CACHE: dict[str, StepModel] = {}
+
+
+def _compiled(
+    m: ModelSpec, sc: Scenario, hw: HardwareSpec, prof: CalibrationProfile, eng: EngineConfig, max_seqs: int,
+    async_cpu: bool,
+) -> StepModel:  # fmt: skip
+    """The step model of this configuration, compiled once per process (a few recent ones are kept)."""
+    key = "|".join(
+        (
+            m.model_dump_json(),
+            hw.model_dump_json(),
+            prof.model_dump_json(),
+            repr(sc.with_shape(prompt_len=1, output_len=1)),
+            str(max_seqs),
+            str(async_cpu),
+        )
+    )
+    if key not in _CACHE:
+        if len(_CACHE) >= 8:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = StepModel(m, sc, hw, prof, eng.max_num_batched_tokens, max_seqs, eng.step_overhead_s, async_cpu)
+    return _CACHE[key]
 
 
 def _workload(
