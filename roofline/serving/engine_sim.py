@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from array import array
 from collections import deque
 from collections.abc import Hashable, Sequence
 
@@ -31,10 +30,10 @@ from roofline.errors import ScenarioError
 from roofline.serving.kvpool import BlockPool
 from roofline.serving.metrics import GapHistogram
 from roofline.serving.policy import Policy
+from roofline.serving.runstats import RunStats
 from roofline.serving.steptime import StepModel
 
 WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
-TIMELINE_COLUMNS = ("time_s", "running", "waiting", "kv_blocks_used", "decode_rows", "prefill_tokens", "steps")
 
 
 class Req:
@@ -54,7 +53,7 @@ class Req:
         self.admitted = False
 
 
-class EngineSim:
+class EngineSim(RunStats):
     """One engine replica serving a request stream (see the module docstring)."""
 
     def __init__(
@@ -86,7 +85,10 @@ class EngineSim:
         self.req_overhead = request_overhead_s
         self.closed = concurrency is not None
         self.send: list[float] = list(send_s) if send_s is not None else [0.0] * min(concurrency or 0, self.n)
-        self.reqs: list[Req] = []
+        self.arrived = 0
+        self.rec_first, self.rec_finish = np.full(self.n, np.nan), np.full(self.n, np.nan)
+        self.rec_cached, self.rec_preempt = np.zeros(self.n, np.int64), np.zeros(self.n, np.int64)
+        self.generated = 0
         self.waiting: deque[Req] = deque()
         self.running: list[Req] = []
         self.prefilling: list[Req] = []
@@ -97,32 +99,25 @@ class EngineSim:
         self.keys: dict[float, int] = {}
         self.dec_time = 0.0
         self.hist = GapHistogram()
-        self.busy_s = self.batch_int = self.kv_int = 0.0
         self.preemptions = self.completed = 0
         self.decode_tokens = self.prefill_tokens = self.prefill_completions = 0
-        self.tl = tuple(array("d") for _ in TIMELINE_COLUMNS)
-        self.tl_rows, self.tl_stride, self.tl_skip = timeline_rows, 1, 0
-        self.sat_queue = saturation_queue
-        self.sat_mark: tuple[float, float, int] | None = None
-        self.last_send: tuple[float, int, float] | None = None
-        self.work_per_req = float(np.mean(prompt + output - 1))
-        self.saturated: str | None = None
+        self._init_stats(saturation_queue, timeline_rows, float(np.mean(prompt + output - 1)))
         self.now = 0.0
 
     # ---- arrivals -------------------------------------------------------------------------
     def _admit_arrivals(self, now: float) -> None:
-        send, reqs = self.send, self.reqs
-        while len(reqs) < len(send) and send[len(reqs)] + self.req_overhead <= now:
-            i = len(reqs)
+        send = self.send
+        while self.arrived < len(send) and send[self.arrived] + self.req_overhead <= now:
+            i = self.arrived
             h = self.hashes[i] if self.hashes is not None and self.pol.prefix_caching else ()
             r = Req(i, int(self.prompt[i]), int(self.output[i]), send[i] + self.req_overhead, h)
-            reqs.append(r)
+            self.arrived += 1
             self.waiting.append(r)
-            if len(reqs) == self.n and not self.closed:
+            if self.arrived == self.n and not self.closed:
                 self.last_send = (now, len(self.waiting), self._work())
 
     def _next_entry(self) -> float:
-        i = len(self.reqs)
+        i = self.arrived
         return self.send[i] + self.req_overhead if i < len(self.send) else math.inf
 
     # ---- main loop ------------------------------------------------------------------------
@@ -447,6 +442,14 @@ class EngineSim:
         r.state = DONE
         r.finish = end
         self.completed += 1
+        i = r.rid
+        self.rec_first[i], self.rec_finish[i], self.rec_cached[i], self.rec_preempt[i] = (
+            r.first,
+            end,
+            r.cached,
+            r.preempt,
+        )
+        self.generated += r.gen
         if self.closed and len(self.send) < self.n:
             self.send.append(end)
 
@@ -463,67 +466,3 @@ class EngineSim:
         r.preempt += 1
         self.preemptions += 1
         self.waiting.appendleft(r)
-
-    # ---- bookkeeping --------------------------------------------------------------------------
-    def _account(self, end: float, dt: float, rows: int, prefill_tokens: int, steps: int, used0: int) -> None:
-        self.busy_s += dt
-        self.batch_int += rows * dt
-        self.kv_int += (used0 + self.pool.used) / 2 * dt
-        self.tl_skip += 1
-        if self.tl_skip < self.tl_stride:
-            return
-        self.tl_skip = 0
-        vals = (end, len(self.running), len(self.waiting), self.pool.used, self.d_count, prefill_tokens, steps)
-        for col, v in zip(self.tl, vals, strict=True):
-            col.append(v)
-        if len(self.tl[0]) >= self.tl_rows:  # keep memory bounded: drop every other row, halve the rate
-            for i, col in enumerate(self.tl):
-                self.tl[i][:] = array("d", col[::2])
-            self.tl_stride *= 2
-
-    def _work(self) -> float:
-        return float(self.prefill_tokens + self.decode_tokens)
-
-    def _saturation(self, now: float) -> bool:
-        """Detect an offered rate above what the engine serves while the queue keeps growing.
-
-        Served rate = tokens computed per second (prefill + decode) / mean tokens per request
-        (P + O − 1): while the queue is long the engine is never idle, so this is its capacity.
-        """
-        arrived, work = len(self.reqs), self._work()
-        if self.sat_mark is None:
-            self.sat_mark = (now, work, arrived)
-            return False
-        t0, w0, a0 = self.sat_mark
-        if arrived - a0 < self.sat_queue // 2 or now <= t0:
-            return False
-        offered, served = (arrived - a0) / (now - t0), (work - w0) / (now - t0) / self.work_per_req
-        if len(self.waiting) >= self.sat_queue and offered > 1.05 * served:
-            self.saturated = self._statement(offered, served, now, len(self.waiting), early=True)
-            return True
-        self.sat_mark = (now, work, arrived)
-        return False
-
-    def _statement(self, offered: float, served: float, now: float, queued: int, early: bool) -> str:
-        tail = (
-            f"The run stopped early; its metrics cover the {self.completed} requests completed."
-            if early
-            else "Latencies of this run grow with its length and describe no steady state."
-        )
-        return (
-            f"saturated: requests arrive at {offered:.3g}/s but the engine serves about {served:.3g}/s, so the "
-            f"queue grows without bound ({queued} waiting at t = {now:.1f} s); the sustainable rate "
-            f"of this configuration is about {served:.3g} requests/s. {tail}"
-        )
-
-    def final_check(self) -> None:
-        """After an open-loop run: saturated when, at the last arrival, 5 % of the requests still waited
-        and the engine served clearly less than the offered rate."""
-        if self.closed or self.saturated or self.last_send is None or self.n < 20:
-            return
-        t, queued, work = self.last_send
-        if t <= 0 or queued < max(0.05 * self.n, 20):
-            return
-        offered, served = self.n / t, work / t / self.work_per_req
-        if served < 0.95 * offered:
-            self.saturated = self._statement(offered, served, t, queued, early=False)

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from roofline.serving.engine_sim import TIMELINE_COLUMNS, EngineSim
+from roofline.serving.engine_sim import EngineSim
 from roofline.serving.metrics import hist_stats, stats
+from roofline.serving.runstats import TIMELINE_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -91,21 +92,16 @@ def build_result(sim: EngineSim, send_s: np.ndarray, config: dict[str, Any]) -> 
     """Collect per-request records, the timeline and the summary from a finished simulation."""
     import pandas as pd
 
-    reqs = sim.reqs
-    n = len(reqs)
-
-    def col(name: str, dtype: Any = np.float64) -> np.ndarray:
-        return np.fromiter((getattr(r, name) for r in reqs), dtype, n)
-
+    n = sim.arrived
     send = np.asarray(sim.send[:n], dtype=np.float64)
-    first, finish = col("first"), col("finish")
-    prompt, output = col("prompt", np.int64), col("output", np.int64)
+    first, finish = sim.rec_first[:n], sim.rec_finish[:n]
+    prompt, output = np.asarray(sim.prompt[:n], np.int64), np.asarray(sim.output[:n], np.int64)
     ttft, e2e = first - send, finish - send
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output > 1, (e2e - ttft) / (output - 1), np.nan)
     df = pd.DataFrame({
         "arrival_s": send, "first_token_s": first, "finish_s": finish, "prompt_tokens": prompt,
-        "output_tokens": output, "cached_tokens": col("cached", np.int64), "preemptions": col("preempt", np.int64),
+        "output_tokens": output, "cached_tokens": sim.rec_cached[:n], "preemptions": sim.rec_preempt[:n],
         "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e,
     })  # fmt: skip
     done = np.isfinite(finish)

@@ -127,7 +127,7 @@ def simulate(
         "weight_dtype": wd.value, "kv_dtype": kd.value, "wall_s": wall, "seed": seed,
         "decode_tokens": sim.decode_tokens, "prefill_tokens": sim.prefill_tokens,
         "prefill_completions": sim.prefill_completions, "kv_blocks_used_at_end": sim.pool.used,
-        "generated_tokens": sum(r.gen for r in sim.reqs),
+        "generated_tokens": sim.generated,
         "workload": _describe(qps, concurrency, trace, prompt_len, output_len, arrival, arrival_cv, prefix_share),
     }  # fmt: skip
     return build_result(sim, send if send is not None else np.zeros(0), config)
