@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections import deque
 from collections.abc import Hashable, Sequence
 
@@ -86,8 +87,8 @@ class EngineSim(RunStats):
         self.closed = concurrency is not None
         self.send: list[float] = list(send_s) if send_s is not None else [0.0] * min(concurrency or 0, self.n)
         self.arrived = 0
-        self.rec_first, self.rec_finish = np.full(self.n, np.nan), np.full(self.n, np.nan)
-        self.rec_cached, self.rec_preempt = np.zeros(self.n, np.int64), np.zeros(self.n, np.int64)
+        self.rec_first, self.rec_finish = array("d", [math.nan]) * self.n, array("d", [math.nan]) * self.n
+        self.rec_cached, self.rec_preempt = array("q", [0]) * self.n, array("q", [0]) * self.n
         self.generated = 0
         self.waiting: deque[Req] = deque()
         self.running: list[Req] = []

@@ -94,14 +94,15 @@ def build_result(sim: EngineSim, send_s: np.ndarray, config: dict[str, Any]) -> 
 
     n = sim.arrived
     send = np.asarray(sim.send[:n], dtype=np.float64)
-    first, finish = sim.rec_first[:n], sim.rec_finish[:n]
+    first, finish = np.array(sim.rec_first[:n], np.float64), np.array(sim.rec_finish[:n], np.float64)
     prompt, output = np.asarray(sim.prompt[:n], np.int64), np.asarray(sim.output[:n], np.int64)
     ttft, e2e = first - send, finish - send
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output > 1, (e2e - ttft) / (output - 1), np.nan)
     df = pd.DataFrame({
         "arrival_s": send, "first_token_s": first, "finish_s": finish, "prompt_tokens": prompt,
-        "output_tokens": output, "cached_tokens": sim.rec_cached[:n], "preemptions": sim.rec_preempt[:n],
+        "output_tokens": output, "cached_tokens": np.array(sim.rec_cached[:n], np.int64),
+        "preemptions": np.array(sim.rec_preempt[:n], np.int64),
         "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e,
     })  # fmt: skip
     done = np.isfinite(finish)
@@ -120,7 +121,7 @@ def build_result(sim: EngineSim, send_s: np.ndarray, config: dict[str, Any]) -> 
     summary["mean_kv_utilization"] = sim.kv_int / busy / max(sim.pool.total, 1)
     summary["preemptions"] = float(sim.preemptions)
     summary = {k: summary[k] for k in SUMMARY_KEYS}
-    tl = pd.DataFrame({c: np.frombuffer(a, dtype=np.float64) for c, a in zip(TIMELINE_COLUMNS, sim.tl, strict=True)})
+    tl = pd.DataFrame({c: np.array(a, np.float64) for c, a in zip(TIMELINE_COLUMNS, sim.tl, strict=True)})
     for c in TIMELINE_COLUMNS[1:]:
         tl[c] = tl[c].astype(np.int64)
     return SimulationResult(summary, df, tl, sim.saturated, config)
