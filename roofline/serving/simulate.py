@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from roofline.prediction import HardwareArg, ModelArg, ProfileArg, resolve
 from roofline.profile import CalibrationProfile
 from roofline.serving.arrivals import arrival_times, parse_length
 from roofline.serving.engine_sim import EngineSim
-from roofline.serving.policy import policy_for, split_overrides
+from roofline.serving.policy import Policy, policy_for, split_overrides
 from roofline.serving.simresult import SimulationResult, build_result
 from roofline.serving.steptime import StepModel
 from roofline.serving.trace import block_hashes, load_trace
@@ -77,12 +78,6 @@ def simulate(
     is fp16). ``engine_overrides`` takes EngineConfig fields and scheduler settings
     (``prefix_caching``, ``async_scheduling``, ``mixed_chunk``) under their engine option names.
     """
-    m, hw, prof = resolve(model, hardware, calibration)
-    eng_over, pol_over = split_overrides(dict(engine_overrides or {}))
-    eng = resolve_engine(engine, hw, eng_over)
-    policy = policy_for(eng.scheduler, pol_over)
-    wd = Precision.parse(weight_dtype or m.native_dtype, "weight_dtype")
-    kd = Precision.parse(kv_dtype or (m.native_dtype if m.native_dtype in ("bf16", "fp16") else "bf16"), "kv_dtype")
     modes = [x is not None for x in (qps, concurrency, trace)]
     if sum(modes) != 1:
         raise ScenarioError("give exactly one of qps= (open loop), concurrency= (closed loop) or trace= (replay)")
@@ -90,23 +85,14 @@ def simulate(
     send, prompt, output, hashes = _workload(
         qps, concurrency, trace, prompt_len, output_len, num_requests, arrival, arrival_cv, rng, trace_block_tokens
     )
-    sc = Scenario(
-        batch=1, prompt_len=max(1, round(float(prompt.mean()))), output_len=max(1, round(float(output.mean()))),
-        weight_dtype=wd, kv_dtype=kd, tp=tp, pp=pp, ep=ep, engine=eng,
+    rep = replica(
+        model, hardware, engine, tp, pp=pp, ep=ep, engine_overrides=engine_overrides, weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype, calibration=calibration, prompt_mean=float(prompt.mean()), output_mean=float(output.mean()),
     )  # fmt: skip
-    sc.validate_for(m, hw)
-    bs = eng.kv_block_tokens
-    mem = memory_budget(m, hw, sc)
-    budget = float(mem.kv_budget_bytes)
-    ref_ctx = bs * math.ceil((sc.prompt_len + sc.output_len) / bs)
-    per_block = float(kv_bytes_per_sequence_per_gpu(m, sc, ref_ctx)) / ref_ctx * bs
-    total_blocks = int(budget // per_block) if budget > 0 else 0
-    if total_blocks < 1:
-        raise ScenarioError(f"{m.name} on {hw.name} with {eng.label}: {no_fit_reason(m, hw, sc)}")
+    m, hw, eng, policy, step, total_blocks = rep.model, rep.hardware, rep.engine, rep.policy, rep.step, rep.kv_blocks
+    bs, max_seqs = eng.kv_block_tokens, step.max_rows
     _check_requests(m.max_position_embeddings, prompt, output, bs, total_blocks, eng.max_num_batched_tokens,
                     eng.chunked_prefill, m.name)  # fmt: skip
-    max_seqs = min(eng.max_num_seqs, eng.max_num_batched_tokens)
-    step = _compiled(m, sc, hw, prof, eng, max_seqs, policy.async_scheduling)
     if hashes is not None:
         hashes = [block_hashes(e, int(p), bs, trace_block_tokens) for e, p in zip(hashes, prompt, strict=True)]
     elif prefix_share > 0:
@@ -123,14 +109,78 @@ def simulate(
     config = {
         "label": f"{m.name} on {hw.name} tp={tp}, {eng.label}", "model": m.name, "hardware": hw.name, "tp": tp,
         "engine": eng.label, "policy": policy, "kv_blocks": total_blocks, "kv_block_tokens": bs,
-        "kv_budget_bytes": budget, "max_num_seqs": max_seqs, "max_num_batched_tokens": eng.max_num_batched_tokens,
-        "weight_dtype": wd.value, "kv_dtype": kd.value, "wall_s": wall, "seed": seed,
+        "kv_budget_bytes": rep.kv_budget_bytes, "max_num_seqs": max_seqs,
+        "max_num_batched_tokens": eng.max_num_batched_tokens,
+        "weight_dtype": rep.scenario.weight_dtype.value, "kv_dtype": rep.scenario.kv_dtype.value, "wall_s": wall,
+        "seed": seed,
         "decode_tokens": sim.decode_tokens, "prefill_tokens": sim.prefill_tokens,
         "prefill_completions": sim.prefill_completions, "kv_blocks_used_at_end": sim.pool.used,
         "generated_tokens": sim.generated,
         "workload": _describe(qps, concurrency, trace, prompt_len, output_len, arrival, arrival_cv, prefix_share),
     }  # fmt: skip
     return build_result(sim, send if send is not None else np.zeros(0), config)
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One engine replica ready to simulate: specs, engine, policy, compiled step model, KV pool size."""
+
+    model: ModelSpec
+    hardware: HardwareSpec
+    engine: EngineConfig
+    policy: Policy
+    scenario: Scenario
+    step: StepModel
+    kv_blocks: int
+    kv_budget_bytes: float
+
+    @property
+    def kv_tokens(self) -> int:
+        """Tokens the KV pool holds."""
+        return self.kv_blocks * self.engine.kv_block_tokens
+
+
+def replica(
+    model: ModelArg,
+    hardware: HardwareArg,
+    engine: EngineArg = "vllm",
+    tp: int = 1,
+    *,
+    pp: int = 1,
+    ep: int = 1,
+    engine_overrides: Mapping[str, Any] | None = None,
+    weight_dtype: str | Precision | None = None,
+    kv_dtype: str | Precision | None = None,
+    calibration: ProfileArg = None,
+    prompt_mean: float = 1024.0,
+    output_mean: float = 256.0,
+) -> Replica:
+    """Resolve specs, engine and policy; size the KV pool with :func:`memory_budget`; compile the step model.
+
+    KV blocks = floor(KV budget / (KV bytes per token per GPU × block tokens)); KV bytes per token are
+    taken at the workload's mean context (exact for full attention; sliding-window layers hold min(L, W)).
+    """
+    m, hw, prof = resolve(model, hardware, calibration)
+    eng_over, pol_over = split_overrides(dict(engine_overrides or {}))
+    eng = resolve_engine(engine, hw, eng_over)
+    policy = policy_for(eng.scheduler, pol_over)
+    wd = Precision.parse(weight_dtype or m.native_dtype, "weight_dtype")
+    kd = Precision.parse(kv_dtype or (m.native_dtype if m.native_dtype in ("bf16", "fp16") else "bf16"), "kv_dtype")
+    sc = Scenario(
+        batch=1, prompt_len=max(1, round(prompt_mean)), output_len=max(1, round(output_mean)),
+        weight_dtype=wd, kv_dtype=kd, tp=tp, pp=pp, ep=ep, engine=eng,
+    )  # fmt: skip
+    sc.validate_for(m, hw)
+    bs = eng.kv_block_tokens
+    budget = float(memory_budget(m, hw, sc).kv_budget_bytes)
+    ref_ctx = bs * math.ceil((sc.prompt_len + sc.output_len) / bs)
+    per_block = float(kv_bytes_per_sequence_per_gpu(m, sc, ref_ctx)) / ref_ctx * bs
+    total_blocks = int(budget // per_block) if budget > 0 else 0
+    if total_blocks < 1:
+        raise ScenarioError(f"{m.name} on {hw.name} with {eng.label}: {no_fit_reason(m, hw, sc)}")
+    max_seqs = min(eng.max_num_seqs, eng.max_num_batched_tokens)
+    step = _compiled(m, sc, hw, prof, eng, max_seqs, policy.async_scheduling)
+    return Replica(m, hw, eng, policy, sc, step, total_blocks, budget)
 
 
 _CACHE: dict[str, StepModel] = {}
