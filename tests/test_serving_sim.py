@@ -15,22 +15,34 @@ from roofline.serving.steptime import StepModel
 M, HW = "llama-3.1-8b", "h100-sxm"
 
 
-@pytest.mark.parametrize("engine", ["ideal", "vllm"])
-def test_single_request_reproduces_static_predict(engine: str) -> None:
-    """GIVEN one request of P = 1000, O = 200 WHEN simulated THEN TTFT and TPOT equal predict's exactly.
+@pytest.mark.parametrize(
+    ("model", "hw", "tp", "wd", "engine", "p"),
+    [
+        (M, HW, 1, None, "ideal", 1000),
+        (M, HW, 1, None, "vllm", 1000),
+        ("gpt-oss-120b", HW, 2, "int4", "vllm", 100),  # sliding window 128 crossed during decode
+        ("deepseek-v3", "h200-sxm", 8, "fp8", "sglang", 1000),  # MLA, MoE, prefill-first policy
+    ],
+)
+def test_single_request_reproduces_static_predict(model: str, hw: str, tp: int, wd: str | None, engine: str,
+                                                  p: int) -> None:  # fmt: skip
+    """GIVEN one request of P prompt and O = 200 output tokens WHEN simulated THEN TTFT and TPOT equal predict's.
 
-    Derivation: alone, the request's prefill is one step of P ≤ max_num_batched_tokens (8,192) tokens,
-    the prefill pass predict times as TTFT; then O − 1 decode-only steps at contexts P + 1 … P + O − 1,
-    the steps predict sums, so (E2E − TTFT)/(O − 1) = predict's TPOT. Both presets carry zero
-    step/request CPU overhead and the same CUDA-graph setting in predict and simulate, so nothing else
-    enters (the KV block size changes no time).
+    Derivation: alone, the request's prefill is one step of P ≤ max_num_batched_tokens tokens, the prefill
+    pass predict times as TTFT; then O − 1 decode-only steps at contexts P + 1 … P + O − 1, the steps predict
+    sums, so (E2E − TTFT)/(O − 1) = predict's TPOT. The presets carry zero step/request CPU overhead and the
+    same CUDA-graph setting in predict and simulate, so nothing else enters (the KV block size changes no
+    time). With P = 100 on gpt-oss the decode contexts cross the 128-token window: the simulator splits the
+    decode stretch there and stays exact.
     """
-    s = simulate(M, HW, engine=engine, qps=1.0, prompt_len=1000, output_len=200, num_requests=1)
-    p = roofline.predict(M, HW, batch=1, prompt_len=1000, output_len=200, engine=engine)
-    assert s.summary["ttft_mean_s"] == pytest.approx(p.ttft_s, rel=1e-12)
-    assert s.summary["tpot_mean_s"] == pytest.approx(p.tpot_s, rel=1e-12)
-    assert s.summary["itl_mean_s"] == pytest.approx(p.tpot_s, rel=1e-12)
-    assert s.summary["e2e_mean_s"] == pytest.approx(p.e2e_s, rel=1e-12)
+    s = simulate(model, hw, engine=engine, tp=tp, qps=1.0, prompt_len=p, output_len=200, num_requests=1,
+                 weight_dtype=wd)  # fmt: skip
+    r = roofline.predict(model, hw, batch=1, prompt_len=p, output_len=200, tp=tp, engine=engine,
+                         weight_dtype=wd or "bf16")  # fmt: skip
+    assert s.summary["ttft_mean_s"] == pytest.approx(r.ttft_s, rel=1e-12)
+    assert s.summary["tpot_mean_s"] == pytest.approx(r.tpot_s, rel=1e-12)
+    assert s.summary["itl_mean_s"] == pytest.approx(r.tpot_s, rel=1e-12)
+    assert s.summary["e2e_mean_s"] == pytest.approx(r.e2e_s, rel=1e-12)
 
 
 def test_low_load_ttft_is_one_prefill() -> None:
