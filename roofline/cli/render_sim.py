@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 
 def simulation_table(s: SimulationResult) -> Table:
     """Latency percentiles (ms) per metric, then throughput, batch, KV use and preemptions."""
-    c, m = s.config, s.summary
-    t = Table(title=f"[bold]{c['label']}[/] · weights {c['weight_dtype']} · KV {c['kv_dtype']}", title_justify="left")
+    m = s.summary
+    t = Table()
     for col in ("metric", "mean", "p50", "p90", "p99"):
         t.add_column(col, justify="left" if col == "metric" else "right")
     for key, label in (("ttft", "TTFT (ms)"), ("tpot", "TPOT (ms)"), ("itl", "ITL (ms)"), ("e2e", "E2E (ms)")):
@@ -27,9 +27,14 @@ def simulation_table(s: SimulationResult) -> Table:
     t.add_row("mean batch (sequences/step)", num(m["mean_batch"]), "", "", "")
     t.add_row("mean KV use", f"{100 * m['mean_kv_utilization']:.1f}%", "", "", "")
     t.add_row("preemptions", f"{m['preemptions']:.0f}", "", "", "")
-    t.caption = (
-        f"{c['workload']}; {len(s.requests)} requests; KV pool {c['kv_blocks']:,} blocks × {c['kv_block_tokens']} "
-        f"tokens; simulated in {c['wall_s']:.2f} s ({len(s.requests) / max(c['wall_s'], 1e-9):,.0f} requests/s)"
-    )
-    t.caption_justify = "left"
     return t
+
+
+def simulation_header(s: SimulationResult) -> str:
+    """Two lines naming the configuration, the workload, the KV pool and the simulation speed."""
+    c = s.config
+    return (
+        f"[bold]{c['label']}[/] · weights {c['weight_dtype']} · KV {c['kv_dtype']} · KV pool {c['kv_blocks']:,} "
+        f"blocks × {c['kv_block_tokens']} tokens\n{c['workload']}; {len(s.requests)} requests simulated in "
+        f"{c['wall_s']:.2f} s ({len(s.requests) / max(c['wall_s'], 1e-9):,.0f} requests/s)"
+    )

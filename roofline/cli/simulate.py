@@ -142,9 +142,11 @@ def simulate_cmd(
 
         write_frame(pd.DataFrame([{"label": s.config["label"], **s.summary}]), None, "csv")
     else:
-        from roofline.cli.render_sim import simulation_table
+        from roofline.cli.render_sim import simulation_header, simulation_table
 
-        console().print(simulation_table(s))
+        con = console()
+        con.print(simulation_header(s))
+        con.print(simulation_table(s))
     if s.saturated:
         raise InfeasibleError(s.saturated)
 
