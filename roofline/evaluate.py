@@ -139,7 +139,7 @@ def op_time_summed_over_context(
     if not op.context_dependent:
         return op_time(op, hw, profile).time_s * n_steps
     c, bw = ceilings(op, hw, profile)
-    s_ref = np.minimum(op.ctx_ref, op.ctx_cap)
+    s_ref = op.span(op.ctx_ref)
     p = (op.flops - op.flops_per_ctx * s_ref) / c
     q = op.flops_per_ctx / c
     kv_f = kv_read_factor(op, profile)
@@ -148,6 +148,8 @@ def op_time_summed_over_context(
     cap = op.ctx_cap
     fixed = op.comm_bytes / profile.link_bytes_per_s(hw) + op.collectives * profile.comm.latency_s
     fixed = fixed + launch_overhead_s(op, profile)
+    if np.isfinite(op.ctx_period):
+        return _periodic_sum(p, q, u, v, lo, hi, op.ctx_period) + fixed * n_steps
     below = sum_max_affine(p, q, u, v, lo, np.minimum(hi, cap))
     if np.isinf(cap):
         above = 0.0 * below
@@ -155,3 +157,25 @@ def op_time_summed_over_context(
         n_above = np.maximum(hi - np.maximum(lo, cap + 1) + 1, 0)
         above = n_above * np.maximum(p + q * cap, u + v * cap)
     return below + above + fixed * n_steps
+
+
+def _periodic_sum(
+    p: np.ndarray, q: np.ndarray, u: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray, period: float
+) -> np.ndarray:
+    """Σ_{L=lo}^{hi} max(p + q·s, u + v·s) with the chunked span s(L) = ((L − 1) mod C) + 1.
+
+    The contexts split into the rest of lo's chunk (s from s(lo) up to C or the end), whole
+    chunks (s = 1 … C each) and a last partial chunk (s = 1 … r); each piece is an affine
+    sum in closed form.
+    """
+    n = np.maximum(hi - lo + 1, 0)
+    s_lo = np.mod(lo - 1.0, period) + 1.0
+    first = np.minimum(n, period - s_lo + 1)
+    rest = n - first
+    full = np.floor(rest / period)
+    last = rest - full * period
+    head = sum_max_affine(p, q, u, v, s_lo, s_lo + first - 1)
+    one = np.ones_like(n)
+    body = full * sum_max_affine(p, q, u, v, one, period * one)
+    tail = sum_max_affine(p, q, u, v, one, last)
+    return head + body + tail

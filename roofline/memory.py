@@ -6,12 +6,15 @@ bytes, never an exception.
 
 KV bytes per token (whole model) = Σ_layers kv_elements_per_token_per_layer × kv bytes,
 with 2·kv_heads·head_dim elements for MHA/GQA/MQA and kv_lora_rank + rope dim for MLA.
-A sequence at context L holds min(L, W) tokens on sliding-window layers.
+A sequence at context L holds min(L, W) tokens on sliding-window layers, min(L, C) on
+chunked layers, L on sparse (DSA) layers plus the indexer keys, and a fixed recurrent
+state on linear-attention/SSM layers (no tokens).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,7 @@ from roofline.engine.config import EngineConfig
 from roofline.engine.presets import DEFAULT_ENGINE, engine_preset, resolve_engine
 from roofline.errors import ScenarioError
 from roofline.specs.hardware import HardwareSpec
+from roofline.specs.layers import ResolvedLayer
 from roofline.specs.library import hardware as load_hardware
 from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
@@ -29,43 +33,63 @@ from roofline.specs.scenario import Scenario
 from roofline.units import fmt_bytes
 
 NORM_BYTES = 2.0  # norm vectors and routers stay in 16-bit
+ACTIVATION_PEAK_SOURCE = (
+    "assumed: tokens × (4·h + widest sharded intermediate) × activation bytes + sampled sequences × V/tp × 4 B; "
+    "vLLM, SGLang and TensorRT-LLM measure the peak with a profiling forward pass of their token budget instead"
+)
 
 
 def weight_params_per_gpu(model: ModelSpec, sc: Scenario) -> dict[str, float]:
     """Parameters held by one GPU of the largest pipeline stage, by component.
 
-    tp shards heads, FFN width and vocabulary; KV heads are replicated when tp > kv heads;
-    MLA's q_a/kv_a projections are replicated; experts are split over ep GPUs (else
-    tp-sharded). At tp = pp = ep = 1 the components sum to ``model.param_count()``.
+    tp shards heads, FFN width, linear-attention heads and vocabulary; KV heads are
+    replicated when tp > kv heads; MLA's q_a/kv_a projections and the DSA indexer are
+    replicated; experts are split over ep GPUs (else tp-sharded). Summed layer by layer
+    (``model.resolved_layers()``). At tp = pp = ep = 1 the components sum to
+    ``model.param_count()``.
     """
-    a, h, tp = model.attention, model.hidden_size, sc.tp
+    h, tp = model.hidden_size, sc.tp
     stage = sc.layers_per_stage(model) / model.num_layers
-    if a.mla is not None:
-        full = model.attention_params_per_layer()
-        m = a.mla
-        replicated = h * (m.q_lora_rank or 0) + (m.q_lora_rank or 0) + h * (m.kv_lora_rank + m.qk_rope_head_dim)
-        replicated += m.kv_lora_rank
-        attn = replicated + (full - replicated) / tp
-    else:
-        q_out, kv_out = a.num_heads * a.head_dim, sc.kv_heads_per_gpu(model) * a.head_dim
-        attn = (2 * h * q_out) / tp + 2 * h * kv_out + a.num_heads * a.sinks / tp
-        attn += (q_out / tp + 2 * kv_out) * a.qkv_bias + h * a.o_bias
-    dense = model.ffn_params(model.ffn.intermediate_size, model.ffn.kind, model.ffn.bias) / tp
-    parts = {
-        "attention": model.num_layers * attn * stage,
-        "ffn": model.num_dense_layers * dense * stage,
-        "norms": (model.num_layers * model.norms_per_layer * h) * stage + h,
-    }
-    if model.moe is not None:
-        moe, n = model.moe, model.num_moe_layers * stage
-        experts = moe.num_experts / sc.ep * model.expert_params() / (1 if sc.ep > 1 else tp)
-        shared = moe.num_shared_experts * model.ffn_params(moe.shared_intermediate_size or 0, "gated", False) / tp
-        parts["moe_experts"] = n * (experts + shared)
-        parts["router"] = n * (h * moe.num_experts + moe.num_experts * moe.router_bias)
+    parts = {"attention": 0.0, "ffn": 0.0, "norms": float(h)}
+    moe = model.moe
+    if moe is not None:
+        parts["moe_experts"] = parts["router"] = 0.0
+    for layer, count in Counter(model.resolved_layers()).items():
+        n = count * stage
+        parts["attention"] += n * _mixer_params_per_gpu(model, layer, tp)
+        parts["norms"] += n * model.norms_per_layer * h * ((layer.mixer != "none") + (layer.ffn != "none")) // 2
+        if layer.ffn == "dense":
+            parts["ffn"] += n * model.ffn_params(layer.intermediate_size, model.ffn.kind, model.ffn.bias) / tp
+        elif layer.ffn == "moe" and moe is not None:
+            experts = moe.num_experts / sc.ep * model.expert_params() / (1 if sc.ep > 1 else tp)
+            shared = moe.num_shared_experts * model.ffn_params(moe.shared_intermediate_size or 0, moe.expert_kind,
+                                                               False) / tp  # fmt: skip
+            latent = 2 * h * moe.latent_size / tp if moe.latent_size else 0.0
+            parts["moe_experts"] += n * (experts + shared + latent)
+            parts["router"] += n * (h * moe.num_experts + moe.num_experts * moe.router_bias)
     emb = model.vocab_size * h / tp
     head = 0.0 if model.tie_word_embeddings else emb
     parts["embedding"] = (emb + head) if sc.pp == 1 else max(emb, head)
     return parts
+
+
+def _mixer_params_per_gpu(model: ModelSpec, layer: ResolvedLayer, tp: int) -> float:
+    """One layer's mixer weights on one GPU of a tp group (see :func:`weight_params_per_gpu`)."""
+    if layer.mixer == "linear":
+        return model.mixer_params(layer) / tp
+    if not layer.has_attention:
+        return 0.0
+    a, h = model.attention, model.hidden_size
+    indexer = model.mixer_params(layer) - model.attention_params_per_layer(layer)  # replicated DSA indexer
+    if a.mla is not None:
+        m = a.mla
+        full = model.attention_params_per_layer(layer)
+        replicated = h * (m.q_lora_rank or 0) + (m.q_lora_rank or 0) + h * (m.kv_lora_rank + m.qk_rope_head_dim)
+        replicated += m.kv_lora_rank
+        return replicated + (full - replicated) / tp + indexer
+    # heads sharded, KV heads replicated when tp > kv heads; the o bias and QK-norm vectors stay whole
+    shard = replace(layer, num_heads=layer.num_heads // tp, num_kv_heads=max(1, layer.num_kv_heads // tp))
+    return float(model.attention_params_per_layer(shard)) + indexer
 
 
 def weight_bytes_per_gpu(model: ModelSpec, sc: Scenario) -> float:
@@ -77,36 +101,76 @@ def weight_bytes_per_gpu(model: ModelSpec, sc: Scenario) -> float:
     return big * sc.weight_dtype.bytes_per_element + small * NORM_BYTES + parts["embedding"] * emb_b
 
 
-def _kv_elems_per_gpu_per_layer(model: ModelSpec, sc: Scenario) -> float:
-    if model.attention.mla is not None:
-        return float(model.kv_elements_per_token_per_layer())  # latent replicated on every tp rank
-    return 2.0 * sc.kv_heads_per_gpu(model) * model.attention.head_dim
-
-
 def kv_bytes_per_token(model: ModelSpec, kv_bytes_per_element: float = 2.0) -> float:
-    """Whole-model KV bytes per cached token (no window cap): Σ_layers elems × bytes."""
-    return model.num_layers * model.kv_elements_per_token_per_layer() * kv_bytes_per_element
+    """Whole-model cache bytes per cached token (no window cap): Σ attention layers elems × bytes
+    (+ the DSA indexer's key cache on sparse layers). Linear layers add none: their state is per sequence."""
+    total = 0.0
+    for layer, count in Counter(model.resolved_layers()).items():
+        total += count * _token_bytes(model, layer, kv_bytes_per_element, 1)
+    return total
 
 
 def kv_bytes_per_sequence(model: ModelSpec, context: object, kv_bytes_per_element: float = 2.0) -> np.ndarray:
-    """Whole-model KV bytes of one sequence at ``context`` tokens (window-capped on local layers)."""
-    ctx = np.asarray(context, dtype=np.float64)
-    return _kv_tokens(model, ctx) * model.kv_elements_per_token_per_layer() * kv_bytes_per_element
-
-
-def _kv_tokens(model: ModelSpec, ctx: np.ndarray) -> np.ndarray:
-    """Σ over layers of cached tokens at context ``ctx``: global layers hold ctx, local min(ctx, W)."""
-    kinds = model.layer_kinds()
-    n_local = sum(k == "local" for k in kinds)
-    w = model.attention.sliding_window or 0
-    return (len(kinds) - n_local) * ctx + n_local * np.minimum(ctx, w)
+    """Whole-model cache bytes of one sequence at ``context`` tokens: KV (window/chunk-capped on
+    local/chunked layers), indexer keys, and the fixed recurrent + conv state of linear layers."""
+    return _cache_bytes(model, np.asarray(context, dtype=np.float64), kv_bytes_per_element, 1, 1.0)
 
 
 def kv_bytes_per_sequence_per_gpu(model: ModelSpec, sc: Scenario, context: object) -> np.ndarray:
-    """KV bytes one GPU of the largest stage holds for one sequence at ``context``."""
-    ctx = np.asarray(context, dtype=np.float64)
+    """Cache bytes one GPU of the largest stage holds for one sequence at ``context``."""
     stage = sc.layers_per_stage(model) / model.num_layers
-    return _kv_tokens(model, ctx) * stage * _kv_elems_per_gpu_per_layer(model, sc) * sc.kv_dtype.bytes_per_element
+    ctx = np.asarray(context, dtype=np.float64)
+    return _cache_bytes(model, ctx, sc.kv_dtype.bytes_per_element, sc.tp, stage)
+
+
+def _tokens_held(layer: ResolvedLayer, ctx: np.ndarray) -> np.ndarray:
+    """Cached tokens of one layer at context ``ctx``: ctx (global, sparse), min(ctx, W) (local),
+    min(ctx, C) (chunked: vLLM ``ChunkedLocalAttentionSpec`` keeps at most the current chunk), 0 (linear, none)."""
+    if not layer.has_attention:
+        return 0.0 * ctx
+    return np.minimum(ctx, layer.span_cap) if layer.mixer in ("local", "chunked") else ctx
+
+
+def _token_bytes(model: ModelSpec, layer: ResolvedLayer, kv_bytes: float, tp: int) -> float:
+    """Bytes one cached token costs in ``layer`` on one GPU of a tp group.
+
+    GQA: max(1, kv_heads // tp) heads × (head_dim + v dim) elements (K only when k_eq_v);
+    MLA: the kv_lora + rope latent, replicated on every rank; sparse layers add the indexer
+    key cache (FP8 + scales, replicated).
+    """
+    if not layer.has_attention:
+        return 0.0
+    if model.attention.mla is not None:
+        elems = float(model.kv_elements_per_token_per_layer(layer))
+    else:
+        elems = float(
+            model.kv_elements_per_token_per_layer(replace(layer, num_kv_heads=max(1, layer.num_kv_heads // tp)))
+        )
+    extra = model.sparse_attention.cache_bytes_per_token if layer.has_indexer and model.sparse_attention else 0.0
+    return elems * kv_bytes + extra
+
+
+def state_bytes_per_sequence_per_layer(model: ModelSpec, tp: int = 1) -> float:
+    """Recurrent state + conv state of one linear layer for one sequence on one GPU (heads sharded by tp).
+
+    state_elements × state dtype bytes + conv_state_elements × 2 bytes (vLLM mamba/GDN cache
+    layout; the state dtype is the config's mamba_ssm_dtype). Independent of context.
+    """
+    la = model.linear_attention
+    if la is None:
+        return 0.0
+    return (la.state_elements * la.state_bytes_per_element + la.conv_state_elements * 2.0) / tp
+
+
+def _cache_bytes(model: ModelSpec, ctx: np.ndarray, kv_bytes: float, tp: int, stage: float) -> np.ndarray:
+    """Σ over layers of the cache one sequence holds at ``ctx`` (× the stage's share of layers)."""
+    total = 0.0 * ctx
+    for layer, count in Counter(model.resolved_layers()).items():
+        if layer.mixer == "linear":
+            total = total + count * state_bytes_per_sequence_per_layer(model, tp)
+        else:
+            total = total + count * _tokens_held(layer, ctx) * _token_bytes(model, layer, kv_bytes, tp)
+    return total * stage
 
 
 def engine_for(sc: Scenario, hw: HardwareSpec) -> EngineConfig:
@@ -121,6 +185,10 @@ def activation_peak_bytes(model: ModelSpec, sc: Scenario, tokens: object, sequen
     attention output, FFN/QKV intermediate) + fp32 logits of the ``sequences`` sampled in the
     step (sequences · V/tp · 4 B). Activations are held in at least 16 bits
     (:meth:`Scenario.activation_memory_bytes_per_element`).
+
+    Assumed formula (:data:`ACTIVATION_PEAK_SOURCE`): engines measure this peak with a profiling
+    run; it moves max batch by (peak / KV per sequence), e.g. 0.76 GB for Llama-2-7B under the
+    vllm preset on an H100 = 0.35 sequences at 4,096 tokens.
     """
     a, h, tp = model.attention, model.hidden_size, sc.tp
     width = max(

@@ -27,6 +27,12 @@ from roofline.specs.hardware import ComputeDtype, HardwareSpec
 SCHEMA_VERSION = 1
 
 
+def interp_log2(x_knots: Any, y_knots: Any, x: Any) -> np.ndarray:
+    """Piecewise-linear interpolation in log2(x), clamped at both ends: how every profile curve is read."""
+    lx = np.log2(np.maximum(np.asarray(x, dtype=np.float64), 1e-30))
+    return np.interp(lx, np.log2(np.asarray(x_knots, dtype=np.float64)), np.asarray(y_knots, dtype=np.float64))
+
+
 class Curve(Frozen):
     """Multiplier against a size, piecewise-linear in log2(x), clamped at both ends."""
 
@@ -45,9 +51,8 @@ class Curve(Frozen):
         return self
 
     def __call__(self, x: Any) -> np.ndarray:
-        """Interpolated multiplier at ``x`` (array-friendly)."""
-        lx = np.log2(np.maximum(np.asarray(x, dtype=np.float64), 1e-30))
-        return np.interp(lx, np.log2(np.asarray(self.x)), np.asarray(self.y))
+        """Interpolated multiplier at ``x`` (array-friendly), see :func:`interp_log2`."""
+        return interp_log2(self.x, self.y, x)
 
 
 class Ceiling(Frozen):
@@ -236,9 +241,37 @@ def default_profile() -> CalibrationProfile:
     return load_profile(DEFAULT_PROFILE_PATH)
 
 
+def datasheet_profile(base: CalibrationProfile | None = None, *, keep_hardware: bool = False) -> CalibrationProfile:
+    """The pure roofline: peaks reached exactly, no curves, no overheads (a lower bound on time).
+
+    The one builder of it. Without ``base``: the datasheet peaks of any bundled device. With
+    ``base``: its formats and its GQA K/V re-read semantics (a property of the kernel, not an
+    efficiency) are kept; ``keep_hardware`` also keeps its embedded device, whose "peaks" are
+    the best measured rates (a CPU), as closed-loop validation needs.
+    """
+    if base is None:
+        return _datasheet()
+    one = Ceiling(efficiency=1.0, sources=("datasheet",))
+    return base.model_copy(
+        update={
+            "name": f"{base.name}-datasheet" if keep_hardware else "datasheet",
+            "device": None,
+            "hardware": base.hardware if keep_hardware else None,
+            "compute": dict.fromkeys(base.compute, one),
+            "vendor_compute_efficiency": {},
+            "gemm_m_efficiency": Curve(x=(1.0,), y=(1.0,)),
+            "gemm_m_efficiency_by_dtype": {},
+            "memory": one,
+            "memory_size_efficiency": None,
+            "attention": Attention(gqa_kv_reuse=base.attention.gqa_kv_reuse),
+            "overheads": Overheads(),
+            "comm": Comm(),
+        }
+    )
+
+
 @functools.lru_cache(maxsize=1)
-def datasheet_profile() -> CalibrationProfile:
-    """The pure roofline: datasheet peaks reached exactly, no overheads (a lower bound on time)."""
+def _datasheet() -> CalibrationProfile:
     one = Ceiling(efficiency=1.0, sources=("datasheet",))
     return CalibrationProfile(
         name="datasheet",

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
+    from roofline.published.uncertainty import Interval
+
 
 @dataclass(frozen=True)
 class PredictionResult:
@@ -129,6 +131,22 @@ class PredictionResult:
             "bound_prefill": self.bound_prefill,
             "bound_decode": self.bound_decode,
         }
+
+    def interval(self, name: str, level: float = 0.8) -> tuple[float, float]:
+        """(low, high) of headline figure ``name`` (ttft_s, tpot_s, e2e_s, throughput_tok_s, …) at ``level``.
+
+        From the model's leave-one-source-out error on public rows, by regime, combined with a
+        measured profile's ceiling spread (see :mod:`roofline.published.uncertainty`); NaN when
+        the scenario does not fit.
+        """
+        iv = self.interval_detail(name, level)
+        return (iv.low, iv.high)
+
+    def interval_detail(self, name: str, level: float = 0.8) -> Interval:
+        """The full interval record of ``name``: bounds, regime pooled from, rows and sources behind it."""
+        from roofline.published.uncertainty import result_interval
+
+        return result_interval(self, name, level)
 
     def layer_breakdown(self) -> pd.DataFrame:
         """Time per (phase, group) summed over ops; sums to TTFT and mean TPOT."""

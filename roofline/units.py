@@ -129,3 +129,8 @@ def fmt_rate(x: float, unit: str) -> str:
         if abs(x) >= f:
             return f"{x / f:.3g} {prefix}{unit}"
     return f"{x:.3g} {unit}"
+
+
+def usd_per_million_tokens(usd_per_hour: float, tokens_per_s: float) -> float:
+    """Cost of a million tokens: ($/hour) / (tokens/s × 3600 s/hour) × 1e6; NaN when no tokens flow."""
+    return usd_per_hour / (tokens_per_s * 3600.0) * 1e6 if tokens_per_s > 0 else float("nan")

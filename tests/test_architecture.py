@@ -17,7 +17,12 @@ CORE = {
 }  # fmt: skip
 #: Presentation hooks on the core result that Jupyter and users call (``_repr_html_``,
 #: ``plot_roofline``): they import the renderer when called; nothing in report/ is needed to predict.
-PRESENTATION_HOOKS = {("roofline.result", "roofline.report.charts"), ("roofline.result", "roofline.report.notebook")}
+#: ``PredictionResult.interval`` imports the uncertainty model (derived from published rows) when called.
+PRESENTATION_HOOKS = {
+    ("roofline.result", "roofline.report.charts"),
+    ("roofline.result", "roofline.report.notebook"),
+    ("roofline.result", "roofline.published.uncertainty"),
+}
 
 
 def _module_name(path: Path) -> str:
@@ -106,3 +111,16 @@ def test_core_imports_nothing_from_cli_report_serving_or_published() -> None:
 def test_top_level_holds_only_the_core() -> None:
     top = {f"roofline.{p.stem}" for p in PKG.glob("*.py") if p.stem not in ("__init__", "__main__")}
     assert top == CORE
+
+
+def test_readme_main_command_writes_no_tracked_file() -> None:
+    """The newcomer's main command writes its report under a git-ignored folder, so running it never
+    rewrites the committed example report (reports/ is regenerated on purpose, see reports/README.md)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    main = next(line for line in readme.splitlines() if "roofline report" in line and "pip install ." in line)
+    out = re.search(r"-o (\S+)", main)
+    assert out is not None
+    ignored = [g.strip().strip("/") for g in (ROOT / ".gitignore").read_text().splitlines() if g.strip()]
+    assert out.group(1).split("/")[0] in ignored, out.group(1)

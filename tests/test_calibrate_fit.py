@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from calibrate.fitting.fit import fit, sanitize
-from calibrate.fitting.isotonic import isotonic_increasing, thin_knots
 from calibrate.measure.records import Record
+from roofline.published.monotone import isotonic_increasing, thin_knots
 
 C = {"fp32": 150e9, "bf16": 800e9}  # FLOP/s
 BW = 12e9  # bytes/s

@@ -42,6 +42,21 @@ STATED: dict[str, tuple[float, float | None, str]] = {
     "gemma-2-9b": (9 * B, None, "size per name (Gemma 2 9B); 9,241,705,984 per safetensors metadata"),
     "phi-3-mini-4k": (3.8 * B, None, "Phi-3 model card: 'a 3.8B parameters, lightweight ... open model'"),
     "gpt-oss-120b": (117 * B, 5.1 * B, "gpt-oss README / HF card: '117B parameters with 5.1B active parameters'"),
+    # ---- issue 17 (the quote of each is also in the bundled YAML's second source) ----
+    "qwen3-8b": (8.2 * B, None, "Qwen3-8B model card: 'Number of Parameters: 8.2B'"),
+    "qwen3-32b": (32.8 * B, None, "Qwen3-32B model card: 'Number of Parameters: 32.8B'"),
+    "qwen3-235b-a22b": (235 * B, 22 * B, "Qwen3-235B-A22B model card: '235B in total and 22B activated'"),
+    "qwen3.5-397b-a17b": (397 * B, 17 * B, "Qwen3.5 release: '397B total parameters, 17B activated' (SGLang cookbook)"),
+    "deepseek-v3.2": (685 * B, 37 * B, "DeepSeek-V3.2 HF size 685B = 671B + 14B MTP (V3 report); 37B activated (V3)"),
+    "glm-5": (744 * B, 40 * B, "GLM-5 technical report (arXiv 2602.15763) table: 744B total, 40B activated"),
+    "minimax-m2.5": (229.9 * B, 9.8 * B, "MiniMax-M2 series: 229.9B total, 9.8B activated (emergentmind summary)"),
+    "kimi-k2.5": (1040 * B, 32 * B, "Kimi K2 (K2.5 text model): '32 billion of its 1.04 trillion total parameters'"),
+    "llama-4-scout": (109 * B, 17 * B, "Llama 4 model card: Scout 17B activated, 109B total"),
+    "llama-4-maverick": (400 * B, 17 * B, "Llama 4 model card: Maverick 17B activated, 400B total"),
+    "gemma-4-31b": (30.7 * B, None, "NVIDIA NIM card for google/gemma-4-31b-it: 'Total Parameters: 30.7B'"),
+    "nemotron-3-super-120b-a12b": (120 * B, 12 * B, "NVIDIA: 'a 12B active 120B total parameter ... model'"),
+    "gpt-oss-20b": (21 * B, 3.6 * B, "gpt-oss model card: 'gpt-oss-20b ... 21B parameters with 3.6B active'"),
+    "llama-3.3-nemotron-super-49b": (49 * B, None, "size per name (Llama-3.3-Nemotron-Super-49B-v1)"),
 }
 
 # Exact checkpoint element counts (HF). All are reproduced exactly by ModelSpec.param_count().
@@ -60,7 +75,20 @@ EXACT_TOTAL = {
 
 # gpt-oss states active parameters without the input-embedding table (a lookup, not a matmul):
 # OpenAI's model card gives 5.13B active = ours (5.71B) minus vocab*hidden = 201088*2880.
-ACTIVE_EXCLUDES_INPUT_EMBEDDING = {"gpt-oss-120b"}
+ACTIVE_EXCLUDES_INPUT_EMBEDDING = {"gpt-oss-120b", "gpt-oss-20b", "kimi-k2.5", "nemotron-3-super-120b-a12b",
+                                   "deepseek-v3.2"}  # fmt: skip
+# Kimi K2 (32B), Nemotron-3-Super (12B) and gpt-oss-20b (3.6B) are matched the same way (counting the input
+# embedding they are 2.7%, 6.4% and 16% above). DeepSeek-V3.2 adds a 0.85B lightning indexer to the V3 layout
+# whose 37B the authors state; counted without the input embedding it is 1.3% above.
+# MiniMax-M2.5 (9.8B) and GLM-5 (40B) state active parameters without embedding and lm_head: ours minus 2·V·h
+# match to 0.0% and 0.3%.
+ACTIVE_EXCLUDES_EMBEDDINGS = {"minimax-m2.5", "glm-5"}
+# DeepSeek-V3.2's 685B (the HF checkpoint size) includes the MTP module; our MTP count leaves out its copies of
+# the embedding and head (2·V·h = 1.85B), which the 14B includes, so the sum is 0.2% below.
+TOTAL_INCLUDES_MTP = {"deepseek-v3.2"}
+# Whole-number active figures from a name (A17B) are rounded to 1B: the check is |ours - stated| < 0.5B where
+# that is looser than 2% (Qwen3.5-397B-A17B: 17.35B counted, 2.06% above '17B').
+ACTIVE_ROUNDED = {"qwen3.5-397b-a17b"}
 
 
 def within(actual: float, stated: float, tol: float = 0.02) -> bool:
@@ -69,7 +97,10 @@ def within(actual: float, stated: float, tol: float = 0.02) -> bool:
 
 @pytest.mark.parametrize("slug", sorted(STATED))
 def test_total_params_match_stated(slug: str) -> None:
-    total, stated = roofline.model(slug).param_count(), STATED[slug][0]
+    spec = roofline.model(slug)
+    total, stated = spec.param_count(), STATED[slug][0]
+    if slug in TOTAL_INCLUDES_MTP:
+        total += spec.mtp_param_count()
     if slug in EXACT_TOTAL:
         assert total == EXACT_TOTAL[slug]
     # a whole-number size name may be off by more than 2% only where the exact count is pinned above
@@ -82,8 +113,12 @@ def test_active_params_match_stated(slug: str) -> None:
     active = spec.active_param_count()
     if slug in ACTIVE_EXCLUDES_INPUT_EMBEDDING:
         active -= spec.vocab_size * spec.hidden_size
+    if slug in ACTIVE_EXCLUDES_EMBEDDINGS:
+        active -= 2 * spec.vocab_size * spec.hidden_size
     stated = STATED[slug][1]
-    assert stated is not None and within(active, stated), f"{slug}: {active:,} vs stated {stated:,.0f}"
+    assert stated is not None
+    ok = within(active, stated) or (slug in ACTIVE_ROUNDED and abs(active - stated) < 0.5 * B)
+    assert ok, f"{slug}: {active:,} vs stated {stated:,.0f}"
 
 
 def test_dense_models_are_fully_active() -> None:

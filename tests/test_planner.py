@@ -103,7 +103,7 @@ def test_rejections_carry_reasons() -> None:
     assert "tp=2" in by["h100-sxm", "bf16", 1].reason
     assert "no published fp8" in by["a100-80gb-sxm", "fp8", 4].reason
     assert "misses the SLO at batch 1" in by["a100-80gb-sxm", "bf16", 2].reason
-    over = [c for c in res.candidates if "max-gpus" in c.reason]
+    over = [c for c in res.candidates if "max_gpus" in c.reason]
     assert over and all(c.gpus > 40 for c in over)
     assert all(c.gpus <= 40 for c in res.candidates if c.feasible)
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 import roofline
-from roofline.profile import default_profile
+from roofline.profile import datasheet_profile, default_profile
 from roofline.report import build
 from roofline.report.curves import replica_curve
-from roofline.report.sensitivity import datasheet_profile, scale_bandwidth, scale_compute
+from roofline.report.sensitivity import scale_bandwidth, scale_compute
 from roofline.specs.library import spec_path
 
 MODEL, HARDWARE, PROMPT, OUT = "llama-3.1-70b", ("h100-sxm", "h200-sxm", "a100-80gb-sxm"), 1024, 256

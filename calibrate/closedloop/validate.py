@@ -30,7 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 from calibrate.closedloop.grid import GRIDS, Grid, Point, combine_pairs, format_table, parse_grid
 from roofline.errors import CalibrationError, RooflineError, ScenarioError
-from roofline.profile import Attention, CalibrationProfile, Ceiling, Comm, Curve, Overheads, load_profile
+from roofline.profile import (
+    CalibrationProfile,
+    Curve,
+    datasheet_profile,
+    load_profile,
+)
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 
@@ -51,22 +56,7 @@ def ideal_profile(prof: CalibrationProfile) -> CalibrationProfile:
     is a lower bound on time, so predicted ≤ measured is a one-sided check needing no fit
     (caches faster than the measured memory peak aside).
     """
-    one = Ceiling(efficiency=1.0, sources=("ideal: the device's peak",))
-    return prof.model_copy(
-        update={
-            "name": f"{prof.name}-ideal",
-            "device": None,
-            "compute": dict.fromkeys(prof.compute, one),
-            "vendor_compute_efficiency": {},
-            "gemm_m_efficiency": Curve(x=(1.0,), y=(1.0,)),
-            "gemm_m_efficiency_by_dtype": {},
-            "memory": one,
-            "memory_size_efficiency": None,
-            "attention": Attention(gqa_kv_reuse=prof.attention.gqa_kv_reuse),
-            "overheads": Overheads(),
-            "comm": Comm(),
-        }
-    )
+    return datasheet_profile(prof, keep_hardware=True)
 
 
 def profile_for_dtype(prof: CalibrationProfile, dtype: str) -> CalibrationProfile:

@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from calibrate.fitting.isotonic import bucket_log2, isotonic_increasing, monotone_log_fit, thin_knots
 from calibrate.fitting.residuals import residual_table
 from calibrate.fitting.timemodel import CurveFit, Params, fixed_s, kv_factor, predict_transfer_core
 from calibrate.measure.records import Record
+from roofline.published.monotone import bucket_log2, isotonic_increasing, monotone_log_fit, thin_knots
 
 OVERHEAD_DOMINATED = 0.25  # keep a point for a rate fit only if (t − k) ≥ this fraction of t
 CURVE_FLOOR = 1e-4

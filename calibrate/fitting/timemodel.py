@@ -24,7 +24,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from calibrate.fitting.isotonic import interp_log2
+from roofline.profile import interp_log2
 
 
 @dataclass(frozen=True)

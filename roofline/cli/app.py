@@ -16,12 +16,24 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperGroup, TyperOption
 
 from roofline import __version__
+from roofline.cli.options import as_flags
 from roofline.errors import RooflineError
 
 EXIT_INTERNAL = 3
+_TYPE_LABEL = TyperOption.display_type_rich
+
+
+def _flag_has_no_type(self: TyperOption, ctx: Any) -> str | None:
+    """Help shows ``--ops`` rather than ``--ops <bool>``: flags take no value, so they get no type label."""
+    if self.is_flag or self.count:
+        return None
+    return _TYPE_LABEL(self, ctx)
+
+
+TyperOption.display_type_rich = _flag_has_no_type  # type: ignore[method-assign]
 
 
 class RooflineGroup(TyperGroup):
@@ -41,9 +53,9 @@ class RooflineGroup(TyperGroup):
 
 
 def describe_error(exc: BaseException) -> tuple[int, str]:
-    """(exit code, one-paragraph message) for an exception raised by a command."""
+    """(exit code, one-paragraph message) for an exception raised by a command, phrased for the CLI."""
     if isinstance(exc, RooflineError):
-        return exc.exit_code, str(exc)
+        return exc.exit_code, as_flags(str(exc))
     try:
         from pydantic import ValidationError
     except ImportError:  # pragma: no cover - pydantic is a dependency
@@ -99,11 +111,13 @@ def _root(
 
 
 def _register() -> None:
-    from roofline.cli.extern import calibrate_app, register_optional
+    from roofline.cli.calibrate import calibrate_app
     from roofline.cli.library import hardware_app, model_app, schema_cmd
     from roofline.cli.plan import plan_cmd
     from roofline.cli.predict import compare_cmd, predict_cmd, sweep_cmd
+    from roofline.cli.report import report_command
     from roofline.cli.simulate import simulate_cmd
+    from roofline.cli.validation import accuracy_command, validate_command
 
     app.command("predict", no_args_is_help=True)(predict_cmd)
     app.command("sweep", no_args_is_help=True)(sweep_cmd)
@@ -114,20 +128,32 @@ def _register() -> None:
     app.add_typer(model_app, name="model")
     app.command("schema", no_args_is_help=True)(schema_cmd)
     app.add_typer(calibrate_app, name="calibrate")
-    register_optional(app)
+    app.command("report")(report_command)
+    app.command("validate")(validate_command)
+    app.command("accuracy")(accuracy_command)
 
 
 _register()
 
 
+def hoist_debug(argv: list[str]) -> list[str]:
+    """Move ``--debug`` given after a command (``roofline predict … --debug``) to the front, where the
+    root group reads it; arguments after ``--`` are left alone."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    if "--debug" not in argv[:end]:
+        return argv
+    rest = [a for i, a in enumerate(argv) if not (a == "--debug" and i < end)]
+    return ["--debug", *rest]
+
+
 def main() -> None:
     """Console entry point: run the app; a last guard keeps tracebacks away from users."""
     try:
-        app()
+        app(args=hoist_debug(sys.argv[1:]))
     except RooflineError as exc:  # raised outside a command (e.g. while parsing)
         if "--debug" in sys.argv:
             raise
-        print_error(str(exc))
+        print_error(as_flags(str(exc)))
         sys.exit(exc.exit_code)
     except Exception as exc:
         if "--debug" in sys.argv:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -147,7 +148,15 @@ def _model_facts(s: ModelSpec) -> dict[str, Any]:
 
 
 def layer_pattern(s: ModelSpec) -> str:
-    """'32 × global' or '21 × (local, global)' or a run-length list, plus MoE/dense split."""
+    """'32 × global' or '21 × (local, global)' or a count per mixer kind, plus the FFN split."""
+    if s.layers is not None:  # per-layer structure: count each mixer kind and FFN kind
+        mixers = Counter(layer.mixer for layer in s.resolved_layers())
+        text = " + ".join(f"{n} × {k}" for k, n in mixers.most_common())
+        caps = {"local": ("window", s.attention.sliding_window), "chunked": ("chunk", s.attention.chunk_size),
+                "sparse": ("top-k", s.sparse_attention.top_k if s.sparse_attention else None)}  # fmt: skip
+        text += "".join(f" ({k} {label} {v})" for k, (label, v) in caps.items() if k in mixers and v)
+        ffns = Counter(layer.ffn for layer in s.resolved_layers())
+        return text + "; " + " + ".join(f"{n} {k}" for k, n in ffns.most_common()) + " FFN layers"
     kinds = s.layer_kinds()
     p = s.attention.layer_pattern
     if p and len(kinds) % len(p) == 0 and len(set(p)) > 1:
@@ -200,6 +209,22 @@ def model_show(
         ("attention", att),
         ("ffn", f"{s.ffn.kind} {s.ffn.activation}, intermediate {s.ffn.intermediate_size}"),
     ]  # fmt: skip
+    if s.linear_attention:
+        la = s.linear_attention
+        from roofline.memory import state_bytes_per_sequence_per_layer
+
+        rows.append(
+            (
+                "linear attention",
+                f"{la.kind}: {la.num_heads} heads × {la.head_k_dim}×{la.head_v_dim} state "
+                f"({la.state_dtype}), {fmt_bytes(state_bytes_per_sequence_per_layer(s))} per sequence per layer",
+            )
+        )
+    if s.sparse_attention:
+        sp = s.sparse_attention
+        rows.append(("sparse attention", f"indexer {sp.index_heads} heads × {sp.index_head_dim}, top-k {sp.top_k}"))
+    if s.mtp_layers:
+        rows.append(("MTP layers", f"{s.mtp_layers} ({s.mtp_param_count():,} parameters, not in the total)"))
     if s.moe:
         mo = s.moe
         rows.append(("moe", f"{mo.num_experts} experts × {mo.expert_intermediate_size}, top {mo.top_k}, "

@@ -13,6 +13,7 @@ import itertools
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -234,3 +235,21 @@ def console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else int(os.environ.get("COLUMNS", "160"))
     return Console(file=stream, width=width, highlight=False, soft_wrap=False)
+
+
+#: API names in messages, as the command line spells them (messages from the API name the fix in
+#: API terms, e.g. "it fits with tp=2"; the CLI shows "it fits with --tp 2").
+_AS_FLAGS = (
+    (re.compile(r"\b(tp|pp|ep|weight_dtype|kv_dtype|max_gpus)=(\S+?)(?=[,;.)]?(\s|$))"), None),
+    (re.compile(r"\b(max_gpus|tp_options|precisions|qps)\b"), {"max_gpus": "--max-gpus", "tp_options": "--tp",
+                                                              "precisions": "--precision", "qps": "--qps"}),
+)  # fmt: skip
+
+
+def as_flags(message: str) -> str:
+    """Rephrase API option names in ``message`` as command-line flags (``tp=2`` → ``--tp 2``)."""
+    value_pat, _ = _AS_FLAGS[0]
+    message = value_pat.sub(lambda m: f"--{m.group(1).replace('_', '-')} {m.group(2)}", message)
+    name_pat, names = _AS_FLAGS[1]
+    assert names is not None
+    return name_pat.sub(lambda m: names[m.group(1)], message)

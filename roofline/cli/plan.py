@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -57,6 +57,14 @@ def plan_cmd(
     show_all: Annotated[
         bool, typer.Option("--all", help="Show every candidate, not the first 15 of each table.")
     ] = False,
+    confidence: Annotated[
+        str | None,
+        typer.Option(
+            "--confidence",
+            metavar="LEVEL",
+            help="Size so the SLOs hold at this level's upper bound of the model's error, e.g. 0.9 or 90%.",
+        ),
+    ] = None,
     json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """How many GPUs of which kind serve --qps requests within the TTFT and TPOT SLOs, cheapest first.
@@ -66,6 +74,7 @@ def plan_cmd(
     replicas = ceil(qps / λ_max). Ranked by $/hour (GPUs when no price). Exit code 1 when no
     candidate is feasible; the error names the closest one.
     """
+    from roofline.cli.predict import parse_level
     from roofline.serving.planner import plan
 
     res = plan(
@@ -84,6 +93,7 @@ def plan_cmd(
         kv_dtype=kv_dtype,
         engine=engine,
         engine_overrides=parse_engine_set(engine_set),
+        confidence=parse_level(confidence, "--confidence") if confidence is not None else None,
     )
     if json:
         typer.echo(dumps(res.to_dict()))
@@ -99,7 +109,7 @@ def plan_cmd(
             con.print(
                 f"[bold]recommended:[/] {rec.replicas} × {rec.label} = [bold]{rec.gpus} GPUs[/]{cost}; "
                 f"batch ≤ {rec.batch} per replica, {rec.replica_rps:.3g} req/s per replica, "
-                f"headroom {100 * rec.headroom:.0f}%"
+                f"headroom {100 * rec.headroom:.0f}%" + _confidence_note(rec)
             )
             unpriced = sorted({c.hardware for c in res.candidates if c.feasible and c.usd_per_hour is None})
             if unpriced:
@@ -109,3 +119,17 @@ def plan_cmd(
                 )
     if res.recommended is None:
         raise InfeasibleError(res.explain_infeasible())
+
+
+def _confidence_note(rec: Any) -> str:
+    """How sure the recommendation is: the level it was sized at, or its headroom against the model's error."""
+    knee = f"; above the 85 % utilisation knee ({rec.knee_rps:.3g} req/s), latencies are lower bounds"
+    sat = knee if rec.latency_bound == "lower" else ""
+    if rec.confidence is not None:
+        return f" — SLOs hold at the {100 * rec.confidence:.0f} % upper bound of the model's error{sat}"
+    if rec.within_error:
+        return (
+            f" — [yellow]⚠ headroom is inside the model's 80 % error (±{100 * rec.error_margin:.0f}%): "
+            f"size with --confidence 0.9[/]{sat}"
+        )
+    return f" (model error ±{100 * rec.error_margin:.0f}% at 80 %){sat}"

@@ -81,6 +81,39 @@ Graphs = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON (fields with units in their names).")]
+Level = Annotated[
+    str,
+    typer.Option(
+        "--level", metavar="FRACTION",
+        help="Prediction-interval level for the headline figures, e.g. 0.8 or 90% (model error on held-out "
+        "public rows; see `roofline accuracy --coverage`).",
+    ),
+]  # fmt: skip
+
+
+def parse_level(text: str | float, option: str) -> float:
+    """An interval level in (0, 1) from ``0.8``, ``80%`` or ``80 %``."""
+    raw = str(text).strip()
+    pct = raw.endswith("%")
+    try:
+        value = float(raw.rstrip("%").strip()) / (100.0 if pct else 1.0)
+    except ValueError:
+        raise OptionError(f"{option}: cannot read {raw!r} as a level; write e.g. 0.8 or 80%") from None
+    if not 0.0 < value < 1.0:
+        raise OptionError(f"{option} must be a fraction in (0, 1) such as 0.8 (or a percentage such as 80%), got {raw}")
+    return value
+
+
+def interval_fields(r: PredictionResult, level: float) -> dict[str, Any]:
+    """``<figure>_low`` / ``<figure>_high`` for every headline figure, and the level (JSON/CSV)."""
+    from roofline.published.uncertainty import FIGURES
+
+    out: dict[str, Any] = {"interval_level": level}
+    for name in FIGURES:
+        out[f"{name}_low"], out[f"{name}_high"] = r.interval(name, level)
+    return out
+
+
 Csv = Annotated[bool, typer.Option("--csv", help="Print CSV (same fields as --json).")]
 
 
@@ -120,10 +153,11 @@ def predict_cmd(
     memory_utilization: MemUtil = None,
     cuda_graphs: Graphs = None,
     ops: Annotated[bool, typer.Option("--ops", help="Add the per-op breakdown.")] = False,
+    level: Level = "0.8",
     json: Json = False,
     csv: Csv = False,
 ) -> None:
-    """TTFT, TPOT, throughput, KV cache and memory of one scenario.
+    """TTFT, TPOT, throughput, KV cache and memory of one scenario, headline figures with their interval.
 
     Exit code 1 (after printing the memory table) when the scenario does not fit in memory.
     With --csv --ops the CSV holds the per-op rows instead of the summary.
@@ -134,9 +168,10 @@ def predict_cmd(
         raise OptionError("--json and --csv are exclusive; pick one")
     b, p, o = (parse_count_opt(v, n) for v, n in ((batch, "--batch"), (prompt, "--prompt"), (output, "--output")))
     kw = scenario_kwargs(tp, pp, ep, weight_dtype, kv_dtype, engine, engine_set, memory_utilization, cuda_graphs)
+    lv = parse_level(level, "--level")
     r = predict(model, hardware, b, p, o, calibration=calibration, **kw)
     if json:
-        doc: dict[str, Any] = r.summary()
+        doc: dict[str, Any] = {**r.summary(), **interval_fields(r, lv)}
         if ops:
             from roofline.cli.options import frame_records
 
@@ -145,13 +180,13 @@ def predict_cmd(
     elif csv:
         import pandas as pd
 
-        df = r.ops if ops else pd.DataFrame([r.summary()])
+        df = r.ops if ops else pd.DataFrame([{**r.summary(), **interval_fields(r, lv)}])
         write_frame(df, None, "csv")
     else:
         from roofline.cli.render import ops_tables, prediction_table
 
         con = console()
-        con.print(prediction_table(r))
+        con.print(prediction_table(r, lv))
         if ops and r.fits:
             for table in ops_tables(r.ops):
                 con.print(table)
@@ -199,6 +234,16 @@ def sweep_cmd(
         str | None,
         typer.Option("--format", "-f", metavar="csv|json", help="csv or json (default: FILE suffix, else csv)."),
     ] = None,
+    json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+    csv: Annotated[bool, typer.Option("--csv", help="Same as --format csv.")] = False,
+    interval: Annotated[
+        str | None,
+        typer.Option(
+            "--interval",
+            metavar="LEVEL",
+            help="Add <figure>_low/_high columns: the LEVEL (e.g. 0.8) prediction interval of each headline figure.",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate the grid batch × prompt × output (× tp): one CSV/JSON row per point.
 
@@ -208,8 +253,13 @@ def sweep_cmd(
 
     from roofline.prediction import resolve, sweep
 
+    flags = [f for f, on in (("json", json), ("csv", csv)) if on]
+    if len(flags) + (fmt is not None) > 1:
+        raise OptionError("choose one output format: --format csv|json, --json or --csv")
+    fmt = flags[0] if flags else fmt
     axes = {n: parse_int_list(v, f"--{n}") for n, v in (("batch", batch), ("prompt", prompt), ("output", output))}
     tps = parse_int_list(tp, "--tp")
+    lv = parse_level(interval, "--interval") if interval is not None else None
     m, hw, prof = resolve(model, hardware, calibration)
     kw = scenario_kwargs(1, pp, ep, weight_dtype, kv_dtype, engine, engine_set, memory_utilization, cuda_graphs)
     kw.pop("tp")
@@ -223,6 +273,10 @@ def sweep_cmd(
             frames.append(sweep(m, hw, bs, axes["prompt"], axes["output"], tp=t, calibration=prof, **kw))
             advance()
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    if lv is not None:
+        from roofline.published.uncertainty import interval_columns
+
+        df = interval_columns(df, lv, prof)
     kind = write_frame(df, out, fmt)
     if out is not None:
         n_fit = int(df["fits"].sum())
@@ -316,10 +370,14 @@ def compare_cmd(
 
 
 def _with_cost(r: PredictionResult) -> dict[str, Any]:
-    """summary() plus the spec price and $ per million output tokens = price × GPUs / (tok/s × 3600) × 1e6."""
+    """summary() plus the spec price and $ per million output tokens (:func:`roofline.units.usd_per_million_tokens`)."""
+    from roofline.units import usd_per_million_tokens
+
     s = r.summary()
     price = r.hardware.price.usd_per_gpu_hour if r.hardware.price else None
     s["usd_per_gpu_hour"] = price
     tps = s["throughput_tok_s"]
-    s["usd_per_million_output_tokens"] = price * s["num_gpus"] / (tps * 3600) * 1e6 if price and tps > 0 else None
+    s["usd_per_million_output_tokens"] = (
+        usd_per_million_tokens(price * s["num_gpus"], tps) if price and tps > 0 else None
+    )
     return s

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
+from roofline.cli.options import as_flags
 from roofline.units import fmt_bytes, fmt_rate, fmt_seconds
 
 if TYPE_CHECKING:
@@ -57,26 +58,52 @@ def scenario_title(r: PredictionResult) -> str:
     )
 
 
-def prediction_table(r: PredictionResult) -> Table:
-    """Latency, throughput, KV cache and per-GPU memory of one prediction (memory only when it does not fit)."""
+def seconds_range(value: float, low: float, high: float) -> str:
+    """``963 ms (670–1,386)``: the value with its unit, the bounds in the same unit (3 significant digits)."""
+    text = fmt_seconds(value)
+    if not all(math.isfinite(x) for x in (value, low, high)):
+        return text
+    scale = {"s": 1.0, "ms": 1e3, "µs": 1e6, "ns": 1e9}[text.rsplit(" ", 1)[1]]
+    return f"{text} ({num(low * scale)}–{num(high * scale)})"
+
+
+def count_range(value: float, low: float, high: float, unit: str) -> str:
+    """``454 tok/s (366–563)``."""
+    bounds = f" ({num(low)}–{num(high)})" if all(math.isfinite(x) for x in (low, high)) else ""
+    return f"{num(value)} {unit}{bounds}"
+
+
+def prediction_table(r: PredictionResult, level: float | None = None) -> Table:
+    """Latency, throughput, KV cache and per-GPU memory of one prediction (memory only when it does not fit).
+
+    With ``level`` the headline figures carry their prediction interval ``value (low–high)``
+    (:meth:`PredictionResult.interval`) and the caption states the level.
+    """
     s = r.summary()
     ctx = s["prompt_len"] + s["output_len"]
     title = scenario_title(r)
     t = Table(title=title, title_justify="left", header_style="bold", min_width=_width(title))
+
+    def sec(name: str) -> str:
+        return seconds_range(s[name], *r.interval(name, level)) if level is not None else fmt_seconds(s[name])
+
+    def tok(name: str) -> str:
+        return count_range(s[name], *r.interval(name, level), "tok/s") if level is not None else f"{num(s[name])} tok/s"
+
     t.add_column("metric")
-    t.add_column("value", justify="right")
+    t.add_column("value" if level is None or not r.fits else f"value ({100 * level:.0f} % interval)", justify="right")
     t.add_column("detail", style="dim")
     if r.fits:
         steps = s["output_len"] - 1
-        t.add_row("TTFT", fmt_seconds(s["ttft_s"]), f"prefill, {s['bound_prefill']}-bound, MFU {pct(s['mfu_prefill'])}")
+        t.add_row("TTFT", sec("ttft_s"), f"prefill, {s['bound_prefill']}-bound, MFU {pct(s['mfu_prefill'])}")
         t.add_row(
-            "TPOT (mean)", fmt_seconds(s["tpot_s"]),
+            "TPOT (mean)", sec("tpot_s"),
             f"first {fmt_seconds(s['tpot_first_s'])} → last {fmt_seconds(s['tpot_last_s'])}; "
             f"decode {s['bound_decode']}-bound, MBU {pct(s['mbu_decode'])}",
         )  # fmt: skip
-        t.add_row("end-to-end latency", fmt_seconds(s["e2e_s"]), f"TTFT + {steps} decode steps")
+        t.add_row("end-to-end latency", sec("e2e_s"), f"TTFT + {steps} decode steps")
         t.add_section()
-        t.add_row("output throughput", f"{num(s['throughput_tok_s'])} tok/s",
+        t.add_row("output throughput", tok("throughput_tok_s"),
                   f"{num(s['throughput_tok_s_per_gpu'])} tok/s per GPU ({_plural(s['num_gpus'], 'GPU')})")  # fmt: skip
         t.add_row("total throughput", f"{num(s['total_throughput_tok_s'])} tok/s", "prompt + output tokens")
         t.add_section()
@@ -98,6 +125,12 @@ def prediction_table(r: PredictionResult) -> Table:
     style = "red" if free < 0 else "green"
     t.add_row("  free", Text(fmt_bytes(free), style=style), "short by this much" if free < 0 else "")
     t.add_row("max batch", Text(str(s["max_batch"]), style="bold"), f"sequences at context {ctx}")
+    if level is not None and r.fits:
+        t.caption = (
+            f"(low–high): {100 * level:.0f} % prediction interval from the model's error on public rows "
+            "held out by source, per regime; reproduce its coverage with `roofline accuracy --coverage`"
+        )
+        t.caption_justify = "left"
     return t
 
 
@@ -209,6 +242,41 @@ def compare_table(title: str, columns: Sequence[tuple[str, dict[str, Any] | str]
     return t
 
 
+def plan_caption(res: Any) -> str:
+    """What the plan's latencies and headroom mean: the level, the error margin and saturation marks."""
+    lines = ["TTFT/TPOT at the planned load; B = max sequences per replica (limited by memory or an SLO)"]
+    if res.confidence is not None:
+        lines.append(
+            f"sized at the {100 * res.confidence:.0f} % upper bound of the model's error: SLOs hold at the bound, "
+            "TTFT/TPOT shown are upper bounds; headroom is against the pessimistic capacity"
+        )
+    else:
+        lines.append(
+            "headroom (± model error): ± = the 80 % interval of the model's capacity error; "
+            "⚠ = headroom inside it, capacity may fall short: size with --confidence 0.9"
+        )
+    if any(c.feasible and c.latency_bound == "lower" for c in res.candidates):
+        lines.append(
+            "≥ = utilisation above 85 %: queueing makes latency a lower bound only; "
+            "knee = load where utilisation is 85 %"
+        )
+    return "\n".join(lines)
+
+
+def _latency(c: Any, value: float) -> str:
+    """A planned latency; ``≥ x`` when the candidate runs past the saturation knee (one-sided bound)."""
+    return f"≥ {fmt_seconds(value)}" if c.latency_bound == "lower" else fmt_seconds(value)
+
+
+def headroom_cell(c: Any) -> Text | str:
+    """``12% (±24%)``, yellow with ⚠ when the headroom is inside the model's error, knee when saturated."""
+    knee = f", knee {num(c.knee_rps)} req/s" if c.latency_bound == "lower" else ""
+    if not math.isfinite(c.error_margin) or c.confidence is not None:
+        return pct(c.headroom) + knee
+    text = f"{pct(c.headroom)} (±{pct(c.error_margin)}){knee}"
+    return Text(f"⚠ {text}", style="yellow") if c.within_error else text
+
+
 def plan_tables(res: Any, limit: int | None = 15) -> list[Table]:
     """Ranked feasible candidates, then rejected ones with their reasons (``limit`` rows each; None = all)."""
     ok = [c for c in res.candidates if c.feasible]
@@ -217,8 +285,7 @@ def plan_tables(res: Any, limit: int | None = 15) -> list[Table]:
         f"{res.model}: {res.qps:g} req/s · prompt {res.prompt_len} · output {res.output_len} · "
         f"TTFT ≤ {fmt_seconds(res.ttft_slo_s)} · TPOT ≤ {fmt_seconds(res.tpot_slo_s)}"
     )
-    t = Table(title=title, title_justify="left", caption="TTFT/TPOT at the planned load; "
-              "B = max sequences per replica (limited by memory or an SLO)", caption_justify="left")  # fmt: skip
+    t = Table(title=title, title_justify="left", caption=plan_caption(res), caption_justify="left")
     heads = ("#", "hardware", "prec", "tp", "B", "limit", "req/s/replica", "replicas", "GPUs", "TTFT", "TPOT",
              "headroom", "$/hour", "$/M out tok")  # fmt: skip
     for h in heads:
@@ -226,9 +293,10 @@ def plan_tables(res: Any, limit: int | None = 15) -> list[Table]:
     for i, c in enumerate(ok[:limit], 1):
         style = "bold green" if i == 1 else ""
         t.add_row(
-            "★" if i == 1 else str(i), c.hardware, c.precision, str(c.tp), str(c.batch),
+            ("★" if i == 1 else str(i)) + (" ⚠" if c.within_error else ""), c.hardware, c.precision, str(c.tp),
+            str(c.batch),
             c.limited_by.replace("_slo", " SLO"), num(c.replica_rps), str(c.replicas), str(c.gpus),
-            fmt_seconds(c.ttft_s), fmt_seconds(c.tpot_s), pct(c.headroom), usd(c.usd_per_hour),
+            _latency(c, c.ttft_s), _latency(c, c.tpot_s), headroom_cell(c), usd(c.usd_per_hour),
             usd(c.usd_per_million_output_tokens), style=style,
         )  # fmt: skip
     tables = [t] if ok else []
@@ -243,6 +311,6 @@ def plan_tables(res: Any, limit: int | None = 15) -> list[Table]:
         for h in ("hardware", "prec", "tp", "reason"):
             r.add_column(h, justify="right" if h == "tp" else "left")
         for (hw, prec, reason), tps in shown:
-            r.add_row(hw, prec, ",".join(tps), reason)
+            r.add_row(hw, prec, ",".join(tps), as_flags(reason))
         tables.append(r)
     return tables

@@ -1,4 +1,4 @@
-"""``roofline report``: a self-contained HTML capacity report (registered by ``roofline.cli.extern``).
+"""``roofline report``: a self-contained HTML capacity report (registered in ``roofline.cli.app``).
 
 Imports only typer and the standard library at import time, so ``roofline --help`` stays fast;
 the report machinery (numpy, matplotlib, jinja2) loads when the command runs.

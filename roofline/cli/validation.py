@@ -1,7 +1,7 @@
 """``roofline accuracy``: predictions against published real-world measurements.
 
-The command is a thin renderer over :func:`roofline.published.accuracy.evaluate_rows`; the CLI
-registers ``accuracy_command`` when this module imports. Heavy libraries load inside.
+The command is a thin renderer over :func:`roofline.published.accuracy.evaluate_rows`. Heavy
+libraries load inside the commands.
 """
 
 from __future__ import annotations
@@ -33,6 +33,14 @@ def accuracy_command(
     json: Annotated[bool, typer.Option("--json", help="Print JSON: rows, skipped rows, summary.")] = False,
     csv: Annotated[bool, typer.Option("--csv", help="Print the per-row predictions as CSV.")] = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write JSON/CSV to this file.")] = None,
+    coverage: Annotated[
+        bool,
+        typer.Option(
+            "--coverage",
+            help="Instead: held-out coverage of the prediction intervals by regime (each source held out entirely).",
+        ),
+    ] = False,
+    level: Annotated[str, typer.Option("--level", metavar="FRACTION", help="Interval level for --coverage.")] = "0.8",
 ) -> None:
     """Predictions vs published measurements: error per row, median and p90 per metric, hardware, source.
 
@@ -47,6 +55,9 @@ def accuracy_command(
 
     if json and csv:
         raise OptionError("--json and --csv are exclusive; pick one")
+    if coverage:
+        _coverage(level, json, bool(data or calibration or grade or csv or output))
+        return
     if grade is not None and grade not in GRADES:
         raise OptionError(f"--grade must be one of {', '.join(GRADES)}, got {grade!r}")
     if data is not None and not data.is_file():
@@ -65,6 +76,37 @@ def accuracy_command(
         write_frame(report.rows, output, "csv")
         return
     _print(report)
+
+
+def _coverage(level: str, json: bool, other_options: bool) -> None:
+    """Print the held-out coverage table (:func:`roofline.published.coverage.coverage`)."""
+    from rich.table import Table
+
+    from roofline.cli.predict import parse_level
+    from roofline.published.coverage import coverage
+
+    if other_options:
+        raise OptionError(
+            "--coverage is measured on the shipped rows with the default profile; "
+            "drop --data, --calibration, --grade, --csv and --output (keep --json or --level)"
+        )
+    lv = parse_level(level, "--level")
+    rows = coverage(lv)
+    if json:
+        typer.echo(dumps({"level": lv, "coverage": rows}))
+        return
+    t = Table(
+        title=f"held-out coverage of the {100 * lv:.0f} % prediction interval (each public source held out entirely)",
+        title_justify="left",
+        caption="inside = measured value within the interval built without its source; width = (high − low)/predicted",
+        caption_justify="left",
+    )
+    for h in ("regime", "rows", "inside", "coverage", "median width", "interval from"):
+        t.add_column(h, justify="left" if h in ("regime", "interval from") else "right")
+    for r in rows:
+        t.add_row(r["regime"], str(r["n"]), str(r["covered"]), f"{100 * r['coverage']:.0f}%",
+                  f"{r['width_pct']:.0f}%", r["pooled_from"])  # fmt: skip
+    console().print(t)
 
 
 def _print(report: AccuracyReport) -> None:

@@ -1,9 +1,11 @@
 """Assemble the op list of one forward pass (prefill or one decode step) on one GPU.
 
 Prefill and decode share this code: a decode step is the same layer stack with T = 1
-new token per sequence and ``past`` cached tokens. Layers are grouped by kind
-(global/local attention × dense/MoE FFN) and each op's ``count`` is the number of
-layers of that kind, so the list stays short while the totals are exact.
+new token per sequence and ``past`` cached tokens. Layers are grouped by their resolved
+structure (mixer kind × FFN kind × per-layer shape, ``ModelSpec.resolved_layers``) and each
+op's ``count`` is the number of such layers, so the list stays short while the totals are
+exact. Layers with only a mixer or only an FFN (Nemotron-H blocks, DeciLM no-ops) have half
+the norms and one tensor-parallel all-reduce instead of two.
 """
 
 from __future__ import annotations
@@ -13,38 +15,55 @@ from dataclasses import replace
 
 import numpy as np
 
-from roofline.ops import attention, comm, ffn
+from roofline.ops import attention, comm, ffn, mixers
 from roofline.ops.context import BuildContext
 from roofline.ops.records import Op, Phase, elementwise, gemm
 from roofline.specs.hardware import HardwareSpec
+from roofline.specs.layers import ResolvedLayer
 from roofline.specs.model import ModelSpec
 from roofline.specs.scenario import Scenario
 
 
 def layer_groups(model: ModelSpec) -> Counter[tuple[str, str]]:
-    """How many layers have each (attention kind, ffn kind): e.g. {('local', 'moe'): 18, ...}."""
-    first_dense = model.moe.first_dense_layers if model.moe else model.num_layers
-    return Counter((kind, "dense" if i < first_dense else "moe") for i, kind in enumerate(model.layer_kinds()))
+    """How many layers have each (mixer kind, ffn kind): e.g. {('local', 'moe'): 18, ...}."""
+    return Counter((layer.mixer, layer.ffn) for layer in model.resolved_layers())
 
 
-def _layer_ops(c: BuildContext, attn_kind: str, ffn_kind: str, count: int) -> list[Op]:
+def _labelled_groups(model: ModelSpec) -> list[tuple[ResolvedLayer, int, str]]:
+    """Distinct resolved layers with their counts and a unique label (``mixer_ffn``, numbered
+    ``mixer_ffn.2``… when layers of one kind differ in shape, as in DeciLM)."""
+    groups = sorted(Counter(model.resolved_layers()).items(), key=lambda kv: (kv[0].label, -kv[1]))
+    seen: Counter[str] = Counter()
+    out = []
+    for layer, count in groups:
+        seen[layer.label] += 1
+        label = layer.label if seen[layer.label] == 1 else f"{layer.label}.{seen[layer.label]}"
+        out.append((layer, count, label))
+    return out
+
+
+def _layer_ops(c: BuildContext, layer: ResolvedLayer, count: int, lk: str) -> list[Op]:
     model, h, M, ab, dt = c.model, c.model.hidden_size, c.tokens, c.a_bytes, c.gemm_dtype
-    lk = f"{attn_kind}_{ffn_kind}"
-    sw = model.attention.sliding_window
-    window = float(sw) if attn_kind == "local" and sw is not None else float("inf")
-    norms = model.norms_per_layer
-    ops = [elementwise("norm", "norm", lk, count * norms, dt, M * h, 2.0, ab, 4.0, h * ab)]
-    build = attention.mla_ops if model.attention.mla is not None else attention.gqa_ops
-    ops += build(c, lk, count, window)
-    if ffn_kind == "dense":
-        ops += ffn.dense_ffn_ops(c, lk, count, model.ffn.intermediate_size, model.ffn.kind)
-    else:
+    parts = (layer.mixer != "none") + (layer.ffn != "none")
+    norms = model.norms_per_layer * parts // 2
+    ops = [elementwise("norm", "norm", lk, count * norms, dt, M * h, 2.0, ab, 4.0, h * ab)] if norms else []
+    if layer.mixer == "linear":
+        ops += mixers.linear_ops(c, lk, count)
+    elif layer.has_attention:
+        build = attention.mla_ops if model.attention.mla is not None else attention.gqa_ops
+        if layer.has_indexer:
+            ops += mixers.indexer_ops(c, lk, count)
+        ops += build(c, lk, count, layer)
+    if layer.ffn == "dense":
+        ops += ffn.dense_ffn_ops(c, lk, count, layer.intermediate_size, model.ffn.kind)
+    elif layer.ffn == "moe":
         ops += ffn.moe_ops(c, lk, count)
         if c.sc.ep > 1:
-            msg = M * model.moe.top_k * h * ab if model.moe else M
+            width = (model.moe.latent_size or h) if model.moe else h  # tokens travel in the latent width
+            msg = M * model.moe.top_k * width * ab if model.moe else M
             ops.append(comm.all_to_all("comm.ep_all_to_all", "comm", lk, 2 * count, dt, msg, c.sc.ep))
     if c.tp > 1:
-        ops.append(comm.all_reduce("comm.tp_all_reduce", "comm", lk, 2 * count, dt, M * h * ab, c.tp))
+        ops.append(comm.all_reduce("comm.tp_all_reduce", "comm", lk, parts * count, dt, M * h * ab, c.tp))
     return ops
 
 
@@ -69,8 +88,8 @@ def build_ops(
     ops = [
         elementwise("embedding", "embedding", "model", 1, dt, M * h, 1.0, ab, 0.0, np.minimum(M, v) * h * c.emb_bytes),
     ]
-    for (attn_kind, ffn_kind), count in sorted(layer_groups(model).items()):
-        ops += _layer_ops(c, attn_kind, ffn_kind, count)
+    for layer, count, label in _labelled_groups(model):
+        ops += _layer_ops(c, layer, count, label)
     ops.append(elementwise("final_norm", "norm", "model", 1, dt, B * h, 2.0, ab, 4.0, h * ab))
     ops.append(gemm("lm_head", "lm_head", "model", 1, dt, B, v / sc.tp, h, c.emb_bytes, ab))
     if sc.tp > 1:

@@ -43,7 +43,13 @@ def dense_ffn_ops(
 
 
 def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
-    """Router, routed experts (touched experts only), shared experts."""
+    """Router, routed experts (touched experts only), shared experts.
+
+    Experts are gated (gate+up fused, 3 matrices) or plain (``expert_kind: mlp``, 2 matrices,
+    Nemotron-H relu2). A latent MoE (Nemotron-3 ``moe_latent_size`` L) projects the tokens
+    h → L before the routed experts and L → h after them (fc1/fc2_latent_proj, tp-sharded like
+    the memory model holds them); the experts then run at width L instead of h.
+    """
     moe = c.model.moe
     assert moe is not None
     h, M, wb, ab, dt = c.model.hidden_size, c.tokens, c.w_bytes, c.a_bytes, c.gemm_dtype
@@ -54,17 +60,28 @@ def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     assignments = M * moe.top_k / ep
     rows = assignments / np.maximum(touched, 1e-12)  # tokens per touched expert (GEMM m)
     i = moe.expert_intermediate_size / shard
+    w = moe.latent_size or h  # the width the routed experts run at
+    gated = moe.expert_kind == "gated"
     frac = touched  # weight bytes are per expert in the gemm record, times touched experts
-    ops = [
-        gemm("moe.router", "moe", layer_kind, count, dt, M, moe.num_experts, h, max(ab, 2.0), ab),
-        _scale_rows(gemm("moe.experts_gate_up", "moe", layer_kind, count, dt, rows, 2 * i, h, wb, ab, frac), touched),
-        elementwise("moe.experts_act", "moe", layer_kind, count, dt, assignments * i, 3.0, ab, 4.0),
-        _scale_rows(gemm("moe.experts_down", "moe", layer_kind, count, dt, rows, h, i, wb, ab, frac), touched),
-    ]
+    rb = max(ab, 2.0)  # router weights and bias (e_score_correction_bias) stay 16-bit
+    ops = [gemm("moe.router", "moe", layer_kind, count, dt, M, moe.num_experts, h, rb, ab,
+                bias_bytes=moe.num_experts * rb * moe.router_bias)]  # fmt: skip
+    if moe.latent_size:
+        ops.append(gemm("moe.latent_in", "moe", layer_kind, count, dt, M, moe.latent_size / tp, h, wb, ab))
+    ops += [
+        _scale_rows(gemm(f"moe.experts_{'gate_up' if gated else 'up'}", "moe", layer_kind, count, dt, rows,
+                         (2 if gated else 1) * i, w, wb, ab, frac,
+                         bias_bytes=(2 if gated else 1) * i * wb * moe.expert_bias), touched),
+        elementwise("moe.experts_act", "moe", layer_kind, count, dt, assignments * i, 3.0 if gated else 2.0, ab, 4.0),
+        _scale_rows(gemm("moe.experts_down", "moe", layer_kind, count, dt, rows, w, i, wb, ab, frac,
+                         bias_bytes=w / shard * wb * moe.expert_bias), touched),
+    ]  # fmt: skip
+    if moe.latent_size:
+        ops.append(gemm("moe.latent_out", "moe", layer_kind, count, dt, M, h, moe.latent_size / tp, wb, ab))
     if moe.num_shared_experts:
         assert moe.shared_intermediate_size is not None
         shared = moe.num_shared_experts * moe.shared_intermediate_size
-        ops += dense_ffn_ops(c, layer_kind, count, shared, "gated", prefix="moe.shared", group="moe")
+        ops += dense_ffn_ops(c, layer_kind, count, shared, moe.expert_kind, prefix="moe.shared", group="moe")
     return ops
 
 

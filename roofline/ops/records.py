@@ -6,7 +6,8 @@ many instances one forward pass executes (e.g. the number of layers of that kind
 
 Context-dependent ops (decode attention) also carry ``flops_per_ctx`` and
 ``kv_read_bytes_per_ctx``: the increase per token of attended span, where the span is
-``min(context, ctx_cap)`` (``ctx_cap`` = sliding window, or inf). This lets the
+``min(context, ctx_cap)`` (``ctx_cap`` = sliding window or DSA top-k, or inf), or, for
+chunked attention with ``ctx_period`` C, ``((context − 1) mod C) + 1``. This lets the
 evaluator sum decode steps over a growing context in closed form.
 """
 
@@ -66,8 +67,9 @@ class Op:
     kv_read_bytes_per_ctx: np.ndarray = field(default_factory=lambda: arr(0.0))
     ctx_ref: np.ndarray = field(default_factory=lambda: arr(0.0))
     ctx_cap: float = float("inf")
+    ctx_period: float = float("inf")
     q_per_kv: float = 1.0
-    ctx_dependent: bool = False
+    context_dependent: bool = False  # True when FLOPs or KV bytes grow with the attended context
     launch: Launch = "eager"
 
     @property
@@ -75,22 +77,23 @@ class Op:
         """HBM traffic of one instance: weights + activations + KV read + KV written."""
         return self.weight_bytes + self.act_bytes + self.kv_read_bytes + self.kv_write_bytes
 
-    @property
-    def context_dependent(self) -> bool:
-        """True when FLOPs or bytes grow with the attended context."""
-        return self.ctx_dependent
+    def span(self, context: object) -> np.ndarray:
+        """Attended keys at ``context``: min(context, ctx_cap), or ((context − 1) mod C) + 1 with a period C."""
+        ctx = arr(context)
+        if np.isfinite(self.ctx_period):
+            return np.mod(ctx - 1.0, self.ctx_period) + 1.0
+        return np.minimum(ctx, self.ctx_cap)
 
     def at_context(self, context: np.ndarray) -> Op:
         """The same op evaluated at another context length (tokens attended incl. the new one)."""
         if not self.context_dependent:
             return self
-        cap = self.ctx_cap
-        ds = np.minimum(arr(context), cap) - np.minimum(self.ctx_ref, cap)
+        ds = self.span(context) - self.span(self.ctx_ref)
         return replace(
             self,
             flops=self.flops + self.flops_per_ctx * ds,
             kv_read_bytes=self.kv_read_bytes + self.kv_read_bytes_per_ctx * ds,
-            n=np.minimum(arr(context), cap) + 0.0 * self.n,
+            n=self.span(context) + 0.0 * self.n,
             ctx_ref=arr(context) + 0.0 * self.ctx_ref,
         )
 

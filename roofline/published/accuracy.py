@@ -41,6 +41,8 @@ from roofline.specs.library import model as load_model
 if TYPE_CHECKING:
     import pandas as pd
 
+    from roofline.result import PredictionResult
+
 SUMMARY_GROUPS = ("kind", "metric", "hardware", "source")
 ROW_COLUMNS = (
     "id", "source", "grade", "hardware", "model", "model_label", "tp", "batch", "input_len", "output_len",
@@ -74,6 +76,12 @@ class CaseTime:
 
 def case_time_s(case: RowCase, profile: CalibrationProfile, *, engine_semantics: bool = True) -> CaseTime:
     """Predicted time T behind the row's metric (see module docstring), under the row's engine semantics."""
+    r = case_result(case, profile, engine_semantics=engine_semantics)
+    return CaseTime(float(r.e2e_s), bool(r.fits), float(r.missing_bytes))
+
+
+def case_result(case: RowCase, profile: CalibrationProfile, *, engine_semantics: bool = True) -> PredictionResult:
+    """The full prediction behind a row (T = its ``e2e_s``), under the row's engine semantics."""
     prof = engine_profile(profile, case) if engine_semantics else profile
     m, hw = load_model(case.model), load_hardware(case.hardware)
     out = 1 if case.definition == "ttft_context_phase" else case.output_len
@@ -83,8 +91,7 @@ def case_time_s(case: RowCase, profile: CalibrationProfile, *, engine_semantics:
         engine="ideal", engine_overrides={"reserve_bytes": 0.0}, cuda_graphs=graphs,
     )  # fmt: skip
     sc.validate_for(m, hw)
-    r = evaluate_scenario(m, hw, sc, prof)
-    return CaseTime(float(r.e2e_s), bool(r.fits), float(r.missing_bytes))
+    return evaluate_scenario(m, hw, sc, prof)
 
 
 def metric_from_time(case: RowCase, time_s: float) -> float:

@@ -40,7 +40,10 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+import numpy as np
+
 from roofline.profile import Attention, CalibrationProfile, Ceiling, Comm, Curve, Overheads
+from roofline.published.monotone import isotonic_increasing
 from roofline.published.rows import published_csv_path
 from roofline.specs.library import hardware as load_hardware
 
@@ -327,29 +330,15 @@ def _fit_small_shapes(
         by_m[r["mnk"][0]].append((min(t_c / t_kernel, 1.0), r["id"]))
     xs = sorted(m for m in by_m if m >= MMA_TILE_M)
     meds = [_med(by_m[m]) for m in xs]
-    ys = monotone_fit([v for v, _ in meds], [len(by_m[m]) for m in xs])
+    # weighted isotonic: a median below its left neighbour is pooled with it, so one row cannot lift every larger M
+    weights = np.asarray([len(by_m[m]) for m in xs], dtype=np.float64)
+    ys = [float(v) for v in isotonic_increasing(np.asarray([v for v, _ in meds]), weights)]
     src = [i for _, ids in meds for i in ids]
     x = [1.0, float(MMA_TILE_M)] if xs and xs[0] > MMA_TILE_M else [1.0]
     y0 = ys[0] if ys else 1.0
     y = [y0 / MMA_TILE_M, y0] if len(x) == 2 else [y0 / MMA_TILE_M]
     curve = Curve(x=tuple(x + [float(m) for m in xs]), y=tuple(round(v, 4) for v in y + ys), sources=tuple(src))
     return (round(overhead[0], 9), overhead[1]), curve
-
-
-def monotone_fit(values: list[float], weights: list[int]) -> list[float]:
-    """Weighted isotonic (non-decreasing) regression by pool-adjacent-violators.
-
-    Each value is the median efficiency at one M, weighted by its number of rows; a value
-    below its left neighbour is pooled with it into their weighted mean, so a single row
-    cannot lift every larger M (as a running maximum would).
-    """
-    blocks: list[list[float]] = []  # [weighted mean, weight, count]
-    for v, w in zip(values, weights, strict=True):
-        blocks.append([v, float(w), 1.0])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            (v2, w2, n2), (v1, w1, n1) = blocks.pop(), blocks.pop()
-            blocks.append([(v1 * w1 + v2 * w2) / (w1 + w2), w1 + w2, n1 + n2])
-    return [b[0] for b in blocks for _ in range(int(b[2]))]
 
 
 def main() -> None:  # pragma: no cover - maintenance entry point

@@ -96,7 +96,7 @@ def build(
 
     plan = run_plan(inp)
     rows = hardware_rows(inp, plan)
-    rec = next((r for r in rows if r.feasible and r.candidate is getattr(plan, "recommended", None)), None)
+    rec = next((r for r in rows if r.feasible and r.candidate is plan.recommended), None)
     sens = sensitivity(inp, plan)
     data = ReportData(
         inputs=inp, plan=plan, rows=rows, recommended=rec, risks=tuple(risks(rows, rec, inp, sens)),

@@ -19,7 +19,10 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from roofline.report.content import HardwareRow, ReportData
     from roofline.result import PredictionResult
+    from roofline.serving.planner import Candidate
+    from roofline.specs.hardware import HardwareSpec
 
 PALETTE = ("#2563eb", "#dc2626", "#059669", "#7c3aed", "#d97706", "#0891b2", "#db2777", "#4b5563")
 PHASE_STYLE = {"prefill": ("#2563eb", "o"), "decode": ("#ea580c", "^")}
@@ -177,24 +180,27 @@ def roofline_figure(results: Sequence[PredictionResult], colors: Sequence[str] |
 
 
 # ---- report charts -----------------------------------------------------------------------------
-def _planned(data: Any) -> list[tuple[int, Any]]:
-    return [(i, r) for i, r in enumerate(data.rows) if r.prediction is not None]
+def _planned(data: ReportData) -> list[tuple[int, HardwareRow, Candidate, PredictionResult]]:
+    """(colour index, row, its planned candidate, its prediction) for each hardware with a plan."""
+    return [
+        (i, r, r.candidate, r.prediction)
+        for i, r in enumerate(data.rows)
+        if r.prediction is not None and r.candidate is not None
+    ]
 
 
-def _curve(data: Any, hw: Any, c: Any) -> Any:
+def _curve(data: ReportData, hw: HardwareSpec, c: Candidate) -> Any:
     from roofline.report.curves import replica_curve
 
-    return replica_curve(data.inputs, hw, tp=int(c.tp), precision=str(c.precision),
-                         kv_dtype=str(getattr(c, "kv_dtype", "bf16")), extra=(int(c.batch),))  # fmt: skip
+    return replica_curve(data.inputs, hw, tp=c.tp, precision=c.precision, kv_dtype=c.kv_dtype, extra=(c.batch,))
 
 
-def latency_figure(data: Any) -> Figure:
+def latency_figure(data: ReportData) -> Figure:
     """TTFT and full-load TPOT against batch at each hardware's planned configuration, with the SLOs."""
     wl = data.inputs.workload
     with style("latency"):
         fig, (a1, a2) = new_figure(9.6, 3.3, 2)
-        for i, row in _planned(data):
-            c = row.candidate
+        for i, row, c, _ in _planned(data):
             df = _curve(data, row.hardware, c)
             lab = f"{row.hardware.display_name} (tp {c.tp})"
             a1.plot(df["batch"], df["ttft_s"] * 1e3, color=color(i), lw=1.5, label=lab)
@@ -228,7 +234,7 @@ def _frontier(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(fx[::-1]), np.asarray(fy[::-1])
 
 
-def pareto_figure(data: Any) -> Figure:
+def pareto_figure(data: ReportData) -> Figure:
     """Output tokens/s per GPU against tokens/s per user over batch × tp: the frontier per hardware."""
     from roofline.errors import RooflineError
     from roofline.report.curves import replica_curve
@@ -293,23 +299,23 @@ def memory_parts(r: PredictionResult) -> list[float]:
             m.capacity_bytes - m.usable_bytes]  # fmt: skip
 
 
-def memory_figure(data: Any) -> Figure:
+def memory_figure(data: ReportData) -> Figure:
     """Per-GPU memory at the planned configuration: weights, reserve, KV used and free, with max batch."""
     planned = _planned(data)
     with style("memory"):
         fig, (ax,) = new_figure(9.6, 0.9 + 0.5 * max(len(planned), 1))
         gib = 2.0**30
-        for y, (_, row) in enumerate(planned):
+        for y, (*_, pred) in enumerate(planned):
             left = 0.0
-            for (name, col), v in zip(MEMORY_PARTS, memory_parts(row.prediction), strict=True):
+            for (name, col), v in zip(MEMORY_PARTS, memory_parts(pred), strict=True):
                 ax.barh(y, v / gib, left=left, color=col, height=0.6, label=name if y == 0 else None)
                 left += v / gib
             ctx = data.inputs.workload.prompt_len + data.inputs.workload.output_len
-            ax.annotate(f"max batch {row.prediction.max_batch} at {ctx} tokens", (left, y), xytext=(4, 0),
+            ax.annotate(f"max batch {pred.max_batch} at {ctx} tokens", (left, y), xytext=(4, 0),
                         textcoords="offset points", va="center", fontsize=7.5)  # fmt: skip
         ax.set_yticks(
             range(len(planned)),
-            [f"{r.hardware.display_name}\ntp {r.candidate.tp}, batch {r.candidate.batch}" for _, r in planned],
+            [f"{r.hardware.display_name}\ntp {c.tp}, batch {c.batch}" for _, r, c, _ in planned],
         )
         ax.invert_yaxis()
         ax.set_xlabel("GiB per GPU")
@@ -320,14 +326,14 @@ def memory_figure(data: Any) -> Figure:
     return fig
 
 
-def report_charts(data: Any) -> dict[str, str]:
+def report_charts(data: ReportData) -> dict[str, str]:
     """Every report chart as inline SVG, keyed by chart id."""
     charts = {}
     if any(r.prediction is not None for r in data.rows):
         charts["latency"] = figure_svg(latency_figure(data), "latency", "TTFT and TPOT against batch")
         charts["memory"] = figure_svg(memory_figure(data), "memory", "Memory per GPU")
         planned = _planned(data)
-        fig = roofline_figure([r.prediction for _, r in planned], [color(i) for i, _ in planned])
+        fig = roofline_figure([pred for *_, pred in planned], [color(i) for i, *_ in planned])
         charts["roofline"] = figure_svg(fig, "roofline", "Roofline with prefill and decode ops")
     charts["pareto"] = figure_svg(pareto_figure(data), "pareto", "Throughput per GPU against tokens/s per user")
     return charts

@@ -11,16 +11,20 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roofline.memory import kv_bytes_per_token
 from roofline.profile import CalibrationProfile, load_profile
 from roofline.result import PredictionResult
+from roofline.serving.planner import Candidate, PlanResult, plan, tokens_per_s_per_gpu
 from roofline.serving.workloads import Workload
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.library import hardware as load_hardware
 from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
+
+if TYPE_CHECKING:
+    from roofline.report.sensitivity import SensitivityRow
 
 # table columns: key, header, unit, which direction is better (None: not ranked)
 COLUMNS: tuple[tuple[str, str, str, str | None], ...] = (
@@ -58,7 +62,7 @@ class HardwareRow:
     """The best configuration the planner found on one hardware, with its prediction."""
 
     hardware: HardwareSpec
-    candidate: Any | None
+    candidate: Candidate | None
     prediction: PredictionResult | None
     reason: str
     values: dict[str, float] = field(default_factory=dict)
@@ -67,7 +71,7 @@ class HardwareRow:
     @property
     def feasible(self) -> bool:
         """True when some configuration on this hardware meets the SLOs."""
-        return self.candidate is not None and bool(getattr(self.candidate, "feasible", False))
+        return self.candidate is not None and self.candidate.feasible
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ class ReportData:
     """Everything the report renders (no formatting)."""
 
     inputs: ReportInputs
-    plan: Any
+    plan: PlanResult
     rows: tuple[HardwareRow, ...]
     recommended: HardwareRow | None
     risks: tuple[tuple[float, str], ...]
@@ -120,10 +124,8 @@ def _split(value: str | Sequence[Any]) -> list[str]:
     return [s.strip() for s in items if s.strip()]
 
 
-def run_plan(inp: ReportInputs, profile: CalibrationProfile | None = None) -> Any:
+def run_plan(inp: ReportInputs, profile: CalibrationProfile | None = None) -> PlanResult:
     """Call :func:`roofline.plan` with the report's inputs (optionally another profile)."""
-    from roofline.serving.planner import plan
-
     wl = inp.workload
     return plan(
         inp.model, qps=wl.qps, prompt_len=wl.prompt_len, output_len=wl.output_len, ttft_slo_s=wl.ttft_slo_s,
@@ -138,15 +140,15 @@ def num(x: Any) -> float:
     return math.nan if x is None else float(x)
 
 
-def planner_options(inp: ReportInputs, cand: Any) -> dict[str, Any]:
+def planner_options(inp: ReportInputs, cand: Candidate) -> dict[str, Any]:
     """The scenario options the planner evaluates a candidate with (see ``roofline.serving.planner``)."""
     return {
-        "tp": int(cand.tp), "pp": int(getattr(cand, "pp", 1)), "weight_dtype": str(cand.precision),
-        "kv_dtype": str(getattr(cand, "kv_dtype", "bf16")), "engine": inp.engine,
+        "tp": cand.tp, "pp": cand.pp, "weight_dtype": cand.precision, "kv_dtype": cand.kv_dtype,
+        "engine": inp.engine,
     }  # fmt: skip
 
 
-def candidate_prediction(inp: ReportInputs, hw: HardwareSpec, cand: Any) -> PredictionResult:
+def candidate_prediction(inp: ReportInputs, hw: HardwareSpec, cand: Candidate) -> PredictionResult:
     """``roofline.predict`` at a candidate's batch and options: the memory and ops behind the plan."""
     from roofline.prediction import predict
 
@@ -157,29 +159,29 @@ def candidate_prediction(inp: ReportInputs, hw: HardwareSpec, cand: Any) -> Pred
     )  # fmt: skip
 
 
-def _rank_key(c: Any) -> tuple[float, float]:
-    cost = num(getattr(c, "usd_per_hour", None))
+def _rank_key(c: Candidate) -> tuple[float, float]:
+    cost = num(c.usd_per_hour)
     return (cost if math.isfinite(cost) else math.inf, float(c.gpus))
 
 
-def row_values(inp: ReportInputs, c: Any) -> dict[str, float]:
+def row_values(inp: ReportInputs, c: Candidate) -> dict[str, float]:
     """The comparison-table numbers of one candidate, all straight from the plan.
 
     Throughput per GPU is the replica's sustained output rate at the planned batch:
     replica_rps × output_len / GPUs per replica.
     """
-    per_replica = int(c.tp) * int(getattr(c, "pp", 1))
+    per_replica = c.tp * c.pp
     return {
         "ttft_s": float(c.ttft_s), "tpot_s": float(c.tpot_s),
-        "tok_s_per_gpu": float(c.replica_rps) * inp.workload.output_len / per_replica,
+        "tok_s_per_gpu": float(tokens_per_s_per_gpu(c.replica_rps, inp.workload.output_len, per_replica)),
         "max_batch": float(c.max_batch_memory), "gpus": float(c.gpus), "usd_per_hour": num(c.usd_per_hour),
         "usd_per_million_output_tokens": num(c.usd_per_million_output_tokens),
     }  # fmt: skip
 
 
-def hardware_rows(inp: ReportInputs, plan_result: Any) -> tuple[HardwareRow, ...]:
+def hardware_rows(inp: ReportInputs, plan_result: PlanResult) -> tuple[HardwareRow, ...]:
     """One row per hardware: the recommended candidate if on it, else its cheapest feasible one."""
-    rec = getattr(plan_result, "recommended", None)
+    rec = plan_result.recommended
     rows = []
     for hw in inp.hardware:
         cands = [c for c in plan_result.candidates if hw_name(c.hardware) == hw.name]
@@ -189,7 +191,7 @@ def hardware_rows(inp: ReportInputs, plan_result: Any) -> tuple[HardwareRow, ...
         elif feasible:
             chosen = min(feasible, key=_rank_key)
         else:
-            reasons = [f"tp {c.tp} {c.precision}: {c.reason}" for c in cands if getattr(c, "reason", "")]
+            reasons = [f"tp {c.tp} {c.precision}: {c.reason}" for c in cands if c.reason]
             rows.append(HardwareRow(hw, None, None, "; ".join(reasons) or "no configuration was evaluated"))
             continue
         rows.append(HardwareRow(hw, chosen, candidate_prediction(inp, hw, chosen), "", row_values(inp, chosen)))
@@ -223,7 +225,9 @@ def model_facts(inp: ReportInputs, kv_bytes_per_element: float = 2.0) -> dict[st
     }
 
 
-def risks(data_rows: Sequence[HardwareRow], rec: HardwareRow | None, inp: ReportInputs, sens: Sequence[Any]) -> list:
+def risks(
+    data_rows: Sequence[HardwareRow], rec: HardwareRow | None, inp: ReportInputs, sens: Sequence[SensitivityRow]
+) -> list[tuple[float, str]]:
     """(severity, sentence) pairs, most severe first; the first is the report's main risk."""
     out: list[tuple[float, str]] = []
     wl = inp.workload
@@ -231,14 +235,14 @@ def risks(data_rows: Sequence[HardwareRow], rec: HardwareRow | None, inp: Report
         return [(9.0, "No hardware meets the SLOs for this workload; see the reasons in the comparison table.")]
     c = rec.candidate
     for key, slo, label in (("tpot_s", wl.tpot_slo_s, "TPOT"), ("ttft_s", wl.ttft_slo_s, "TTFT")):
-        ratio = float(getattr(c, key)) / slo
+        ratio = (c.tpot_s if key == "tpot_s" else c.ttft_s) / slo
         if ratio > 0.85:
             out.append((
                 1.0 + ratio,
                 f"At the planned load {label} is already {ratio:.0%} of its SLO: kernels {1 / ratio - 1:.0%} slower "
                 "than predicted would miss it; add a replica or choose a larger tensor-parallel size.",
             ))  # fmt: skip
-    headroom = num(getattr(c, "headroom", None))
+    headroom = num(c.headroom)
     if math.isfinite(headroom) and headroom < 0.15:
         out.append((
             1.6 - headroom,
@@ -246,7 +250,7 @@ def risks(data_rows: Sequence[HardwareRow], rec: HardwareRow | None, inp: Report
             "requests/s breaks the TPOT SLO and queues requests; provision an extra replica for bursts.",
         ))  # fmt: skip
     for s in sens:
-        if not getattr(s, "changes_choice", False) or s.label == "datasheet":
+        if not s.changes_choice or s.label == "datasheet":
             continue
         if s.hardware is None:
             out.append((1.5, f"If the {s.description}, no configuration meets the SLOs; measure before buying."))

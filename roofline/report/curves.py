@@ -21,6 +21,7 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
+    from roofline.report.content import ReportInputs
     from roofline.specs.hardware import HardwareSpec
 
 
@@ -32,7 +33,7 @@ def batch_grid(b_max: int, extra: tuple[int, ...] = (), points: int = 36) -> np.
 
 
 def replica_curve(
-    inp: Any, hw: HardwareSpec, *, tp: int, precision: str, kv_dtype: str = "bf16", pp: int = 1,
+    inp: ReportInputs, hw: HardwareSpec, *, tp: int, precision: str, kv_dtype: str = "bf16", pp: int = 1,
     extra: tuple[int, ...] = (),
 ) -> pd.DataFrame:  # fmt: skip
     """TTFT, full-load TPOT, λ_max and output tokens/s per GPU against batch, up to the memory limit.
@@ -43,11 +44,11 @@ def replica_curve(
     import pandas as pd
 
     from roofline.prediction import sweep
-    from roofline.serving.planner import load_curve
+    from roofline.serving.planner import load_curve, tokens_per_s_per_gpu
 
     wl = inp.workload
     p, o = wl.prompt_len, wl.output_len
-    opts: dict[str, Any] = {"weight_dtype": precision, "kv_dtype": kv_dtype, "engine": getattr(inp, "engine", None)}
+    opts: dict[str, Any] = {"weight_dtype": precision, "kv_dtype": kv_dtype, "engine": inp.engine}
     if pp != 1:
         opts["pp"] = pp
     first = sweep(inp.model, hw, 1, p, o, tp=tp, calibration=inp.profile, **opts).iloc[0]
@@ -65,5 +66,5 @@ def replica_curve(
     rps, tpot = curve.replica_rps, curve.tpot_s
     return pd.DataFrame({
         "batch": curve.batch.astype(np.int64), "ttft_s": curve.ttft_s, "tpot_s": tpot, "replica_rps": rps,
-        "tok_s_per_gpu": rps * o / (tp * pp), "user_tok_s": 1.0 / tpot, "max_batch": b_mem,
+        "tok_s_per_gpu": tokens_per_s_per_gpu(rps, o, tp * pp), "user_tok_s": 1.0 / tpot, "max_batch": b_mem,
     })  # fmt: skip

@@ -10,8 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from roofline.profile import CalibrationProfile, Ceiling, Curve
-from roofline.report.content import hw_name, num, run_plan
+from roofline.profile import CalibrationProfile, Ceiling, datasheet_profile
+from roofline.report.content import ReportInputs, hw_name, num, run_plan
+from roofline.serving.planner import PlanResult
 
 STEP = 0.15
 
@@ -63,19 +64,6 @@ def scale_compute(p: CalibrationProfile, f: float) -> CalibrationProfile:
     })  # fmt: skip
 
 
-def datasheet_profile(p: CalibrationProfile) -> CalibrationProfile:
-    """Pure datasheet roofline: every efficiency 1, no overheads, no measured absolute values."""
-    return p.model_copy(update={
-        "name": "datasheet", "device": None, "hardware": None,
-        "compute": {d: Ceiling(efficiency=1.0, sources=("datasheet",)) for d in p.compute},
-        "vendor_compute_efficiency": {}, "gemm_m_efficiency": Curve(x=(1.0,), y=(1.0,)),
-        "memory": Ceiling(efficiency=1.0, sources=("datasheet",)), "memory_size_efficiency": None,
-        "attention": p.attention.model_copy(update={"compute_efficiency": 1.0, "memory_efficiency": 1.0}),
-        "overheads": p.overheads.model_copy(update={"per_kernel_s": 0.0, "per_kernel_graph_s": 0.0, "per_step_s": 0.0}),
-        "comm": p.comm.model_copy(update={"link_efficiency": 1.0, "latency_s": 0.0}),
-    })  # fmt: skip
-
-
 def variants(p: CalibrationProfile) -> list[tuple[str, str, CalibrationProfile]]:
     """(label, description, profile) of each sensitivity case."""
     pct = f"{STEP:.0%}"
@@ -107,8 +95,10 @@ def _change(key: tuple[str, float] | None, base: tuple[str, float] | None) -> st
     return "more GPUs" if key[1] > base[1] else "fewer GPUs"
 
 
-def _row(label: str, desc: str, plan: Any, names: dict[str, str], base_key: Any, baseline: bool) -> SensitivityRow:
-    c = getattr(plan, "recommended", None)
+def _row(
+    label: str, desc: str, plan: PlanResult, names: dict[str, str], base_key: Any, baseline: bool
+) -> SensitivityRow:
+    c = plan.recommended
     key = _key(c)
     change = "" if baseline else _change(key, base_key)
     nan = math.nan
@@ -122,10 +112,10 @@ def _row(label: str, desc: str, plan: Any, names: dict[str, str], base_key: Any,
     )  # fmt: skip
 
 
-def sensitivity(inp: Any, base_plan: Any) -> tuple[SensitivityRow, ...]:
+def sensitivity(inp: ReportInputs, base_plan: PlanResult) -> tuple[SensitivityRow, ...]:
     """The baseline row followed by one row per variant, each re-planned with the modified profile."""
     names = {h.name: h.display_name for h in inp.hardware}
-    base_key = _key(getattr(base_plan, "recommended", None))
+    base_key = _key(base_plan.recommended)
     rows = [_row("baseline", f"profile '{inp.profile.name}' as given", base_plan, names, base_key, True)]
     for label, desc, prof in variants(inp.profile):
         rows.append(_row(label, desc, run_plan(inp, prof), names, base_key, False))

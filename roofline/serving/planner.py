@@ -41,6 +41,18 @@ engine's ``max_num_seqs``, and meets both SLOs. Batches 1 … 16,384 are searche
     $/hour   = GPUs × price per GPU-hour
     $/M output tokens = ($/hour) / (qps · O · 3600) × 1e6
 
+**Confidence** (``confidence`` = ℓ, e.g. 0.9). The model's error is an interval per figure
+(:mod:`roofline.published.uncertainty`): t·e^(±q). With ℓ given, t_pre and t_dec(B) are
+replaced by their upper bounds t·e^(q) before everything above, so the SLOs hold at the upper
+bound and capacity is sized at the pessimistic step times. Without it, the point plan is
+kept and each candidate's headroom is set against the model's error on capacity, the
+throughput interval at 80 %: ``error_margin = e^(q) − 1``; a candidate with
+headroom < error_margin is marked ``within_error`` (its capacity may fall short of qps).
+**Saturation.** utilisation = qps / (replicas·λ_max) = 1/(1 + headroom). Above
+SATURATION = 85 % a small bias in step time explodes queueing delay, so latencies are
+reported as one-sided (lower) bounds (``latency_bound = "lower"``) with the knee
+``knee_rps`` = 0.85·replicas·λ_max, the load at which utilisation reaches 85 %.
+
 Candidates (hardware × precision × tp) are ranked by $/hour (by GPUs when no price is
 known); the recommendation is the first feasible one. Rejected candidates say why:
 does not fit (missing bytes), misses an SLO at batch 1 (by how much), exceeds max GPUs.
@@ -59,7 +71,7 @@ import numpy as np
 from roofline.engine.presets import EngineArg
 from roofline.errors import ScenarioError
 from roofline.memory import no_fit_reason
-from roofline.units import fmt_seconds
+from roofline.units import fmt_seconds, usd_per_million_tokens
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,6 +81,10 @@ if TYPE_CHECKING:
     from roofline.specs.model import ModelSpec
 
 DEFAULT_TP = (1, 2, 4, 8)
+#: utilisation above which queueing latency is reported one-sided (assumed: M/D/1-like growth
+#: 1/(1−u) makes a 5 % step-time bias move waiting time by > 30 % beyond it).
+SATURATION = 0.85
+MARGIN_LEVEL = 0.8
 EXACT_BATCH_LIMIT = 16384
 NAN = float("nan")
 
@@ -107,6 +123,12 @@ class Candidate:
     usd_per_million_output_tokens: float | None = None
     missing_bytes: float = 0.0
     slo_excess: float = NAN
+    confidence: float | None = None
+    error_margin: float = NAN
+    within_error: bool = False
+    utilisation: float = NAN
+    knee_rps: float = NAN
+    latency_bound: str = "point"
 
     @property
     def label(self) -> str:
@@ -127,6 +149,7 @@ class PlanResult:
     tpot_slo_s: float
     max_gpus: int | None
     candidates: list[Candidate] = field(default_factory=list)
+    confidence: float | None = None
 
     @property
     def recommended(self) -> Candidate | None:
@@ -145,6 +168,7 @@ class PlanResult:
         return _clean({
             "model": self.model, "qps": self.qps, "prompt_len": self.prompt_len, "output_len": self.output_len,
             "ttft_slo_s": self.ttft_slo_s, "tpot_slo_s": self.tpot_slo_s, "max_gpus": self.max_gpus,
+            "confidence": self.confidence,
             "recommended": asdict(rec) if rec else None, "candidates": [asdict(c) for c in self.candidates],
         })  # fmt: skip
 
@@ -152,19 +176,19 @@ class PlanResult:
         """One paragraph on why nothing is feasible, naming the closest candidate and a fix."""
         slo = f"TTFT ≤ {fmt_seconds(self.ttft_slo_s)} and TPOT ≤ {fmt_seconds(self.tpot_slo_s)}"
         if not self.candidates:
-            return f"no candidate to evaluate for {self.model}; pass --hardware and --precision values that exist"
-        gpu = [c for c in self.candidates if c.gpus and not c.feasible and "max-gpus" in c.reason]
+            return f"no candidate to evaluate for {self.model}; pass hardware and precisions values that exist"
+        gpu = [c for c in self.candidates if c.gpus and not c.feasible and "max_gpus" in c.reason]
         slo_miss = [c for c in self.candidates if math.isfinite(c.slo_excess)]
         no_fit = [c for c in self.candidates if c.missing_bytes > 0]
         if gpu:
             best = min(gpu, key=lambda c: c.gpus)
-            fix = f"raise --max-gpus to {best.gpus}, lower --qps or allow other hardware"
+            fix = f"raise max_gpus to {best.gpus}, lower qps or allow other hardware"
         elif slo_miss:
             best = min(slo_miss, key=lambda c: c.slo_excess)
-            fix = "relax the SLOs, use a shorter prompt, a higher tp or fp8 (--precision bf16,fp8)"
+            fix = "relax the SLOs, use a shorter prompt, a higher tp or fp8 weights (precisions bf16,fp8)"
         elif no_fit:
             best = min(no_fit, key=lambda c: c.missing_bytes)
-            fix = "allow a higher tp (--tp 8,16), a lower precision (--precision fp8,int4) or larger GPUs"
+            fix = "allow a higher tp (tp_options 8,16), a lower precision (precisions fp8,int4) or larger GPUs"
         else:
             best = self.candidates[0]
             fix = "check the hardware, precision and tp options"
@@ -191,6 +215,7 @@ def plan(
     kv_dtype: str | None = None,
     engine: EngineArg = None,
     engine_overrides: Mapping[str, Any] | None = None,
+    confidence: float | None = None,
 ) -> PlanResult:
     """Cheapest deployment serving ``qps`` requests/s within the TTFT and TPOT SLOs (see module doc).
 
@@ -198,6 +223,7 @@ def plan(
     they divide the attention heads. ``prices`` (slug → USD per GPU-hour) override spec
     prices. ``kv_dtype`` None keeps the engine default (bf16). ``engine`` is a preset name
     (default ``vllm``) or an EngineConfig, resolved per hardware, with ``engine_overrides``.
+    ``confidence`` (e.g. 0.9) sizes so that the SLOs hold at that level's upper bound (module doc).
     """
     from roofline.profile import load_profile
     from roofline.specs.library import hardware as load_hardware
@@ -205,6 +231,10 @@ def plan(
     from roofline.specs.library import model as load_model
 
     _check_request(qps, prompt_len, output_len, ttft_slo_s, tpot_slo_s, max_gpus)
+    if confidence is not None:
+        from roofline.published.uncertainty import check_level
+
+        confidence = check_level(confidence)
     m, prof = load_model(model), load_profile(calibration)
     if hardware is None:
         hws = [load_hardware(n) for n in list_hardware()]
@@ -218,7 +248,7 @@ def plan(
     tps = list(tp_options) if tp_options is not None else [t for t in DEFAULT_TP if m.attention.num_heads % t == 0]
     req = _Request(
         qps, int(prompt_len), int(output_len), ttft_slo_s, tpot_slo_s, max_gpus, kv_dtype, engine,
-        dict(engine_overrides or {}),
+        dict(engine_overrides or {}), confidence,
     )  # fmt: skip
     cands = []
     for hw in hws:
@@ -226,7 +256,7 @@ def plan(
         for prec in precisions:
             for tp in tps:
                 cands.append(_candidate(m, hw, prof, str(prec), int(tp), price, req))
-    return PlanResult(m.name, qps, req.p, req.o, ttft_slo_s, tpot_slo_s, max_gpus, _rank(cands))
+    return PlanResult(m.name, qps, req.p, req.o, ttft_slo_s, tpot_slo_s, max_gpus, _rank(cands), confidence)
 
 
 @dataclass(frozen=True)
@@ -240,6 +270,7 @@ class _Request:
     kv_dtype: str | None
     engine: EngineArg = None
     engine_overrides: dict[str, Any] = field(default_factory=dict)
+    confidence: float | None = None
 
 
 def _check_request(qps: float, p: int, o: int, ttft: float, tpot: float, max_gpus: int | None) -> None:
@@ -283,6 +314,11 @@ def load_curve(batch: np.ndarray, t_prefill_s: float, t_decode_s: np.ndarray, ou
     )
 
 
+def tokens_per_s_per_gpu(replica_rps: object, output_len: int, gpus_per_replica: int) -> Any:
+    """Output tokens/s per GPU of a replica serving ``replica_rps`` requests/s: λ · O / (tp · pp)."""
+    return np.asarray(replica_rps, dtype=np.float64) * output_len / gpus_per_replica
+
+
 def _rank(cands: list[Candidate]) -> list[Candidate]:
     """Feasible first by $/hour (unpriced after priced, by GPUs), then the rejected in input order."""
     ok = [c for c in cands if c.feasible]
@@ -295,6 +331,7 @@ def _candidate(
 ) -> Candidate:
     """Plan one (hardware, precision, tp): memory limit, SLO-limited batch, replicas, cost."""
     from roofline.prediction import make_scenario, sweep
+    from roofline.published.uncertainty import upper_factors
 
     kv = req.kv_dtype or "bf16"
     base = Candidate(hardware=hw.name, precision=prec, tp=tp, kv_dtype=kv, usd_per_gpu_hour=price)
@@ -316,6 +353,9 @@ def _candidate(
     b = df["batch"].to_numpy(dtype=np.float64)
     t_dec = df["tpot_s"].to_numpy(dtype=np.float64)
     t_pre = float(first["ttft_s"])
+    if req.confidence is not None:  # upper bounds of the step times (module docstring)
+        t_pre *= float(upper_factors("ttft_s", np.asarray([first["bound_prefill"]]), req.confidence, prof)[0])
+        t_dec = t_dec * upper_factors("tpot_s", df["bound_decode"].to_numpy(), req.confidence, prof)
     curve = load_curve(b, t_pre, t_dec, req.o)
     tpot_full, ttft = curve.tpot_s, curve.ttft_s
     fits = df["fits"].to_numpy(dtype=bool)
@@ -327,7 +367,9 @@ def _candidate(
     at_cap = i + 1 == len(b) and seq_cap < b_mem
     limited = "max_num_seqs" if at_cap else "memory" if i + 1 == len(b) or not fits[i + 1] else (
         "tpot_slo" if tpot_full[i + 1] > req.tpot_slo else "ttft_slo")  # fmt: skip
-    return _size(replace(base, batch=int(b[i]), limited_by=limited, t_decode_s=float(t_dec[i])), req)
+    margin = upper_factors("e2e_s", np.asarray([""]), req.confidence or MARGIN_LEVEL, prof)[0] - 1.0
+    c = replace(base, batch=int(b[i]), limited_by=limited, t_decode_s=float(t_dec[i]), error_margin=float(margin))
+    return _size(c, req)
 
 
 def _batch_grid(b_mem: int) -> np.ndarray:
@@ -370,14 +412,21 @@ def _size(c: Candidate, req: _Request) -> Candidate:
         replicas += 1
     gpus = replicas * c.tp * c.pp
     cost = gpus * c.usd_per_gpu_hour if c.usd_per_gpu_hour is not None else None
-    per_m = cost / (req.qps * req.o * 3600) * 1e6 if cost is not None else None
+    per_m = usd_per_million_tokens(cost, req.qps * req.o) if cost is not None else None
     c = replace(
         c, feasible=True, replica_rps=lam_max, replicas=replicas, gpus=gpus, ttft_s=ttft, tpot_s=tpot,
         tpot_full_load_s=float(at_b.tpot_s), prefill_share=rho, concurrency=conc,
         headroom=replicas * lam_max / req.qps - 1, usd_per_hour=cost, usd_per_million_output_tokens=per_m,
+        confidence=req.confidence,
+    )  # fmt: skip
+    util = req.qps / (replicas * lam_max)
+    c = replace(
+        c, utilisation=float(util), knee_rps=SATURATION * replicas * lam_max,
+        within_error=bool(req.confidence is None and c.headroom < c.error_margin),
+        latency_bound="lower" if util > SATURATION else "upper" if req.confidence is not None else "point",
     )  # fmt: skip
     if req.max_gpus is not None and gpus > req.max_gpus:
-        why = f"needs {gpus} GPUs ({replicas} replicas × tp {c.tp}) > --max-gpus {req.max_gpus}"
+        why = f"needs {gpus} GPUs ({replicas} replicas × tp {c.tp}) > max_gpus {req.max_gpus}"
         return replace(c, feasible=False, reason=why)
     return c
 

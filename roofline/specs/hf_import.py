@@ -20,12 +20,21 @@ Semantics follow the Hugging Face ``transformers`` modelling code:
   ``n_shared_experts * moe_intermediate_size`` (as in ``DeepseekV3MoE``; the count is
   the same as that many experts of width ``moe_intermediate_size``).
 * DeepSeek-V3's MLA head_dim is ``qk_nope_head_dim + qk_rope_head_dim``; its
-  multi-token-prediction layers (``num_nextn_predict_layers``) are not counted, like
-  the 671B the authors state. ``e_score_correction_bias`` is counted as a router bias.
+  multi-token-prediction layers (``num_nextn_predict_layers``) go to ``mtp_layers`` and are
+  not in ``param_count()``, like the 671B the authors state (``mtp_param_count()`` counts
+  them). ``e_score_correction_bias`` is counted as a router bias.
+* Architectures with per-layer structure (Qwen3.5/3.6, Nemotron-H, Llama-4, Gemma-4,
+  DeciLM, MiMo-V2, Step-3.7, MiniMax-M2) are read by the adapters in
+  :mod:`roofline.specs.hf_families` into ``layers``/``linear_attention``; DeepSeek-V3.2 and
+  GLM-5 (DSA) become sparse MLA layers with ``sparse_attention``. Architectures recognised
+  but not modelled (DeepSeek-V4, Kimi-K3, MiniMax-M3) fail naming the missing features.
+* Multimodal wrappers: the language model is read from ``text_config`` (Qwen3-VL, Qwen3.5,
+  Llama-4, Gemma-4, Kimi-K2.5) and the notes say the encoders are not modelled.
 * Biases: Qwen2 always has q/k/v biases; ``attention_bias`` gives q/k/v/o biases on
-  Llama, Qwen3-MoE, Gemma-2 and gpt-oss (others ignore it, as HF does); gpt-oss also has
+  Llama, Qwen3, Qwen3-MoE, Gemma-2 and gpt-oss (others ignore it, as HF does); MiMo (a
+  Qwen2 derivative) has q/k/v biases unless ``attention_bias`` is false; gpt-oss also has
   sinks, router and expert biases; Qwen3 has QK-norm; Gemma-2 has 4 norms per layer.
-* ``quantization_config`` is recorded in ``notes``; ``native_dtype`` comes from
+* ``quantization_config`` is recorded in ``notes`` (not interpreted here); ``native_dtype`` comes from
   ``torch_dtype`` (``dtype``), bf16 when absent.
 """
 
@@ -34,13 +43,17 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, TypeVar
-
-import yaml
+from typing import Any
 
 from roofline.errors import SpecError
+from roofline.specs import hf_families as families
+from roofline.specs.hf_config import _MISSING, _Config
+from roofline.specs.hf_families import ADAPTERS, NOT_MODELLED
 from roofline.specs.model import ModelSpec
 from roofline.specs.validation import validate_spec
+from roofline.specs.yaml_out import spec_to_yaml
+
+__all__ = ["SUPPORTED", "model_from_hf_config", "spec_to_yaml"]
 
 #: architecture -> model_type, in the order error messages list them
 SUPPORTED: dict[str, str] = {
@@ -53,63 +66,44 @@ SUPPORTED: dict[str, str] = {
     "Gemma2ForCausalLM": "gemma2",
     "Phi3ForCausalLM": "phi3",
     "GptOssForCausalLM": "gpt_oss",
+    "Qwen3ForCausalLM": "qwen3",
+    "MiMoForCausalLM": "mimo",
+    "DeepseekV32ForCausalLM": "deepseek_v32",
+    "GlmMoeDsaForCausalLM": "glm_moe_dsa",
+    "MiniMaxM2ForCausalLM": "minimax_m2",
+    "MiniMaxM3ForCausalLM": "minimax_m3",
+    "MiniMaxM3SparseForCausalLM": "minimax_m3_text",
+    "Llama4ForCausalLM": "llama4_text",
+    "Gemma4ForCausalLM": "gemma4_text",
+    "Qwen3_5ForCausalLM": "qwen3_5_text",
+    "Qwen3_5MoeForCausalLM": "qwen3_5_moe_text",
+    "NemotronHForCausalLM": "nemotron_h",
+    "DeciLMForCausalLM": "nemotron-nas",
+    "MiMoV2FlashForCausalLM": "mimo_v2_flash",
+    "Step3p7FlashForCausalLM": "step3p7",
 }
-_BY_MODEL_TYPE = {mt: arch for arch, mt in SUPPORTED.items()}
+#: text_config model_types of multimodal wrappers -> the text architecture they share
+_BY_MODEL_TYPE = {
+    **{mt: arch for arch, mt in SUPPORTED.items()},
+    "qwen3_vl_text": "Qwen3ForCausalLM",
+    "qwen3_vl_moe_text": "Qwen3MoeForCausalLM",
+    "kimi_k2": "DeepseekV3ForCausalLM",
+}
+_DEEPSEEK = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM")
+_QWEN = ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiMoForCausalLM")
 _TIED_DEFAULT = {"Gemma2ForCausalLM": True}
 _NORMS_PER_LAYER = {"Gemma2ForCausalLM": 4}
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-_ATTENTION_BIAS = ("LlamaForCausalLM", "Qwen3MoeForCausalLM", "Gemma2ForCausalLM", "GptOssForCausalLM")
+_ATTENTION_BIAS = (
+    "LlamaForCausalLM",
+    "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "Gemma2ForCausalLM",
+    "GptOssForCausalLM",
+)
 _LAYER_TYPES = {"sliding_attention": "local", "full_attention": "global"}
 _MAX_LAYERS = 10_000
-_MISSING = object()
-_T = TypeVar("_T")
-
-
-class _Config:
-    """A config mapping with typed accessors; every failure is a SpecError naming the key."""
-
-    def __init__(self, data: dict[str, Any], arch: str, origin: str) -> None:
-        self.data, self.arch, self.origin = data, arch, origin
-
-    def _fail(self, key: str, problem: str) -> SpecError:
-        return SpecError(f"{self.origin} ({self.arch}): key '{key}' {problem}")
-
-    def raw(self, key: str, default: Any = _MISSING) -> Any:
-        """The value of ``key``; absent (and no default) is an error."""
-        if key in self.data:
-            return self.data[key]
-        if default is _MISSING:
-            raise self._fail(key, f"is required for {self.arch} but missing; add it to the config")
-        return default
-
-    def integer(self, key: str, default: Any = _MISSING, minimum: int = 1) -> int:
-        """An integer >= ``minimum`` (booleans and floats are rejected)."""
-        v = self.raw(key, default)
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise self._fail(key, f"must be an integer, got {v!r}")
-        if v < minimum:
-            raise self._fail(key, f"must be >= {minimum}, got {v}")
-        return v
-
-    def opt_int(self, key: str, minimum: int = 1) -> int | None:
-        """An integer, or None when the key is absent or null."""
-        return None if self.data.get(key) is None else self.integer(key, minimum=minimum)
-
-    def typed(self, key: str, kind: type[_T], default: _T) -> _T:
-        """A value of JSON type ``kind`` (bool or str); absent or null gives ``default``."""
-        v = self.data.get(key)
-        if v is None:
-            return default
-        if not isinstance(v, kind):
-            raise self._fail(key, f"must be a {'boolean' if kind is bool else 'string'}, got {v!r}")
-        return v
-
-    def int_list(self, key: str) -> list[int]:
-        """A list of non-negative integers (absent or null -> empty)."""
-        v = self.data.get(key) or []
-        if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in v):
-            raise self._fail(key, f"must be a list of non-negative layer indices, got {v!r}")
-        return v
+_WRAPPER = "__roofline_wrapper__"  # private key: the multimodal wrapper class a text_config came from
 
 
 # ---- reading --------------------------------------------------------------------------
@@ -142,12 +136,26 @@ def _unsupported(what: str) -> SpecError:
     )
 
 
+def _not_modelled(arch: str, origin: str) -> SpecError:
+    return SpecError(
+        f"{origin}: architecture '{arch}' is recognised but not modelled: roofline lacks {NOT_MODELLED[arch]}. "
+        "Write a model YAML by hand (see `roofline schema model`) approximating it, or pick a supported model."
+    )
+
+
 def _architecture(raw: dict[str, Any], origin: str) -> tuple[dict[str, Any], str]:
-    """The text-model config (``text_config`` when present) and its supported architecture."""
+    """The text-model config (``text_config`` when present) and its supported architecture.
+
+    A multimodal wrapper's language model is read from ``text_config`` (its class from the inner
+    ``architectures``, the outer one, or the inner ``model_type``); the wrapper's name is kept
+    under a private key so the notes can say that the encoders are not modelled.
+    """
     archs = raw.get("architectures")
     if archs is not None and (not isinstance(archs, list) or not all(isinstance(a, str) for a in archs)):
         raise SpecError(f"{origin}: key 'architectures' must be a list of class names, got {archs!r}")
     top = archs[0] if archs else None
+    if top in NOT_MODELLED:
+        raise _not_modelled(top, origin)
     inner = raw.get("text_config")
     if inner is None:
         if top is None:
@@ -159,19 +167,24 @@ def _architecture(raw: dict[str, Any], origin: str) -> tuple[dict[str, Any], str
         raise SpecError(f"{origin}: key 'text_config' must be a mapping, got {type(inner).__name__}")
     inner_archs = inner.get("architectures")
     inner_arch = inner_archs[0] if isinstance(inner_archs, list) and inner_archs else None
+    if isinstance(inner_arch, str) and inner_arch in NOT_MODELLED:
+        raise _not_modelled(inner_arch, origin)
     model_type = inner.get("model_type")
     by_type = _BY_MODEL_TYPE.get(model_type) if isinstance(model_type, str) else None
     arch = next((a for a in (inner_arch, top, by_type) if isinstance(a, str) and a in SUPPORTED), None)
     if arch is None:
         raise _unsupported(f"'{top}' (text_config model_type {model_type!r}) in {origin}")
     inherited = ("_name_or_path", "tie_word_embeddings", "quantization_config", "torch_dtype", "dtype")
-    return {**{k: raw[k] for k in inherited if k in raw}, **inner}, arch
+    data = {**{k: raw[k] for k in inherited if k in raw}, **inner}
+    if top is not None and top != arch:
+        data[_WRAPPER] = top
+    return data, arch
 
 
 # ---- architecture pieces ----------------------------------------------------------------
 def _mla(c: _Config) -> dict[str, Any] | None:
     """MLA ranks for DeepSeek-V3, else None."""
-    if c.arch != "DeepseekV3ForCausalLM":
+    if c.arch not in _DEEPSEEK:
         return None
     if c.typed("attention_bias", bool, False):
         raise c._fail("attention_bias", "true is not supported for MLA (no MLA bias terms in the spec)")
@@ -203,10 +216,12 @@ def _attention(c: _Config, hidden: int, num_layers: int) -> dict[str, Any]:
         "num_heads": heads,
         "num_kv_heads": kv_heads,
         "head_dim": head_dim,
-        "qkv_bias": bias or c.arch == "Qwen2ForCausalLM",
+        "qkv_bias": bias
+        or c.arch == "Qwen2ForCausalLM"
+        or (c.arch == "MiMoForCausalLM" and c.typed("attention_bias", bool, True)),
         "o_bias": bias,
         "sinks": c.arch == "GptOssForCausalLM",
-        "qk_norm": c.arch == "Qwen3MoeForCausalLM",
+        "qk_norm": c.arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"),
         "sliding_window": window,
         "layer_pattern": pattern,
         "mla": mla,
@@ -215,7 +230,9 @@ def _attention(c: _Config, hidden: int, num_layers: int) -> dict[str, Any]:
 
 def _layer_kinds(c: _Config, num_layers: int) -> list[str]:
     """'local'/'global' per layer, per the architecture's sliding-window semantics."""
-    qwen = c.arch in ("Qwen2ForCausalLM", "Qwen3MoeForCausalLM")
+    if c.arch in _DEEPSEEK:  # GLM-5.2's layer_types say 'deepseek_sparse_attention'; the sparsity is in layers
+        return ["global"] * num_layers
+    qwen = c.arch in _QWEN
     if qwen and not (c.typed("use_sliding_window", bool, False) and c.data.get("sliding_window") is not None):
         return ["global"] * num_layers  # never from sliding_window alone
     if c.data.get("layer_types") is not None or c.arch == "GptOssForCausalLM":
@@ -260,7 +277,7 @@ def _moe_layers(c: _Config, num_layers: int) -> list[bool]:
         dense = set(c.int_list("mlp_only_layers"))
         step = c.integer("decoder_sparse_step", default=1)
         return [i not in dense and (i + 1) % step == 0 for i in range(num_layers)]
-    if c.arch == "DeepseekV3ForCausalLM":
+    if c.arch in _DEEPSEEK:
         first = c.integer("first_k_dense_replace", minimum=0)
         freq = c.integer("moe_layer_freq", default=1)
         return [i >= first and i % freq == 0 for i in range(num_layers)]
@@ -303,7 +320,7 @@ def _moe(c: _Config, num_layers: int) -> dict[str, Any] | None:
     else:
         moe["num_experts"] = c.integer("num_experts" if c.arch == "Qwen3MoeForCausalLM" else "n_routed_experts")
         moe["expert_intermediate_size"] = c.integer("moe_intermediate_size")
-    if c.arch == "DeepseekV3ForCausalLM":
+    if c.arch in _DEEPSEEK:
         shared = c.integer("n_shared_experts", minimum=0)
         if shared:
             moe["num_shared_experts"] = 1
@@ -335,11 +352,19 @@ def _notes(c: _Config) -> str:
         notes.append("No torch_dtype in the config; bf16 assumed.")
     if c.arch == "Phi3ForCausalLM" and c.data.get("sliding_window") is not None:
         notes.append("HF Phi3Attention applies sliding_window to every layer.")
-    if c.arch == "DeepseekV3ForCausalLM":
-        mtp = c.data.get("num_nextn_predict_layers")
+    if c.arch in _DEEPSEEK:
         notes.append(
-            f"Multi-token-prediction layers (num_nextn_predict_layers={mtp}) are not counted. Shared experts are one "
-            "MLP of width n_shared_experts*moe_intermediate_size; router_bias is e_score_correction_bias."
+            "Multi-token-prediction layers (num_nextn_predict_layers) are in mtp_layers, counted by mtp_param_count "
+            "and not by param_count. Shared experts are one MLP of width n_shared_experts*moe_intermediate_size; "
+            "router_bias is e_score_correction_bias."
+        )
+    if c.arch == "MiMoForCausalLM":
+        notes.append("Multi-token-prediction layers (num_nextn_predict_layers) are in mtp_layers, not in param_count.")
+    wrapper = c.data.get(_WRAPPER)
+    if wrapper:
+        notes.append(
+            f"Multimodal wrapper {wrapper}: the language model is imported from text_config; the vision/audio "
+            "encoders and projector are out of scope (not counted, not costed)."
         )
     return " ".join(notes)
 
@@ -370,12 +395,13 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
     raw, origin, stem = _read(path_or_dict)
     data, arch = _architecture(raw, origin)
     c = _Config(data, arch, origin)
-    num_layers = c.integer("num_hidden_layers")
+    blocks = data.get("layers_block_type")  # Nemotron-3 Ultra/Lightning name the blocks instead of counting them
+    num_layers = c.integer("num_hidden_layers", default=len(blocks) if isinstance(blocks, list) else _MISSING)
     if num_layers > _MAX_LAYERS:
         raise c._fail("num_hidden_layers", f"is {num_layers}, implausibly large (> {_MAX_LAYERS})")
     hidden = c.integer("hidden_size")
     slug, display, repo = _names(c, stem, name)
-    spec = {
+    spec: dict[str, Any] = {
         "name": slug,
         "display_name": display,
         "hf_repo": repo,
@@ -387,53 +413,30 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         "max_position_embeddings": c.opt_int("max_position_embeddings"),
         "norm": "rmsnorm",
         "norms_per_layer": _NORMS_PER_LAYER.get(arch, 2),
-        "attention": _attention(c, hidden, num_layers),
-        "ffn": {
-            "kind": "gated",
-            "intermediate_size": c.integer("intermediate_size"),
-            "activation": c.typed("hidden_activation", str, c.typed("hidden_act", str, "silu")),
-            "bias": arch == "LlamaForCausalLM" and c.typed("mlp_bias", bool, False),
-        },
-        "moe": _moe(c, num_layers),
         "native_dtype": _dtype(c),
         "sources": [{"fields": "all architecture fields", "ref": f"Hugging Face config.json ({origin}, {arch})"}],
-        "notes": _notes(c),
     }
+    act = c.typed("hidden_activation", str, c.typed("hidden_act", str, "silu"))
+    notes = [_notes(c)]
+    if arch in ADAPTERS:
+        family = ADAPTERS[arch](c, hidden, num_layers)
+        notes += family.pop("notes")
+        family["ffn"].setdefault("activation", act)
+        spec |= family
+    else:
+        spec |= {
+            "attention": _attention(c, hidden, num_layers),
+            "ffn": {
+                "kind": "gated",
+                "intermediate_size": c.integer("intermediate_size"),
+                "activation": act,
+                "bias": arch == "LlamaForCausalLM" and c.typed("mlp_bias", bool, False),
+            },
+            "moe": _moe(c, num_layers),
+        }
+        if arch in _DEEPSEEK or arch == "MiMoForCausalLM":
+            spec["mtp_layers"] = c.integer("num_nextn_predict_layers", default=0, minimum=0)
+        if arch in ("DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"):
+            spec |= families.dsa(c, spec, num_layers)
+    spec["notes"] = " ".join(n for n in notes if n)
     return validate_spec(ModelSpec, spec, f"{origin} ({arch})")
-
-
-def spec_to_yaml(spec: ModelSpec, header: str | None = None) -> str:
-    """A clean YAML document for ``spec``: keys by alias, None fields dropped, a comment header.
-
-    ``header`` (one or more lines, without ``#``) defaults to the spec's display name and
-    its first source. The output loads back to an equal spec with ``roofline.model(path)``.
-    """
-    data = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
-    for key in ("aliases", "notes"):
-        if not data.get(key):
-            data.pop(key, None)
-    text = header or f"{spec.display_name} model spec, generated by roofline.specs.hf_import from {spec.sources[0].ref}"
-    lines = ("".join(ch if ch.isprintable() else " " for ch in line) for line in text.splitlines())
-    comment = "".join(f"# {line}".rstrip() + "\n" for line in lines)
-    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
-    return comment + body
-
-
-class _Dumper(yaml.SafeDumper):
-    """Block mappings, one-line lists of scalars, folded long strings."""
-
-
-def _repr_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
-    flow = all(not isinstance(x, dict | list) for x in data)
-    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
-
-
-def _repr_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-    style = ">" if len(data) > 90 and "\n" not in data and data == data.strip() else None
-    if any(ch in data for ch in "\x85\u2028\u2029"):  # YAML 1.1 line breaks PyYAML emits raw
-        style = '"'
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-
-_Dumper.add_representer(list, _repr_list)
-_Dumper.add_representer(str, _repr_str)

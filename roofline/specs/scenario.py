@@ -122,7 +122,7 @@ class Scenario:
             alt = ", ".join(hw.peak_dense.supported())
             raise ScenarioError(
                 f"{hw.name} has no published {dt} tensor peak, so {field_name}={p.value} cannot run there; "
-                f"supported formats: {alt}. Try --weight-dtype bf16 (or int4 weight-only)."
+                f"supported formats: {alt}. Try weight_dtype=bf16 (or weight_dtype=int4, weight-only)."
             )
         return dt
 
@@ -145,6 +145,21 @@ class Scenario:
         if a.mla is None and a.num_kv_heads % self.tp and self.tp % a.num_kv_heads:
             raise ScenarioError(
                 f"tp={self.tp} neither divides nor is a multiple of the {a.num_kv_heads} KV heads of {model.name}"
+            )
+        for layer in set(model.resolved_layers()):  # per-layer heads (DeciLM, Gemma-4, MiMo-V2)
+            if layer.has_attention and (
+                layer.num_heads % self.tp
+                or (a.mla is None and layer.num_kv_heads % self.tp and self.tp % layer.num_kv_heads)
+            ):
+                raise ScenarioError(
+                    f"tp={self.tp} does not shard the {layer.num_heads} heads / {layer.num_kv_heads} KV heads of "
+                    f"{model.name}'s {layer.label} layers; pick a tp dividing both (or a multiple of the KV heads)"
+                )  # fmt: skip
+        la = model.linear_attention
+        if la is not None and (la.num_heads % self.tp or (la.num_k_heads % self.tp and self.tp % la.num_k_heads)):
+            raise ScenarioError(
+                f"tp={self.tp} does not shard the {la.num_heads} {la.kind} heads ({la.num_k_heads} key heads/groups) "
+                f"of {model.name}; pick a tp dividing them"
             )
         if self.pp > model.num_layers:
             raise ScenarioError(f"pp={self.pp} exceeds the {model.num_layers} layers of {model.name}")

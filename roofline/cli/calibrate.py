@@ -1,6 +1,4 @@
-"""Commands implemented elsewhere: ``calibrate`` (calibrate.cli, needs torch) and the optional
-``report`` / ``validate`` / ``accuracy`` commands, registered only when their modules exist.
-"""
+"""``roofline calibrate``: a thin front for the ``calibrate`` package (torch is imported only when it runs)."""
 
 from __future__ import annotations
 
@@ -77,34 +75,3 @@ def calibrate_cmd(
 def calibrate_show(profile: Annotated[Path, typer.Argument(help="A calibration profile YAML.")]) -> None:
     """Summarise a calibration profile: ceilings, curves, overheads and provenance."""
     typer.echo(_calibrate_module().show_profile(profile))
-
-
-_ANY_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
-OPTIONAL_COMMANDS = (
-    ("report", "roofline.cli.report", "report_command"),
-    ("validate", "roofline.cli.validation", "validate_command"),
-    ("accuracy", "roofline.cli.validation", "accuracy_command"),
-)
-
-
-def register_optional(app: typer.Typer) -> None:
-    """Add report / validate / accuracy when their modules exist; a broken module gets a stub that says why."""
-    for name, module, attr in OPTIONAL_COMMANDS:
-        try:
-            fn = getattr(importlib.import_module(module), attr)
-        except ModuleNotFoundError as exc:
-            if exc.name is not None and module.startswith(exc.name):
-                continue  # not written yet
-            app.command(name, hidden=True, context_settings=_ANY_ARGS)(_stub(name, module, exc))
-        except Exception as exc:  # a bug in another module must not break every other command
-            app.command(name, hidden=True, context_settings=_ANY_ARGS)(_stub(name, module, exc))
-        else:
-            app.command(name)(fn)
-
-
-def _stub(name: str, module: str, exc: BaseException) -> Any:
-    def stub() -> None:
-        raise OptionError(f"`roofline {name}` is unavailable: importing {module} failed ({type(exc).__name__}: {exc})")
-
-    stub.__doc__ = f"Unavailable: {module} failed to import."
-    return stub

@@ -1,5 +1,10 @@
 """Monotone curve fitting in pure numpy: weighted isotonic regression and knot thinning.
 
+The one home of these fits: the default profile's derivation from published rows
+(:mod:`roofline.published.default_profile`) and ``roofline calibrate``'s fitter
+(:mod:`calibrate.fitting.fit`) both use them; curves are evaluated by
+:func:`roofline.profile.interp_log2`.
+
 Efficiency curves are fitted as *non-decreasing* functions of log2(size): a bigger GEMM
 or a bigger transfer never runs at a lower fraction of the ceiling in the model, even
 when one noisy measurement says so. The fit is the weighted least-squares isotonic
@@ -84,9 +89,3 @@ def thin_knots(x: np.ndarray, y: np.ndarray, rel_tol: float = 1e-3) -> tuple[np.
     keep.append(len(x) - 1)
     idx = np.asarray(keep)
     return x[idx], y[idx]
-
-
-def interp_log2(x_knots: np.ndarray, y_knots: np.ndarray, x: np.ndarray | float) -> np.ndarray:
-    """Piecewise-linear interpolation in log2(x), clamped at both ends (as ``roofline.profile.Curve``)."""
-    lx = np.log2(np.maximum(np.asarray(x, dtype=np.float64), 1e-30))
-    return np.interp(lx, np.log2(np.asarray(x_knots, dtype=np.float64)), np.asarray(y_knots, dtype=np.float64))

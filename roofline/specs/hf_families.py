@@ -1,0 +1,460 @@
+"""Importer adapters for architectures with per-layer structure (issue 17).
+
+Each adapter reads its architecture's keys explicitly (semantics from the reference
+modelling code named in its docstring) and returns the ``attention``, ``ffn``, ``moe``,
+``layers``, ``linear_attention``/``sparse_attention``, ``mtp_layers`` and notes of the spec.
+Keys that would switch on a feature roofline does not model are errors naming the feature.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from roofline.specs.hf_config import _Config
+
+Spec = dict[str, Any]
+_STATE_DTYPES = {None: "bf16", "bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def runs(per_layer: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run-length encode per-layer dicts into ``LayerRun`` entries (``repeat`` consecutive equal layers)."""
+    out: list[dict[str, Any]] = []
+    for layer in per_layer:
+        clean = {k: v for k, v in layer.items() if v is not None}
+        if out and {k: v for k, v in out[-1].items() if k != "repeat"} == clean:
+            out[-1]["repeat"] += 1
+        else:
+            out.append({**clean, "repeat": 1})
+    return out
+
+
+def _gqa(heads: int, kv: int, head_dim: int, **flags: Any) -> dict[str, Any]:
+    kind = "mha" if kv == heads else "mqa" if kv == 1 else "gqa"
+    return {"kind": kind, "num_heads": heads, "num_kv_heads": kv, "head_dim": head_dim, **flags}
+
+
+def _layer_list(c: _Config, key: str, n: int, allowed: dict[Any, str]) -> list[str]:
+    """A per-layer list of ``n`` entries mapped through ``allowed``; anything else is an error."""
+    v = c.raw(key)
+    ok = isinstance(v, list | str) and len(v) == n
+    if not ok or any(isinstance(x, bool) or not isinstance(x, str | int) or x not in allowed for x in v):
+        raise c._fail(key, f"must list {n} entries of {sorted(map(str, allowed))}, got {str(v)[:80]}")
+    return [allowed[x] for x in v]
+
+
+def _state_dtype(c: _Config, key: str) -> str:
+    v = c.data.get(key)
+    if not (v is None or isinstance(v, str)) or v not in _STATE_DTYPES:
+        raise c._fail(key, f"is {v!r}; supported: {', '.join(k for k in _STATE_DTYPES if k)}")
+    return _STATE_DTYPES[v]
+
+
+def _heads(c: _Config, hidden: int) -> tuple[int, int, int]:
+    heads = c.integer("num_attention_heads")
+    kv = c.opt_int("num_key_value_heads") or heads
+    return heads, kv, c.opt_int("head_dim") or hidden // heads
+
+
+# ---- adapters ---------------------------------------------------------------------------
+def minimax_m2(c: _Config, hidden: int, num_layers: int) -> Spec:
+    """MiniMax-M2 (HF ``MiniMaxM2ForCausalLM``): GQA with QK-norm over all heads ('per_layer') and an
+    all-MoE stack with a sigmoid router and e_score_correction_bias (``use_routing_bias``)."""
+    heads, kv, d = _heads(c, hidden)
+    scope = c.typed("qk_norm_type", str, "per_layer")
+    if scope not in ("per_layer", "per_head"):
+        raise c._fail("qk_norm_type", f"is {scope!r}; supported: per_layer, per_head")
+    width = c.integer("intermediate_size")
+    shared = c.integer("shared_intermediate_size", default=0, minimum=0)
+    moe: dict[str, Any] = {
+        "num_experts": c.integer("num_local_experts"), "top_k": c.integer("num_experts_per_tok"),
+        "expert_intermediate_size": width, "router_bias": c.typed("use_routing_bias", bool, False),
+    }  # fmt: skip
+    if shared:
+        moe |= {"num_shared_experts": 1, "shared_intermediate_size": shared}
+    mtp = c.integer("num_mtp_modules", default=0, minimum=0) if c.typed("use_mtp", bool, False) else 0
+    mtp *= c.integer("mtp_transformer_layers", default=1)
+    return {
+        "attention": _gqa(heads, kv, d, qk_norm=c.typed("use_qk_norm", bool, False),
+                          qk_norm_scope="layer" if scope == "per_layer" else "head"),
+        "ffn": {"kind": "gated", "intermediate_size": width},
+        "moe": moe,
+        "mtp_layers": mtp,
+        "notes": [f"MTP modules ({mtp}) counted in mtp_param_count, not in param_count."] if mtp else [],
+    }  # fmt: skip
+
+
+_MSA_KEYS = {"use_sparse_attention", "sparse_attention_freq", "sparse_block_size", "sparse_topk_blocks",
+             "sparse_local_block", "sparse_init_block", "sparse_num_index_heads", "sparse_index_dim",
+             "sparse_score_type", "sparse_disable_index_value"}  # fmt: skip
+
+
+def minimax_m3(c: _Config, hidden: int, num_layers: int) -> Spec:
+    """MiniMax-M3 (TensorRT-LLM ``MiniMaxM3Attention``/``MiniMaxM3DecoderLayer``): GQA with per-head QK-norm;
+    layers flagged in ``sparse_attention_config.sparse_attention_freq`` run MiniMax Sparse Attention over
+    the top ``sparse_topk_blocks`` blocks of ``sparse_block_size`` tokens plus ``sparse_local_block`` local
+    and ``sparse_init_block`` initial blocks, chosen by a K-only index branch; FFN per ``moe_layer_freq``:
+    dense SwiGLU-OAI of ``dense_intermediate_size`` or MoE with a shared expert and routing bias."""
+    heads, kv, d = _heads(c, hidden)
+    sac = c.raw("sparse_attention_config")
+    if not isinstance(sac, dict) or set(sac) - _MSA_KEYS:
+        raise c._fail(
+            "sparse_attention_config",
+            f"has unknown keys {sorted(set(sac) - _MSA_KEYS) if isinstance(sac, dict) else sac!r}",
+        )
+    sc = _Config(sac, c.arch, f"{c.origin} sparse_attention_config")
+    sparse = _layer_list(sc, "sparse_attention_freq", num_layers, {0: "global", 1: "sparse"}) if sc.typed(
+        "use_sparse_attention", bool, False) else ["global"] * num_layers  # fmt: skip
+    no_value = (_layer_list(sc, "sparse_disable_index_value", num_layers, {0: "0", 1: "1"})
+                if sc.data.get("sparse_disable_index_value") is not None else ["1"] * num_layers)  # fmt: skip
+    if any(v != "1" for v, k in zip(no_value, sparse, strict=True) if k == "sparse"):
+        raise sc._fail(
+            "sparse_disable_index_value", "must be 1 on sparse layers: an index value branch is not modelled"
+        )
+    ffns = _layer_list(c, "moe_layer_freq", num_layers, {0: "dense", 1: "moe"})
+    block = sc.integer("sparse_block_size")
+    blocks = sc.integer("sparse_topk_blocks") + sc.integer("sparse_local_block", default=0, minimum=0)
+    blocks += sc.integer("sparse_init_block", default=0, minimum=0)
+    width = c.integer("intermediate_size")  # the expert width when moe_intermediate_size is absent (NVFP4 config)
+    moe: dict[str, Any] = {"num_experts": c.integer("num_local_experts"), "top_k": c.integer("num_experts_per_tok"),
+                           "expert_intermediate_size": c.integer("moe_intermediate_size", default=width),
+                           "router_bias": c.typed("use_routing_bias", bool, False)}  # fmt: skip
+    shared = c.integer("n_shared_experts", default=0, minimum=0)
+    if shared:
+        moe |= {"num_shared_experts": 1, "shared_intermediate_size": shared * c.integer("shared_intermediate_size")}
+    return {
+        "attention": _gqa(heads, kv, d, qk_norm=c.typed("use_qk_norm", bool, False),
+                          output_gate=c.typed("attention_output_gate", bool, False)),
+        "ffn": {"kind": "gated", "intermediate_size": c.integer("dense_intermediate_size")},
+        "moe": moe,
+        "sparse_attention": {"kind": "msa", "index_heads": sc.integer("sparse_num_index_heads"),
+                             "index_head_dim": sc.integer("sparse_index_dim"), "top_k": blocks * block,
+                             "block_size": block},
+        "layers": runs([{"mixer": k, "ffn": f} for k, f in zip(sparse, ffns, strict=True)]),
+        "mtp_layers": c.integer("num_nextn_predict_layers", default=c.integer("num_mtp_modules", default=0, minimum=0),
+                                minimum=0),
+        "notes": [f"MiniMax Sparse Attention: {blocks} blocks of {block} tokens per query; index keys cached in "
+                  "16-bit (assumed); SwiGLU-OAI activation costed as SwiGLU."],
+    }  # fmt: skip
+
+
+def llama4(c: _Config, hidden: int, num_layers: int) -> Spec:
+    """Llama-4 text model (HF ``Llama4TextModel``): chunked attention (``attention_chunk_size``) on RoPE
+    layers, global NoPE attention every ``no_rope_layer_interval`` (4) layers (``no_rope_layers``), MoE
+    on ``moe_layers`` (default every ``interleave_moe_layer_step``-th) with one shared expert of
+    ``intermediate_size``, dense layers of ``intermediate_size_mlp``. The QK L2-norm has no weights."""
+    heads, kv, d = _heads(c, hidden)
+    chunk = c.opt_int("attention_chunk_size")
+    interval = c.integer("no_rope_layer_interval", default=4)
+    rope = c.data.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(num_layers)]
+    if not isinstance(rope, list) or len(rope) != num_layers:
+        raise c._fail("no_rope_layers", f"must list {num_layers} 0/1 flags")
+    step = c.integer("interleave_moe_layer_step", default=1)
+    moe_layers = set(c.int_list("moe_layers") or range(step - 1, num_layers, step))
+    per_layer = [
+        {"mixer": "chunked" if chunk and rope[i] else "global", "ffn": "moe" if i in moe_layers else "dense"}
+        for i in range(num_layers)
+    ]
+    width = c.integer("intermediate_size")
+    bias = c.typed("attention_bias", bool, False)
+    return {
+        "attention": _gqa(heads, kv, d, qkv_bias=bias, o_bias=bias, chunk_size=chunk),
+        "ffn": {"kind": "gated", "intermediate_size": c.integer("intermediate_size_mlp", default=width)},
+        "moe": {
+            "num_experts": c.integer("num_local_experts"),
+            "top_k": c.integer("num_experts_per_tok"),
+            "expert_intermediate_size": width,
+            "num_shared_experts": 1,
+            "shared_intermediate_size": width,
+        },
+        "layers": runs(per_layer),
+        "notes": [f"Chunked attention (chunk {chunk}) on RoPE layers, global NoPE attention every {interval}."],
+    }
+
+
+def gemma4(c: _Config, hidden: int, num_layers: int) -> Spec:
+    """Gemma-4 text model: sliding/full layers from ``layer_types``; full layers have their own KV heads
+    (``num_global_key_value_heads``) and head dim (``global_head_dim``) and, with ``attention_k_eq_v``,
+    reuse K as V. With ``enable_moe_block`` every layer runs the dense MLP (counted as one shared
+    expert) next to the routed experts. 4 norms per layer, QK-norm, tied embeddings."""
+    for key, feature in (("hidden_size_per_layer_input", "per-layer input embeddings"),
+                         ("num_kv_shared_layers", "KV sharing across layers"),
+                         ("use_double_wide_mlp", "double-wide MLP layers")):  # fmt: skip
+        c.require_absent(key, feature)
+    heads, kv, d = _heads(c, hidden)
+    kinds = _layer_list(c, "layer_types", num_layers, {"sliding_attention": "local", "full_attention": "global"})
+    g_kv, g_d = c.opt_int("num_global_key_value_heads") or kv, c.opt_int("global_head_dim") or d
+    width = c.integer("intermediate_size")
+    moe = None
+    ffn = "dense"
+    if c.typed("enable_moe_block", bool, False):
+        moe = {"num_experts": c.integer("num_experts"), "top_k": c.integer("top_k_experts"),
+               "expert_intermediate_size": c.integer("moe_intermediate_size"), "num_shared_experts": 1,
+               "shared_intermediate_size": width}  # fmt: skip
+        ffn = "moe"
+    per_layer = [
+        {"mixer": k, "ffn": ffn, **({"num_kv_heads": g_kv, "head_dim": g_d} if k == "global" else {})} for k in kinds
+    ]
+    return {
+        "attention": _gqa(heads, kv, d, qk_norm=True, sliding_window=c.integer("sliding_window"),
+                          k_eq_v=c.typed("attention_k_eq_v", bool, False)),
+        "ffn": {"kind": "gated", "intermediate_size": width},
+        "moe": moe,
+        "layers": runs(per_layer),
+        "norms_per_layer": 4,
+        "notes": ["final_logit_softcapping is not costed."] + (["MoE: the dense MLP runs next to the routed "
+                  "experts in every layer and is counted as one shared expert."] if moe else []),
+    }  # fmt: skip
+
+
+def qwen3_5(c: _Config, hidden: int, num_layers: int) -> Spec:
+    """Qwen3.5 / Qwen3.6 text model (HF ``Qwen3_5TextModel``, as Qwen3-Next): Gated DeltaNet layers and
+    gated full attention (``attn_output_gate``: q_proj also emits a sigmoid gate; QK-norm) from
+    ``layer_types``; MoE with one shared expert (``shared_expert_intermediate_size``) or a dense MLP.
+    The recurrent state is kept in ``mamba_ssm_dtype``. The 1-wide shared_expert_gate is not counted."""
+    heads, kv, d = _heads(c, hidden)
+    kinds = _layer_list(c, "layer_types", num_layers, {"linear_attention": "linear", "full_attention": "global"})
+    la = {
+        "kind": "gated_deltanet", "num_heads": c.integer("linear_num_value_heads"),
+        "num_k_heads": c.integer("linear_num_key_heads"), "head_k_dim": c.integer("linear_key_head_dim"),
+        "head_v_dim": c.integer("linear_value_head_dim"), "conv_kernel": c.integer("linear_conv_kernel_dim"),
+        "chunk_size": 64, "state_dtype": _state_dtype(c, "mamba_ssm_dtype"),
+    }  # fmt: skip
+    moe = None
+    if "num_experts" in c.data:
+        if c.int_list("mlp_only_layers") or c.integer("decoder_sparse_step", default=1) != 1:
+            raise c._fail("mlp_only_layers", "dense layers inside a Qwen3.5 MoE stack are not supported")
+        moe = {"num_experts": c.integer("num_experts"), "top_k": c.integer("num_experts_per_tok"),
+               "expert_intermediate_size": c.integer("moe_intermediate_size")}  # fmt: skip
+        shared = c.integer("shared_expert_intermediate_size", default=0, minimum=0)
+        if shared:
+            moe |= {"num_shared_experts": 1, "shared_intermediate_size": shared}
+    width = c.integer("intermediate_size") if moe is None else c.integer("moe_intermediate_size")
+    bias = c.typed("attention_bias", bool, False)
+    mtp = c.integer("mtp_num_hidden_layers", default=0, minimum=0)
+    return {
+        "attention": _gqa(heads, kv, d, qk_norm=True, qkv_bias=bias, o_bias=bias,
+                          output_gate=c.typed("attn_output_gate", bool, False)),
+        "ffn": {"kind": "gated", "intermediate_size": width},
+        "moe": moe,
+        "linear_attention": la,
+        "layers": runs([{"mixer": k, "ffn": "dense" if moe is None else "moe"} for k in kinds]),
+        "mtp_layers": mtp,
+        "notes": [f"Gated DeltaNet state in {la['state_dtype']}; chunk 64 assumed for the prefill scan (fla default)."],
+    }  # fmt: skip
+
+
+def nemotron_h(c: _Config, hidden: int, num_layers: int) -> Spec:
+    """Nemotron-H / Nemotron-3 (HF ``NemotronHForCausalLM``): one block per layer from
+    ``hybrid_override_pattern`` (M Mamba-2, * attention, - MLP, E MoE), one norm each. relu2 MLPs
+    (2 matrices); MoE with a shared expert, e_score_correction_bias and, with ``moe_latent_size``,
+    routed experts in a latent width (fc1/fc2_latent_proj). The SSM state is kept in
+    ``mamba_ssm_cache_dtype`` (bf16 when absent)."""
+    kinds = {"M": ("linear", "none"), "*": ("global", "none"), "-": ("none", "dense"), "E": ("none", "moe")}
+    if "hybrid_override_pattern" not in c.data and "layers_block_type" in c.data:  # Nemotron-3 Ultra / 3.5
+        named = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+        pattern = _layer_list(c, "layers_block_type", num_layers, named)
+    else:
+        pattern = _layer_list(c, "hybrid_override_pattern", num_layers, {k: k for k in kinds})
+    heads, kv, _ = _heads(c, hidden)
+    d = c.opt_int("head_dim") or c.opt_int("attention_head_dim") or hidden // heads
+    la = {
+        "kind": "mamba2", "num_heads": c.integer("mamba_num_heads"), "num_k_heads": c.integer("n_groups"),
+        "head_k_dim": c.integer("ssm_state_size"), "head_v_dim": c.integer("mamba_head_dim"),
+        "conv_kernel": c.integer("conv_kernel"), "chunk_size": c.integer("chunk_size", default=128),
+        "state_dtype": _state_dtype(c, "mamba_ssm_cache_dtype"), "conv_bias": c.typed("use_conv_bias", bool, True),
+        "proj_bias": c.typed("use_bias", bool, False),
+    }  # fmt: skip
+    moe = None
+    if "E" in pattern:
+        shared = c.integer("n_shared_experts", default=0, minimum=0)
+        moe = {"num_experts": c.integer("n_routed_experts"), "top_k": c.integer("num_experts_per_tok"),
+               "expert_intermediate_size": c.integer("moe_intermediate_size"), "expert_kind": "mlp",
+               "router_bias": True, "latent_size": c.opt_int("moe_latent_size")}  # fmt: skip
+        if shared:
+            moe |= {"num_shared_experts": 1,
+                    "shared_intermediate_size": shared * c.integer("moe_shared_expert_intermediate_size")}  # fmt: skip
+    bias = c.typed("attention_bias", bool, False)
+    act = c.typed("mlp_hidden_act", str, "relu2")
+    width = c.opt_int("intermediate_size") or c.integer("moe_intermediate_size")
+    mtp = c.integer("num_nextn_predict_layers", default=0, minimum=0)
+    return {
+        "attention": _gqa(heads, kv, d, qkv_bias=bias, o_bias=bias),
+        "ffn": {"kind": "mlp", "intermediate_size": width, "activation": act, "bias": c.typed("mlp_bias", bool, False)},
+        "moe": moe,
+        "linear_attention": la,
+        "layers": runs([{"mixer": kinds[p][0], "ffn": kinds[p][1]} for p in pattern]),
+        "mtp_layers": mtp,
+        "notes": [f"Mamba-2 SSM state in {la['state_dtype']}."],
+    }  # fmt: skip
+
+
+def _find_multiple(n: int, k: int) -> int:
+    return n if n % k == 0 else n + k - n % k
+
+
+_DECI_ATTN = {"n_heads_in_group", "no_op", "replace_with_linear", "num_sink_tokens", "sparsify", "unshifted_sink",
+              "use_prefill_window_in_sink_attention", "window_length"}  # fmt: skip
+_DECI_FFN = {"ffn_mult", "no_op", "replace_with_linear", "sparsify"}
+
+
+def decilm(c: _Config, hidden: int, num_layers: int) -> Spec:
+    """DeciLM / Llama-Nemotron (NAS) (``modeling_decilm.py`` on the HF repo): per-layer ``block_configs``.
+    Attention has num_heads / ``n_heads_in_group`` KV heads or is skipped (``no_op``); the FFN width
+    is ``_find_multiple(int(2·ffn_mult·h/3), 256)`` or skipped. ``replace_with_linear``, sinks,
+    windows and sparsify are not modelled."""
+    blocks = c.raw("block_configs")
+    if not isinstance(blocks, list) or len(blocks) != num_layers:
+        raise c._fail("block_configs", f"must list {num_layers} layer configs")
+    heads = c.integer("num_attention_heads")
+    per_layer = []
+    for i, b in enumerate(blocks):
+        att, ffn = (b.get("attention"), b.get("ffn")) if isinstance(b, dict) else (None, None)
+        if not isinstance(att, dict) or not isinstance(ffn, dict):
+            raise c._fail(f"block_configs[{i}]", "must hold 'attention' and 'ffn' mappings")
+        for section, known, cfg in (("attention", _DECI_ATTN, att), ("ffn", _DECI_FFN, ffn)):
+            unknown = set(cfg) - known
+            if unknown:
+                raise c._fail(f"block_configs[{i}].{section}", f"has unknown keys {sorted(unknown)}")
+            for key in ("replace_with_linear", "sparsify", "num_sink_tokens", "window_length", "unshifted_sink",
+                        "use_prefill_window_in_sink_attention"):  # fmt: skip
+                if cfg.get(key) not in (None, False):
+                    raise c._fail(f"block_configs[{i}].{section}.{key}", f"is {cfg[key]!r}: not modelled by roofline")
+        layer: dict[str, Any] = {"mixer": "none", "ffn": "none"}
+        if not att.get("no_op"):
+            group = att.get("n_heads_in_group")
+            if not isinstance(group, int) or group <= 0 or heads % group:
+                raise c._fail(f"block_configs[{i}].attention.n_heads_in_group", f"must divide {heads}, got {group!r}")
+            layer |= {"mixer": "global", "num_kv_heads": heads // group}
+        if not ffn.get("no_op"):
+            mult = ffn.get("ffn_mult")
+            if isinstance(mult, bool) or not isinstance(mult, int | float) or mult <= 0:
+                raise c._fail(f"block_configs[{i}].ffn.ffn_mult", f"must be a positive number, got {mult!r}")
+            layer |= {"ffn": "dense", "intermediate_size": _find_multiple(int(2 * mult * hidden / 3), 256)}
+        per_layer.append(layer)
+    kv = Counter(x["num_kv_heads"] for x in per_layer if "num_kv_heads" in x).most_common(1)
+    width = Counter(x["intermediate_size"] for x in per_layer if "intermediate_size" in x).most_common(1)
+    default_kv, default_width = (kv[0][0] if kv else heads), (width[0][0] if width else hidden)
+    for x in per_layer:  # keep only the overrides
+        if x.get("num_kv_heads") == default_kv:
+            del x["num_kv_heads"]
+        if x.get("intermediate_size") == default_width:
+            del x["intermediate_size"]
+    bias = c.typed("attention_bias", bool, False)
+    return {
+        "attention": _gqa(heads, default_kv, hidden // heads, qkv_bias=bias, o_bias=bias),
+        "ffn": {"kind": "gated", "intermediate_size": default_width, "bias": c.typed("mlp_bias", bool, False)},
+        "layers": runs(per_layer),
+        "notes": [f"Heterogeneous DeciLM layers: {sum(x['mixer'] == 'none' for x in per_layer)} without attention, "
+                  f"{sum(x['ffn'] == 'none' for x in per_layer)} without FFN."],
+    }  # fmt: skip
+
+
+def mimo_v2(c: _Config, hidden: int, num_layers: int) -> Spec:
+    """MiMo-V2-Flash (``modeling_mimo_v2_flash.py``): sliding-window (``hybrid_layer_pattern`` 1) and full
+    (0) layers with their own head counts (``swa_*``), qk head dim ``head_dim`` and value dim
+    ``v_head_dim``, attention sinks, MoE per ``moe_layer_freq`` with e_score_correction_bias."""
+    heads, kv, d = _heads(c, hidden)
+    kinds = _layer_list(c, "hybrid_layer_pattern", num_layers, {0: "global", 1: "local"})
+    moe_flags = _layer_list(c, "moe_layer_freq", num_layers, {0: "dense", 1: "moe"})
+    v = c.integer("v_head_dim")
+    if c.integer("swa_v_head_dim", default=v) != v or c.integer("swa_head_dim", default=d) != d:
+        raise c._fail("swa_v_head_dim", "differs from the full layers' head dims; not modelled")
+    s_heads, s_kv = (
+        c.integer("swa_num_attention_heads", default=heads),
+        c.integer("swa_num_key_value_heads", default=kv),
+    )
+    per_layer = [
+        {"mixer": k, "ffn": f, **({"num_heads": s_heads, "num_kv_heads": s_kv} if k == "local" else {})}
+        for k, f in zip(kinds, moe_flags, strict=True)
+    ]
+    sinks = c.typed("add_swa_attention_sink_bias", bool, False) or c.typed("add_full_attention_sink_bias", bool, False)
+    return {
+        "attention": _gqa(heads, kv, d, v_head_dim=v, sinks=sinks, sliding_window=c.integer("sliding_window")),
+        "ffn": {"kind": "gated", "intermediate_size": c.integer("intermediate_size")},
+        "moe": {"num_experts": c.integer("n_routed_experts"), "top_k": c.integer("num_experts_per_tok"),
+                "expert_intermediate_size": c.integer("moe_intermediate_size"), "router_bias": True},
+        "layers": runs(per_layer),
+        "mtp_layers": c.integer("num_nextn_predict_layers", default=0, minimum=0),
+        "notes": ["Attention sinks counted on every attention layer."],
+    }  # fmt: skip
+
+
+def step3p7(c: _Config, hidden: int, num_layers: int) -> Spec:
+    """Step-3.7-Flash (``step3p7``; no modelling code in transformers, read from the config as a
+    DeepSeek-style MoE): full/sliding layers from ``layer_types``, the first
+    ``first_k_dense_replace`` layers dense, routed experts plus ``n_shared_experts`` of
+    ``share_expert_dim``, router bias ``use_moe_router_bias``."""
+    heads, kv, d = _heads(c, hidden)
+    kinds = _layer_list(c, "layer_types", num_layers, {"sliding_attention": "local", "full_attention": "global"})
+    first = c.integer("first_k_dense_replace", default=0, minimum=0)
+    moe: dict[str, Any] = {"num_experts": c.integer("num_experts"), "top_k": c.integer("num_experts_per_tok"),
+                           "expert_intermediate_size": c.integer("moe_intermediate_size"),
+                           "router_bias": c.typed("use_moe_router_bias", bool, False)}  # fmt: skip
+    shared = c.integer("n_shared_experts", default=0, minimum=0)
+    if shared:
+        moe |= {"num_shared_experts": 1, "shared_intermediate_size": shared * c.integer("share_expert_dim")}
+    return {
+        "attention": _gqa(heads, kv, d, sliding_window=c.integer("sliding_window")),
+        "ffn": {"kind": "gated", "intermediate_size": c.integer("intermediate_size")},
+        "moe": moe,
+        "layers": runs([{"mixer": k, "ffn": "dense" if i < first else "moe"} for i, k in enumerate(kinds)]),
+        "mtp_layers": c.integer("num_nextn_predict_layers", default=0, minimum=0),
+        "notes": ["Step-3.7: no reference modelling code checked; layout read from config keys."],
+    }  # fmt: skip
+
+
+def dsa(c: _Config, spec: dict[str, Any], num_layers: int) -> dict[str, Any]:
+    """DSA models (DeepSeek-V3.2, GLM-5): every layer is a sparse MLA layer with the lightning indexer
+    (``index_n_heads``, ``index_head_dim``, ``index_topk``); dense/MoE FFNs move into ``layers``."""
+    moe = dict(spec["moe"]) if spec["moe"] is not None else None
+    first = moe.pop("first_dense_layers", 0) if moe is not None else num_layers
+    if moe is not None:
+        moe["first_dense_layers"] = 0
+    ffns = ["dense" if i < first else "moe" for i in range(num_layers)]
+    declared = {"dense": "dense", "sparse": "moe"}
+    if "mlp_layer_types" in c.data and _layer_list(c, "mlp_layer_types", num_layers, declared) != ffns:
+        raise c._fail("mlp_layer_types", f"disagrees with first_k_dense_replace={first}")
+    shared = [False] * num_layers
+    if "indexer_types" in c.data:  # GLM-5.2: 'shared' layers reuse the last full indexer's top-k selection
+        shared = [t == "shared" for t in _layer_list(c, "indexer_types", num_layers, {"full": "full",
+                                                                                      "shared": "shared"})]  # fmt: skip
+    layers = runs([
+        {"mixer": "sparse", "ffn": f, "shared_indexer": True if s else None} for f, s in zip(ffns, shared, strict=True)
+    ])  # fmt: skip
+    if c.arch == "GlmMoeDsaForCausalLM" and "qk_head_dim" in c.data:
+        mla = spec["attention"]["mla"]
+        if c.integer("qk_head_dim") != mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]:
+            raise c._fail("qk_head_dim", "must equal qk_nope_head_dim + qk_rope_head_dim")
+    sparse = {
+        "index_heads": c.integer("index_n_heads"),
+        "index_head_dim": c.integer("index_head_dim"),
+        "top_k": c.integer("index_topk"),
+    }
+    return {"moe": moe, "layers": layers, "sparse_attention": sparse}
+
+
+ADAPTERS: dict[str, Callable[[_Config, int, int], Spec]] = {
+    "MiniMaxM2ForCausalLM": minimax_m2,
+    "MiniMaxM3ForCausalLM": minimax_m3,
+    "MiniMaxM3SparseForCausalLM": minimax_m3,
+    "Llama4ForCausalLM": llama4,
+    "Gemma4ForCausalLM": gemma4,
+    "Qwen3_5ForCausalLM": qwen3_5,
+    "Qwen3_5MoeForCausalLM": qwen3_5,
+    "NemotronHForCausalLM": nemotron_h,
+    "DeciLMForCausalLM": decilm,
+    "MiMoV2FlashForCausalLM": mimo_v2,
+    "Step3p7FlashForCausalLM": step3p7,
+}
+
+#: architectures recognised but not modelled, with the missing features named
+NOT_MODELLED: dict[str, str] = {
+    "DeepseekV4ForCausalLM": "compressed sparse attention (compress_ratios), manifold-constrained hyper-connections "
+    "(hc_mult), grouped low-rank output projection (o_lora_rank/o_groups) and hash-routed layers (num_hash_layers)",
+    "KimiK3ForConditionalGeneration": "Kimi Delta Attention with a full-rank gate (use_full_rank_gate), attention "
+    "residual blocks (attn_res_block_size), MLA output gates and a normed latent MoE (latent_moe_use_norm)",
+    "KimiLinearForCausalLM": "Kimi Delta Attention with a full-rank gate (use_full_rank_gate), attention residual "
+    "blocks (attn_res_block_size), MLA output gates and a normed latent MoE (latent_moe_use_norm)",
+}
