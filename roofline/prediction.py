@@ -21,6 +21,7 @@ from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
 from roofline.specs.scenario import Scenario
+from roofline.specs.speculative import SpeculativeConfig
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -104,11 +105,15 @@ def predict(
     cuda_graphs: bool | None = None,
     calibration: ProfileArg = None,
     scenario: Scenario | None = None,
+    speculative: SpeculativeConfig | str | None = None,
 ) -> PredictionResult:
     """Predict one static batch: TTFT, TPOT, E2E, throughput, memory and max batch.
 
     Options are those of :func:`make_scenario`; ``scenario`` replaces them all. Memory and
     ``max_batch`` follow the engine (default preset ``vllm``) and do not depend on ``batch``.
+    ``speculative`` (a :class:`SpeculativeConfig` or its text, e.g. ``"eagle:k=4,alpha=0.8"``)
+    decodes with draft-and-verify steps (:mod:`roofline.serving.speculative`); ``result.speculative``
+    then holds the verify/draft split and the speedup over plain decoding.
     """
     m, hw, prof = resolve(model, hardware, calibration)
     sc = scenario or make_scenario(
@@ -117,7 +122,12 @@ def predict(
         engine_overrides=engine_overrides, cuda_graphs=cuda_graphs,
     )  # fmt: skip
     sc.validate_for(m, hw)
-    return evaluate_scenario(m, hw, sc, prof)
+    r = evaluate_scenario(m, hw, sc, prof)
+    if speculative is None:
+        return r
+    from roofline.serving.speculative import with_speculation
+
+    return with_speculation(r, speculative)
 
 
 def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: CalibrationProfile) -> PredictionResult:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from roofline.published.uncertainty import Interval
+    from roofline.serving.speculative import SpeculativeDecode
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class PredictionResult:
     bound_decode: str
     ops_fn: Callable[[], pd.DataFrame] = field(repr=False, compare=False)
     steps_fn: Callable[[], np.ndarray] = field(repr=False, compare=False)
+    speculative: SpeculativeDecode | None = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
     def ops(self) -> pd.DataFrame:
@@ -130,6 +132,7 @@ class PredictionResult:
             "mbu_decode": self.mbu_decode,
             "bound_prefill": self.bound_prefill,
             "bound_decode": self.bound_decode,
+            **(self.speculative.summary() if self.speculative is not None else {}),
         }
 
     def interval(self, name: str, level: float = 0.8) -> tuple[float, float]:
