@@ -109,3 +109,24 @@ def test_interior_optimal_k_for_mtp() -> None:
     ]
     best = ks[int(np.argmin(tpot))]
     assert 1 < best < ks[-1]
+
+
+def test_cli_spec_matches_api_and_fails_kindly() -> None:
+    """`roofline predict --spec` gives the API's numbers in JSON and a one-paragraph error, no traceback."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from roofline.cli.app import app
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["predict", "llama-3.1-8b", "h100-sxm", "--spec", "eagle:k=3,alpha=0.7", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    api = predict("llama-3.1-8b", "h100-sxm", speculative="eagle:k=3,alpha=0.7")
+    assert doc["tpot_s"] == api.tpot_s
+    assert doc["spec_k"] == 3 and doc["spec_speedup"] == api.speculative.speedup  # type: ignore[union-attr]
+    bad = runner.invoke(app, ["predict", "llama-3.1-8b", "h100-sxm", "--spec", "eagle:k=3"])
+    assert bad.exit_code != 0 and "Traceback" not in bad.output and "alpha" in bad.output
+    table = runner.invoke(app, ["predict", "llama-3.1-8b", "h100-sxm", "--spec", "ngram:k=2,tau=2"])
+    assert table.exit_code == 0 and "speedup vs plain decode" in table.output

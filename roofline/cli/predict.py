@@ -115,6 +115,17 @@ def interval_fields(r: PredictionResult, level: float) -> dict[str, Any]:
 
 
 Csv = Annotated[bool, typer.Option("--csv", help="Print CSV (same fields as --json).")]
+Spec = Annotated[
+    str | None,
+    typer.Option(
+        "--spec",
+        metavar="METHOD[:KEY=VAL,...]",
+        help="Speculative decoding. METHOD: draft | eagle | mtp | ngram; keys: k (speculated tokens, default 4), "
+        "alpha (per-token acceptance) or tau (mean tokens per step, 1..k+1), verify (tree size, default k+1), "
+        "layers (head/MTP layers per draft step), model (draft model, draft only). "
+        "E.g. eagle:k=4,alpha=0.8 or draft:model=llama-3.1-8b,k=5,tau=3.",
+    ),
+]
 
 
 def scenario_kwargs(
@@ -153,6 +164,7 @@ def predict_cmd(
     memory_utilization: MemUtil = None,
     cuda_graphs: Graphs = None,
     ops: Annotated[bool, typer.Option("--ops", help="Add the per-op breakdown.")] = False,
+    spec: Spec = None,
     level: Level = "0.8",
     json: Json = False,
     csv: Csv = False,
@@ -169,7 +181,7 @@ def predict_cmd(
     b, p, o = (parse_count_opt(v, n) for v, n in ((batch, "--batch"), (prompt, "--prompt"), (output, "--output")))
     kw = scenario_kwargs(tp, pp, ep, weight_dtype, kv_dtype, engine, engine_set, memory_utilization, cuda_graphs)
     lv = parse_level(level, "--level")
-    r = predict(model, hardware, b, p, o, calibration=calibration, **kw)
+    r = predict(model, hardware, b, p, o, calibration=calibration, speculative=spec, **kw)
     if json:
         doc: dict[str, Any] = {**r.summary(), **interval_fields(r, lv)}
         if ops:
@@ -187,6 +199,10 @@ def predict_cmd(
 
         con = console()
         con.print(prediction_table(r, lv))
+        if r.speculative is not None:
+            from roofline.cli.render_spec import speculative_table
+
+            con.print(speculative_table(r.speculative))
         if ops and r.fits:
             for table in ops_tables(r.ops):
                 con.print(table)
