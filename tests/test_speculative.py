@@ -32,7 +32,7 @@ def test_grammar_round_trip() -> None:
 @pytest.mark.parametrize(
     ("text", "field"),
     [
-        ("medusa:k=4,alpha=0.5", "method"),
+        ("lookahead:k=4,alpha=0.5", "method"),
         ("eagle:k=0,alpha=0.5", "k must"),
         ("eagle:k=4", "exactly one"),
         ("eagle:k=4,alpha=0.5,tau=2", "exactly one"),
@@ -130,3 +130,22 @@ def test_cli_spec_matches_api_and_fails_kindly() -> None:
     assert bad.exit_code != 0 and "Traceback" not in bad.output and "alpha" in bad.output
     table = runner.invoke(app, ["predict", "llama-3.1-8b", "h100-sxm", "--spec", "ngram:k=2,tau=2"])
     assert table.exit_code == 0 and "speedup vs plain decode" in table.output
+
+
+def test_overhead_adds_to_every_step() -> None:
+    """overhead=S adds S seconds to each speculative step: TPOT grows by exactly S/τ."""
+    a = predict("llama-3.1-8b", "h100-sxm", 1, 512, 128, speculative="ngram:k=4,tau=2.5")
+    b = predict("llama-3.1-8b", "h100-sxm", 1, 512, 128, speculative="ngram:k=4,tau=2.5,overhead=0.001")
+    assert b.tpot_s - a.tpot_s == pytest.approx(0.001 / 2.5, rel=1e-9)
+    with pytest.raises(RooflineError, match="overhead"):
+        SpeculativeConfig.parse("ngram:k=4,tau=2,overhead=-1")
+
+
+def test_medusa_heads_cost_one_pass_of_k_heads() -> None:
+    """Medusa on Llama-2-7B: k = 4 heads each read h² (resblock) + V·h (own lm_head) = 16.8 M + 131.1 M
+    params; 4·147.8 M = 591 M of the target's 6.74 B → draft ≈ 8.8 % of a memory-bound target step."""
+    r = predict("llama-2-7b", "h100-sxm", 1, 512, 128, speculative="medusa:k=4,tau=2.3,verify=64")
+    sd = r.speculative
+    assert sd is not None
+    plain_step = predict("llama-2-7b", "h100-sxm", 1, 512, 128).tpot_s
+    assert float(np.mean(sd.draft_s)) / plain_step == pytest.approx(4 * 147.8e6 / 6.74e9, rel=0.1)

@@ -120,9 +120,10 @@ Spec = Annotated[
     typer.Option(
         "--spec",
         metavar="METHOD[:KEY=VAL,...]",
-        help="Speculative decoding. METHOD: draft | eagle | mtp | ngram; keys: k (speculated tokens, default 4), "
+        help="Speculative decoding. METHOD: draft | eagle | mtp | medusa | ngram; "
+        "keys: k (speculated tokens, default 4), "
         "alpha (per-token acceptance) or tau (mean tokens per step, 1..k+1), verify (tree size, default k+1), "
-        "layers (head/MTP layers per draft step), model (draft model, draft only). "
+        "layers (head/MTP layers per draft step), model (draft model, draft only), overhead (seconds per step). "
         "E.g. eagle:k=4,alpha=0.8 or draft:model=llama-3.1-8b,k=5,tau=3.",
     ),
 ]

@@ -11,10 +11,12 @@ One speculative step of a batch of B sequences whose cache holds ``past`` tokens
   ``eagle``/``mtp``: ``layers`` decoder layers shaped like the target's last one (its op records
   with the count scaled to one layer), the fusing projection eh_proj/fc (B × 2h → h, replicated
   across tp) and the target's embedding, final norm and lm_head (shared weights);
+  ``medusa``: one pass of k heads, each a residual block and its own lm_head;
   ``ngram``: nothing on the GPU (prompt lookup runs on the CPU; assumed free).
   Draft steps run inside the engine step, so they add no per-step overhead of their own.
 
-Step time = T_verify + T_draft; each step emits τ tokens per sequence, so TPOT = step / τ and,
+Step time = T_verify + T_draft (+ the option's ``overhead_s``: host work of drafting and acceptance
+the kernels do not show, 0 unless given); each step emits τ tokens per sequence, so TPOT = step / τ and,
 for a memory-bound target at batch 1, the speedup over plain decoding is
 τ·T_target / (T_verify + T_draft). O output tokens: the first comes from prefill, the other O − 1
 take (O − 1)/τ steps at caches P + τ·j (j = 0, 1, …), priced at every such step.
@@ -89,16 +91,35 @@ def head_step_ops(
     return [*out, fuse]
 
 
+def medusa_ops(model: ModelSpec, sc: Scenario, hw: HardwareSpec, batch: object, heads: int) -> list[Op]:
+    """Medusa heads (Cai et al. 2024, §2.1.1): head i = one residual block SiLU(W₁h) (h × h) and its own
+    vocabulary projection (h × V), all k heads in one pass on the last hidden state (replicated across tp)."""
+    h, v, dt = model.hidden_size, model.vocab_size, sc.gemm_compute_dtype(hw)
+    wb, ab = sc.weight_dtype.bytes_per_element, sc.activation_memory_bytes_per_element
+    ops = [
+        gemm("draft.medusa_resblock", "draft", "model", heads, dt, batch, h, h, wb, ab, bias_bytes=h * wb),
+        gemm("draft.medusa_lm_head", "draft", "model", heads, dt, batch, v, h, sc.embedding_bytes_per_element, ab),
+    ]
+    return [replace(op, launch="graph") for op in ops] if sc.cuda_graphs else ops
+
+
 def draft_step_ops(
     model: ModelSpec, sc: Scenario, hw: HardwareSpec, spec: SpeculativeConfig, draft: ModelSpec | None, past: object
 ) -> list[Op]:
-    """The ops of ONE draft pass (k of them run per speculative step); empty for n-gram drafting."""
+    """The ops of ONE draft pass (:func:`draft_passes` of them per speculative step); empty for n-gram drafting."""
     if spec.method == "ngram":
         return []
     if spec.method == "draft":
         assert draft is not None
         return decode_ops(draft, sc, hw, np.asarray(past, dtype=np.float64) + 1.0)
+    if spec.method == "medusa":
+        return medusa_ops(model, sc, hw, sc.batch, spec.k)
     return head_step_ops(model, sc, hw, sc.batch, past, spec.layers)
+
+
+def draft_passes(spec: SpeculativeConfig) -> int:
+    """Draft passes per step: k (draft model, EAGLE head, MTP: autoregressive), 1 (Medusa: all heads at once)."""
+    return 1 if spec.method == "medusa" else spec.k
 
 
 @dataclass(frozen=True)
@@ -122,8 +143,8 @@ class SpeculativeDecode:
 
     @property
     def step_s(self) -> np.ndarray:
-        """Seconds of each speculative step (verify + draft)."""
-        return self.verify_s + self.draft_s
+        """Seconds of each speculative step (verify + draft + the configured per-step overhead)."""
+        return self.verify_s + self.draft_s + self.config.overhead_s
 
     @property
     def steps(self) -> float:
@@ -173,7 +194,7 @@ def speculative_decode(
     dops = draft_step_ops(model, sc, hw, spec, draft, past)
     if dops:
         one = step_cost(dops, hw, prof).time_s - prof.overheads.per_step_s
-        draft_s = spec.k * np.broadcast_to(one, past.shape)
+        draft_s = draft_passes(spec) * np.broadcast_to(one, past.shape)
     else:
         draft_s = np.zeros_like(past)
     return SpeculativeDecode(spec, np.broadcast_to(verify, past.shape).astype(np.float64), draft_s, plain_decode_s, o)

@@ -16,18 +16,20 @@ Methods and what their draft costs (priced in :mod:`roofline.serving.speculative
   lm_head), k autoregressive head steps;
 * ``mtp`` — the checkpoint's multi-token-prediction layers (``ModelSpec.mtp_layers``), k steps
   of one MTP module (DeepSeek-V3 report §2.2; vLLM reuses the module for every step);
+* ``medusa`` — k Medusa heads (a residual block and a vocabulary projection each), one pass;
 * ``ngram`` — prompt lookup / n-gram matching on the CPU: no GPU draft cost.
 
 CLI grammar (``--spec``)::
 
     METHOD[:KEY=VALUE[,KEY=VALUE...]]
-    METHOD  draft | eagle | mtp | ngram
+    METHOD  draft | eagle | mtp | medusa | ngram
     k=INT        speculated tokens per step (draft depth), default 4
-    alpha=FLOAT  per-token acceptance rate in [0, 1)…1   (give alpha or tau, not both)
+    alpha=FLOAT  per-token acceptance rate in [0, 1] (give alpha or tau, not both)
     tau=FLOAT    mean tokens emitted per step, 1 ≤ tau ≤ k + 1
     verify=INT   query tokens verified per sequence (tree size), default k + 1
     layers=INT   head / MTP layers run per draft step (eagle, mtp), default 1
     model=NAME   draft model name or path (draft only; required there)
+    overhead=S   seconds added to every speculative step (tree building, acceptance, host work), default 0
 
 e.g. ``eagle:k=4,alpha=0.8``, ``mtp:k=2,tau=2.6``, ``draft:model=llama-3.2-1b,k=5,alpha=0.7``.
 """
@@ -39,13 +41,14 @@ from typing import Literal, get_args
 
 from roofline.errors import ScenarioError
 
-SpecMethod = Literal["draft", "eagle", "mtp", "ngram"]
+SpecMethod = Literal["draft", "eagle", "mtp", "medusa", "ngram"]
 METHODS: tuple[str, ...] = get_args(SpecMethod)
 DEFAULT_K = 4
 GRAMMAR = (
-    "METHOD[:KEY=VALUE,...] with METHOD one of draft, eagle, mtp, ngram and keys k (speculated tokens, default 4), "
-    "alpha (per-token acceptance rate) or tau (mean tokens per step), verify (query tokens verified per sequence, "
-    "default k+1), layers (head/MTP layers per draft step, default 1), model (draft model; draft only). "
+    "METHOD[:KEY=VALUE,...] with METHOD one of draft, eagle, mtp, medusa, ngram and keys k (speculated tokens, "
+    "default 4), alpha (per-token acceptance rate) or tau (mean tokens per step), verify (query tokens verified per "
+    "sequence, default k+1), layers (head/MTP layers per draft step, default 1), model (draft model; draft only), "
+    "overhead (seconds per step, default 0). "
     "Example: eagle:k=4,alpha=0.8"
 )
 
@@ -71,6 +74,7 @@ class SpeculativeConfig:
     verify: int | None = None
     layers: int = 1
     draft_model: str | None = None
+    overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         def bad(msg: str) -> ScenarioError:
@@ -88,6 +92,8 @@ class SpeculativeConfig:
             raise bad(f"tau must lie in [1, k + 1] = [1, {self.k + 1}], got {self.tau}; raise k or lower tau")
         if self.verify is not None and self.verify < self.k + 1:
             raise bad(f"verify (tokens verified per sequence) must be at least k + 1 = {self.k + 1}, got {self.verify}")
+        if not self.overhead_s >= 0.0:
+            raise bad(f"overhead (seconds of CPU/bookkeeping per speculative step) must be >= 0, got {self.overhead_s}")
         if self.layers < 1:
             raise bad(f"layers must be at least 1, got {self.layers}")
         if (self.method == "draft") != (self.draft_model is not None):
@@ -107,7 +113,7 @@ class SpeculativeConfig:
         """The same method and acceptance rate at another k (needs alpha: a measured tau belongs to its k)."""
         if self.alpha is None:
             raise ScenarioError("a search over k needs a per-token acceptance rate alpha, not a measured tau")
-        return SpeculativeConfig(self.method, k, self.alpha, None, None, self.layers, self.draft_model)
+        return SpeculativeConfig(self.method, k, self.alpha, None, None, self.layers, self.draft_model, self.overhead_s)
 
     def label(self) -> str:
         """Short text such as ``eagle k=4 α=0.8 (τ=3.36)``."""
@@ -126,7 +132,7 @@ class SpeculativeConfig:
         for part in filter(None, (p.strip() for p in rest.split(","))):
             key, eq, val = part.partition("=")
             key = key.strip().lower()
-            if not eq or key not in ("k", "alpha", "tau", "verify", "layers", "model"):
+            if not eq or key not in ("k", "alpha", "tau", "verify", "layers", "model", "overhead"):
                 raise ScenarioError(f"{option}: cannot read {part!r}; write KEY=VALUE. {GRAMMAR}")
             kw[key] = val.strip()
         try:
@@ -138,6 +144,7 @@ class SpeculativeConfig:
                 verify=int(kw["verify"]) if "verify" in kw else None,
                 layers=int(kw.get("layers", 1)),
                 draft_model=kw.get("model"),
+                overhead_s=float(kw.get("overhead", 0.0)),
             )
         except ValueError as e:
             if isinstance(e, ScenarioError):
