@@ -22,6 +22,7 @@ M, HW = "llama-3.1-8b", "h100-sxm"
         (M, HW, 1, None, "vllm", 1000),
         ("gpt-oss-120b", HW, 2, "int4", "vllm", 100),  # sliding window 128 crossed during decode
         ("deepseek-v3", "h200-sxm", 8, "fp8", "sglang", 1000),  # MLA, MoE, prefill-first policy
+        ("qwen3.5-397b-a17b", "h200-sxm", 8, "fp8", "vllm", 1000),  # linear-attention state kernels
     ],
 )
 def test_single_request_reproduces_static_predict(model: str, hw: str, tp: int, wd: str | None, engine: str,

@@ -15,6 +15,7 @@ CASES = [
     ("gpt-oss-120b", "h100-sxm", 8),  # MoE, sliding-window layers, tp all-reduce
     ("deepseek-v3", "h200-sxm", 8),  # MLA (absorbed decode), MoE
     ("qwen3-30b-a3b", "h100-sxm", 1),  # MoE
+    ("qwen3.5-397b-a17b", "h200-sxm", 8),  # hybrid: Gated DeltaNet state kernels + full attention, MoE
 ]
 
 

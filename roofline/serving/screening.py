@@ -79,6 +79,11 @@ def _step(
         c = term.flops_per_pair * pairs / term.compute_flops_per_s
         m = (term.act_bytes_per_token * tokens + term.kv_bytes_per_span * span) / term.memory_bytes_per_s
         gpu = gpu + term.count * (np.maximum(c, m) + term.fixed_s)
+    for st in pm.state:
+        past_rows = n_dec + (0.0 if chunk is None or past is None else (np.asarray(past) > 0).astype(np.float64))
+        c = st.flops_per_token * tokens / st.compute_flops_per_s
+        m = st.act_bytes_per_token * tokens + st.read_bytes_per_row * past_rows + st.write_bytes_per_row * rows
+        gpu = gpu + st.count * (np.maximum(c, m / st.memory_bytes_per_s) + st.fixed_s)
     cpu = sm.cpu_overhead_s
     return np.maximum(gpu, cpu) if sm.async_cpu else gpu + cpu
 

@@ -8,6 +8,9 @@ tokens after p cached). Its time is that of the op list the builders emit, split
   exactly for every integer M ≤ the engine's token budget (one vectorised evaluator call);
 * **per-sequence ops** (final norm, lm_head, logits gather) depend only on the number of
   rows R (one sampled position per row), tabulated the same way;
+* **recurrent-state kernels** (linear attention / SSM scans, whose work does not grow with the
+  context): FLOPs and activation bytes ∝ M, state bytes ∝ rows (written by every row, read by rows
+  that continue from a cached state), max(compute, memory) per step — exact likewise;
 * **attention kernels** (one per layer kind): FLOPs = f·Σ pairs, HBM bytes = a·M + k·Σ span
   with pairs(p, n) = Σ_{i=p+1}^{p+n} min(i, W) (attention ∝ n·(p + n/2) without a window) and
   span = min(p + n, W + n − 1) (the K/V of the p cached tokens re-read), so the kernel time is
@@ -62,13 +65,43 @@ class AttnTerm:
 
 
 @dataclass(frozen=True)
+class StateTerm:
+    """A recurrent-state mixer kernel (linear attention / SSM scan): work ∝ tokens, state traffic ∝ rows.
+
+    time = count·(max(fpt·M / C, (apt·M + read·R_past + write·R) / B) + fixed_s), R = rows in the step,
+    R_past = rows continuing from a cached state (decode rows; prefill chunks after past > 0 tokens).
+    """
+
+    count: float
+    flops_per_token: float
+    act_bytes_per_token: float
+    read_bytes_per_row: float
+    write_bytes_per_row: float
+    compute_flops_per_s: float
+    memory_bytes_per_s: float
+    fixed_s: float
+
+    def time_s(self, tokens: float, rows: float, rows_past: float) -> float:
+        """Seconds of all ``count`` instances for a step with these totals."""
+        c = self.flops_per_token * tokens / self.compute_flops_per_s
+        b = self.act_bytes_per_token * tokens + self.read_bytes_per_row * rows_past + self.write_bytes_per_row * rows
+        m = b / self.memory_bytes_per_s
+        return self.count * ((c if c > m else m) + self.fixed_s)
+
+
+@dataclass(frozen=True)
 class PhaseModel:
-    """Compiled cost of one phase: tables over tokens M and rows R, attention terms, fixed seconds."""
+    """Compiled cost of one phase: tables over tokens M and rows R, attention and state terms, fixed seconds."""
 
     token_s: np.ndarray
     seq_s: np.ndarray
     attn: tuple[AttnTerm, ...]
     overhead_s: float
+    state: tuple[StateTerm, ...] = ()
+
+    def state_s(self, tokens: float, rows: float, rows_past: float) -> float:
+        """Seconds of the recurrent-state kernels of a step."""
+        return sum(t.time_s(tokens, rows, rows_past) for t in self.state)
 
 
 def _attn_term(op: Op, hw: HardwareSpec, prof: CalibrationProfile) -> AttnTerm:
@@ -82,6 +115,20 @@ def _attn_term(op: Op, hw: HardwareSpec, prof: CalibrationProfile) -> AttnTerm:
         count=float(op.count), flops_per_pair=float(op.flops), act_bytes_per_token=float(op.act_bytes),
         kv_bytes_per_span=kv_read_factor(op, prof) * float(op.kv_read_bytes), window=float(op.ctx_cap),
         compute_flops_per_s=float(c), memory_bytes_per_s=float(bw), fixed_s=fixed + launch_overhead_s(op, prof),
+    )  # fmt: skip
+
+
+def _state_term(op: Op, with_past: Op, hw: HardwareSpec, prof: CalibrationProfile) -> StateTerm:
+    """Coefficients of a state kernel from ops built at B = 1, n = 1 after 0 and after 5 cached tokens."""
+    c, bw = ceilings(op, hw, prof)
+    if float(op.weight_bytes):
+        raise AssertionError(f"state op {op.name} carries weight bytes; the step model assumes none")
+    fixed = float(op.comm_bytes) / prof.link_bytes_per_s(hw) + op.collectives * prof.comm.latency_s
+    return StateTerm(
+        count=float(op.count), flops_per_token=float(op.flops), act_bytes_per_token=float(op.act_bytes),
+        read_bytes_per_row=kv_read_factor(op, prof) * float(with_past.kv_read_bytes),
+        write_bytes_per_row=float(op.kv_write_bytes), compute_flops_per_s=float(c), memory_bytes_per_s=float(bw),
+        fixed_s=fixed + launch_overhead_s(op, prof),
     )  # fmt: skip
 
 
@@ -117,8 +164,18 @@ def compile_phase(
         else:
             seq_s[1:] += tb
     probe = build_ops(model, sc, hw, phase, 1.0, 1.0, 0.0)
-    attn = tuple(_attn_term(op, hw, prof) for op in probe if op.kind == "attention")
-    return PhaseModel(token_s[: max_tokens + 1].copy(), seq_s[: max_rows + 1].copy(), attn, overhead_s)
+    past = build_ops(model, sc, hw, phase, 1.0, 1.0, 5.0)
+    attn, state = [], []
+    for op, op5 in zip(probe, past, strict=True):
+        if op.kind != "attention":
+            continue
+        if float(op.flops) == float(op5.flops):  # work independent of the context: a recurrent-state kernel
+            state.append(_state_term(op, op5, hw, prof))
+        else:
+            attn.append(_attn_term(op, hw, prof))
+    return PhaseModel(
+        token_s[: max_tokens + 1].copy(), seq_s[: max_rows + 1].copy(), tuple(attn), overhead_s, tuple(state)
+    )
 
 
 class StepModel:
@@ -167,6 +224,7 @@ class StepModel:
         """
         m = float(decode_rows)
         rows = decode_rows
+        rows_past = float(decode_rows)
         pm = self.decode
         pre_pairs: list[float] = [0.0] * len(self.windows)
         pre_span: list[float] = [0.0] * len(self.windows)
@@ -176,6 +234,7 @@ class StepModel:
             past = np.asarray(prefill_past, dtype=np.float64)
             m += float(new.sum())
             rows += len(new)
+            rows_past += float(np.count_nonzero(past))
             for a, w in enumerate(self.windows):
                 pre_pairs[a] = float(causal_pairs(past, new, w).sum())
                 pre_span[a] = float(np.minimum(past + new, w + new - 1).sum())
@@ -185,6 +244,8 @@ class StepModel:
                 f"step of {mi} tokens / {rows} rows exceeds the compiled {self.max_tokens}/{self.max_rows}"
             )
         gpu = pm.overhead_s + float(pm.token_s[mi]) + float(pm.seq_s[rows])
+        if pm.state:
+            gpu += pm.state_s(m, rows, rows_past)
         for a, term in enumerate(pm.attn):
             s = decode_span[a] if decode_rows else 0.0
             gpu += term.time_s(m, s + pre_pairs[a], s + pre_span[a])
@@ -193,7 +254,7 @@ class StepModel:
     def decode_affine(self, rows: int, span0: tuple[float, ...], slope: tuple[float, ...]) -> DecodeStretch:
         """Coefficients of a run of decode-only steps: step j has Σspan_a = span0[a] + slope[a]·j."""
         pm = self.decode
-        const = pm.overhead_s + float(pm.token_s[rows]) + float(pm.seq_s[rows])
+        const = pm.overhead_s + float(pm.token_s[rows]) + float(pm.seq_s[rows]) + pm.state_s(rows, rows, rows)
         lines = []
         for a, t in enumerate(pm.attn):
             const += t.count * t.fixed_s

@@ -17,8 +17,8 @@ Fit (per engine, never on the rows it is scored on): the engine's CPU cost per s
 (``step_overhead_s``) = median over the training rows of (measured − simulated TPOT) with no overhead,
 floored at 0 (TPOT is the mean step time, so a per-step cost adds to it one for one); then the per-request
 overhead (``request_overhead_s``) = median of (measured − simulated TTFT) with that step cost, floored at 0.
-Folds: whole model families held out where the engine has two (TensorRT-LLM: DeepSeek vs gpt-oss);
-SGLang (DeepSeek only) and vLLM (gpt-oss only) hold out whole GPU types instead.
+Folds: whole model families held out (every engine has rows of two or more families); an engine with one
+family would hold out whole GPU types instead.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ OUT = HERE.parent / "results" / "serving_sim.csv"
 
 def weight_dtype(row: pd.Series) -> str:
     """The library's format for the row's precision (fp4 without an fp4 tensor core = 4-bit weight-only)."""
-    if row.precision == "fp4" and row.hardware != "b200":
+    if row.precision in ("fp4", "int4") and row.hardware != "b200":
         return "int4"
-    return str(row.precision)
+    return "bf16" if row.precision == "bf16" else str(row.precision)
 
 
 def run_row(row: pd.Series, step_s: float, req_s: float) -> tuple[float, float, str]:
