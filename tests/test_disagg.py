@@ -87,3 +87,9 @@ def test_every_request_completes_and_decode_is_free_of_prefill_interference() ->
     c = roofline.simulate(M, HW, **kw)  # type: ignore[arg-type]
     assert d.summary["completed"] == 2000
     assert d.summary["tpot_mean_s"] < c.summary["tpot_mean_s"]
+
+
+def test_grammar_expert_parallel_pool() -> None:
+    c = DisaggConfig.parse("prefill=h200-sxm:tp8ep8x2,decode=h200-sxm:tp8ep8")
+    assert c.prefill == Pool("h200-sxm", 8, 2, 8) and c.decode.ep == 8 and c.decode.count == 1
+    assert c.prefill.label() == "h200-sxm:tp8ep8x2"

@@ -150,8 +150,8 @@ def simulate_disagg(
     n = len(prompt)
     kw = dict(engine_overrides=engine_overrides, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
               calibration=calibration, prompt_mean=float(prompt.mean()), output_mean=float(output.mean()))  # fmt: skip
-    rp = base.replica(model, cfg.prefill.hardware, engine, cfg.prefill.tp, **kw)
-    rd = base.replica(model, cfg.decode.hardware, engine, cfg.decode.tp, **kw)
+    rp = base.replica(model, cfg.prefill.hardware, engine, cfg.prefill.tp, ep=cfg.prefill.ep, **kw)
+    rd = base.replica(model, cfg.decode.hardware, engine, cfg.decode.tp, ep=cfg.decode.ep, **kw)
     link = cfg.link_bytes_per_s or rd.hardware.scale_out_bandwidth_per_direction_bytes_per_s or DEFAULT_LINK_BYTES_PER_S
     t_wall = time.perf_counter()
 

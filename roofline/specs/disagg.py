@@ -7,7 +7,8 @@ CLI grammar (``--disagg``)::
 
     prefill=HW:tpTxN,decode=HW:tpTxN[,link=BANDWIDTH][,latency=DURATION][,first=prefill|decode]
 
-``HW`` a hardware name; ``tpTxN``: N instances of T GPUs each (``tp4x2`` = two tp-4 instances).
+``HW`` a hardware name; ``tpTxN``: N instances of T GPUs each (``tp4x2`` = two tp-4 instances);
+``tpTepExN`` also spreads the experts of a MoE model over E GPUs (``tp8ep8x1``).
 ``link``: per-GPU bandwidth of the path between the pools, per direction (default: the hardware's
 ``scale_out_bandwidth_per_direction``, else 50 GB/s — one 400 Gb/s ConnectX-7 port per GPU, NVIDIA
 DGX H100 datasheet "8x single-port NVIDIA ConnectX-7 400Gb/s InfiniBand/Ethernet").
@@ -31,19 +32,20 @@ from roofline.units import UnitError, parse_duration, parse_quantity
 DEFAULT_LINK_BYTES_PER_S = 50e9  # 400 Gb/s per GPU: NVIDIA DGX H100 datasheet, 8x ConnectX-7 400Gb/s
 DEFAULT_LATENCY_S = 1e-4  # ASSUMED per-transfer setup (see the module docstring)
 GRAMMAR = (
-    "prefill=HW:tpTxN,decode=HW:tpTxN[,link=BANDWIDTH][,latency=DURATION][,first=prefill|decode], "
+    "prefill=HW:tpT[epE]xN,decode=HW:tpT[epE]xN[,link=BANDWIDTH][,latency=DURATION][,first=prefill|decode], "
     "e.g. prefill=h100-sxm:tp4x2,decode=h100-sxm:tp8x1,link=50GB/s"
 )
-_POOL = re.compile(r"^\s*([A-Za-z0-9.\-]+)\s*:\s*tp(\d+)(?:x(\d+))?\s*$")
+_POOL = re.compile(r"^\s*([A-Za-z0-9.\-]+)\s*:\s*tp(\d+)(?:ep(\d+))?(?:x(\d+))?\s*$")
 
 
 @dataclass(frozen=True)
 class Pool:
-    """``count`` engine instances of ``tp`` GPUs of ``hardware``."""
+    """``count`` engine instances of ``tp`` GPUs of ``hardware`` (experts over ``ep`` of them)."""
 
     hardware: str
     tp: int = 1
     count: int = 1
+    ep: int = 1
 
     @property
     def gpus(self) -> int:
@@ -51,8 +53,9 @@ class Pool:
         return self.tp * self.count
 
     def label(self) -> str:
-        """``h100-sxm:tp4x2``."""
-        return f"{self.hardware}:tp{self.tp}x{self.count}"
+        """``h100-sxm:tp4x2`` (``tp8ep8x2`` with expert parallelism)."""
+        ep = f"ep{self.ep}" if self.ep > 1 else ""
+        return f"{self.hardware}:tp{self.tp}{ep}x{self.count}"
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,7 @@ class DisaggConfig:
 
     def __post_init__(self) -> None:
         for side, p in (("prefill", self.prefill), ("decode", self.decode)):
-            if p.tp < 1 or p.count < 1:
+            if p.tp < 1 or p.count < 1 or p.ep < 1:
                 raise ScenarioError(f"--disagg {side}: tp and instance count must be >= 1, got {p.label()}. {GRAMMAR}")
         if self.link_bytes_per_s is not None and not self.link_bytes_per_s > 0:
             raise ScenarioError(f"--disagg link must be a positive bandwidth, got {self.link_bytes_per_s}. {GRAMMAR}")
@@ -103,7 +106,7 @@ class DisaggConfig:
             m = _POOL.match(kw[side])
             if not m:
                 raise ScenarioError(f"{option}: cannot read the {side} pool {kw[side]!r}; write HW:tpTxN. {GRAMMAR}")
-            pools[side] = Pool(m.group(1).lower(), int(m.group(2)), int(m.group(3) or 1))
+            pools[side] = Pool(m.group(1).lower(), int(m.group(2)), int(m.group(4) or 1), int(m.group(3) or 1))
         try:
             link = parse_quantity(kw["link"], "bytes_per_s") if "link" in kw else None
             lat = parse_duration(kw["latency"]) if "latency" in kw else DEFAULT_LATENCY_S
