@@ -93,3 +93,22 @@ def test_grammar_expert_parallel_pool() -> None:
     c = DisaggConfig.parse("prefill=h200-sxm:tp8ep8x2,decode=h200-sxm:tp8ep8")
     assert c.prefill == Pool("h200-sxm", 8, 2, 8) and c.decode.ep == 8 and c.decode.count == 1
     assert c.prefill.label() == "h200-sxm:tp8ep8x2"
+
+
+def test_cli_simulate_disagg_matches_api() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from roofline.cli.app import app
+
+    spec = "prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1,first=decode"
+    res = CliRunner().invoke(app, ["simulate-disagg", M, "--disagg", spec, "--qps", "4", "-N", "40", "-p", "512",
+                                   "-n", "32", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    api = simulate_disagg(M, spec, qps=4.0, num_requests=40, prompt_len=512, output_len=32)
+    doc = json.loads(res.output)
+    assert doc["summary"]["ttft_mean_s"] == api.summary["ttft_mean_s"]
+    assert doc["config"]["ratio"] == "1P:1D"
+    table = CliRunner().invoke(app, ["simulate-disagg", M, "--disagg", spec, "--qps", "4", "-N", "10"])
+    assert table.exit_code == 0 and "KV transfer (ms)" in table.output

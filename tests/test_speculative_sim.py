@@ -78,3 +78,19 @@ def test_speculation_loses_at_high_load() -> None:
 def test_sliding_window_models_are_refused_kindly() -> None:
     with pytest.raises(RooflineError, match="sliding window"):
         simulate_speculative("gpt-oss-20b", HW, "ngram:k=2,alpha=0.5", qps=1.0, num_requests=2)
+
+
+def test_cli_simulate_spec_matches_api() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from roofline.cli.app import app
+
+    args = ["simulate", M, HW, "--qps", "5", "-N", "50", "-p", "256", "-n", "64", "--spec", "eagle:k=3,alpha=0.7"]
+    res = CliRunner().invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    api = simulate_speculative(M, HW, "eagle:k=3,alpha=0.7", qps=5.0, num_requests=50, prompt_len=256, output_len=64)
+    assert json.loads(res.output)["summary"]["tpot_mean_s"] == api.summary["tpot_mean_s"]
+    bad = CliRunner().invoke(app, [*args, "--ep", "2"])
+    assert bad.exit_code != 0 and "Traceback" not in bad.output and "--ep" in bad.output

@@ -306,7 +306,7 @@ def simulate_speculative(
         "kv_dtype": rep.scenario.kv_dtype.value, "wall_s": wall, "seed": seed,
         "decode_tokens": sim.decode_tokens, "prefill_tokens": sim.prefill_tokens,
         "prefill_completions": sim.prefill_completions, "kv_blocks_used_at_end": sim.pool.used,
-        "generated_tokens": sim.generated, "speculative": cfg, "spec_method": cfg.method, "spec_k": cfg.k,
+        "generated_tokens": sim.generated, "speculative": cfg.label(), "spec_method": cfg.method, "spec_k": cfg.k,
         "spec_tokens_per_step": sim.tau, "spec_alpha": sim.alpha,
         "workload": base_sim._describe(qps, concurrency, trace, prompt_len, output_len, arrival, arrival_cv, 0.0),
     }  # fmt: skip
