@@ -110,3 +110,70 @@ def simulate_disagg_cmd(
     t.add_row("decode mean batch", num(s["decode_mean_batch"]), "", "", "")
     t.add_row("completed", f"{s['completed']:.0f}", "", "", "")
     con.print(t)
+
+
+def plan_disagg_cmd(
+    model: ModelArg,
+    hardware: Annotated[str, typer.Argument(help="Hardware of both pools (slug or alias).")],
+    qps: Annotated[str, typer.Option("--qps", metavar="RATE", help="Offered requests per second.")],
+    ttft: Annotated[str, typer.Option("--ttft", metavar="DURATION", help="TTFT SLO, e.g. 500ms.")] = "1s",
+    tpot: Annotated[str, typer.Option("--tpot", metavar="DURATION", help="TPOT SLO, e.g. 20ms.")] = "50ms",
+    percentile: Annotated[int, typer.Option("--percentile", help="SLO percentile: 50, 90 or 99.")] = 90,
+    tp_prefill: Annotated[int, typer.Option("--tp-prefill", help="tp of a prefill instance.")] = 1,
+    tp_decode: Annotated[int, typer.Option("--tp-decode", help="tp of a decode instance.")] = 1,
+    tp_colocated: Annotated[int, typer.Option("--tp-colocated", help="tp of a co-located replica.")] = 1,
+    p_max: Annotated[int, typer.Option("--p-max", help="Most prefill instances tried.")] = 4,
+    d_max: Annotated[int, typer.Option("--d-max", help="Most decode instances tried.")] = 4,
+    n_max: Annotated[int, typer.Option("--n-max", help="Most co-located replicas tried.")] = 8,
+    first: Annotated[
+        str, typer.Option("--first", help="Side that emits the first token: prefill | decode.")
+    ] = "prefill",
+    engine: EngineOpt = "vllm",
+    prompt: PromptOpt = "1024",
+    output: OutputOpt = "256",
+    num_requests: NumOpt = "1000",
+    json: JsonOpt = False,
+) -> None:
+    """Size the P:D ratio for a load and SLOs and compare with co-located replicas (GPUs, $/h, KV transfer)."""
+    from dataclasses import asdict
+
+    from rich.table import Table
+
+    from roofline.cli.render import num
+    from roofline.serving.disagg_plan import plan_disagg
+    from roofline.units import parse_duration
+
+    pl = plan_disagg(
+        model, hardware, parse_float_opt(qps, "--qps"), tp_prefill=tp_prefill, tp_decode=tp_decode,
+        tp_colocated=tp_colocated, p_max=p_max, d_max=d_max, n_max=n_max, ttft_slo_s=parse_duration(ttft),
+        tpot_slo_s=parse_duration(tpot), percentile=percentile, first_token=first,
+        prompt_len=_length(prompt, "--prompt"), output_len=_length(output, "--output"),
+        num_requests=parse_count_opt(num_requests, "--num-requests"), engine=engine,
+    )  # fmt: skip
+    bd, bc = pl.best_disagg, pl.best_colocated
+    if json:
+        typer.echo(dumps({"best_disagg": bd and asdict(bd), "best_colocated": bc and asdict(bc),
+                          "disagg": [asdict(c) for c in pl.disagg],
+                          "colocated": [asdict(c) for c in pl.colocated]}))  # fmt: skip
+        return
+    t = Table(
+        title=f"deployments meeting p{percentile} TTFT ≤ {ttft}, TPOT ≤ {tpot} at {qps} req/s", title_justify="left"
+    )
+    for col in (
+        "deployment",
+        "GPUs",
+        "$/h",
+        f"TTFT p{percentile} ms",
+        f"TPOT p{percentile} ms",
+        "KV transfer ms",
+        "meets",
+    ):
+        t.add_column(col, justify="left" if col == "deployment" else "right")
+    for c in sorted(pl.disagg + pl.colocated, key=lambda c: (not c.ok, c.gpus, c.tpot_s)):
+        mark = "best" if c in (bd, bc) else ("yes" if c.ok else "no")
+        t.add_row(c.label, str(c.gpus), num(c.usd_per_hour) if c.usd_per_hour else "", num(c.ttft_s * 1e3),
+                  num(c.tpot_s * 1e3), num(c.kv_transfer_s * 1e3) if c.kv_transfer_s else "", mark)  # fmt: skip
+    con = console()
+    con.print(t)
+    if bd is None and bc is None:
+        raise OptionError("no deployment tried meets the SLOs; raise --p-max/--d-max/--n-max or relax --ttft/--tpot")
