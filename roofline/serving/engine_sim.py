@@ -102,7 +102,7 @@ class EngineSim(RunStats):
         self.hist = GapHistogram()
         self.preemptions = self.completed = 0
         self.decode_tokens = self.prefill_tokens = self.prefill_completions = 0
-        self._init_stats(saturation_queue, timeline_rows, float(np.mean(prompt + output - 1)))
+        self._init_stats(saturation_queue, timeline_rows, float(np.mean(output)))
         self.now = 0.0
 
     # ---- arrivals -------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 
 from roofline.serving.kvpool import BlockPool
 
+SAT_WARM, SAT_WINDOW = 100, 200  # completions before and inside the saturation measuring window
 TIMELINE_COLUMNS = ("time_s", "running", "waiting", "kv_blocks_used", "decode_rows", "prefill_tokens", "steps")
 
 
@@ -30,13 +31,14 @@ class RunStats:
     closed: bool
     prefill_tokens: int
     decode_tokens: int
+    prefill_completions: int
 
     def _init_stats(self, saturation_queue: int, timeline_rows: int, work_per_req: float) -> None:
         self.busy_s = self.batch_int = self.kv_int = 0.0
         self.tl = tuple(array("d") for _ in TIMELINE_COLUMNS)
         self.tl_rows, self.tl_stride, self.tl_skip = timeline_rows, 1, 0
         self.sat_queue = saturation_queue
-        self.sat_mark: tuple[float, float, int] | None = None
+        self.sat_mark: tuple[float, float, int, int, bool] | None = None
         self.last_send: tuple[float, int, float] | None = None
         self.work_per_req = work_per_req
         self.saturated: str | None = None
@@ -58,26 +60,34 @@ class RunStats:
             self.tl_stride *= 2
 
     def _work(self) -> float:
-        return float(self.prefill_tokens + self.decode_tokens)
+        """Output tokens emitted so far (decode-row steps + prefill completions); never recomputed."""
+        return float(self.decode_tokens + self.prefill_completions)
 
     def _saturation(self, now: float) -> bool:
         """Detect an offered rate above what the engine serves while the queue keeps growing.
 
-        Served rate = tokens computed per second (prefill + decode) / mean tokens per request
-        (P + O − 1): while the queue is long the engine is never idle, so this is its capacity.
+        Served rate = output tokens emitted per second / mean output tokens per request (emitted tokens are
+        conserved; work lost to preemption is not counted). It is measured over a window that opens once
+        ``SAT_WARM`` requests have completed since the queue grew long (so the ramp-up, all prefills and no
+        output yet, is left out) and closes after ``SAT_WINDOW`` more completions: while the queue is long
+        the engine is never idle, so this is its capacity at this mix.
         """
-        arrived, work = self.arrived, self._work()
+        arrived, work, done = self.arrived, self._work(), self.completed
         if self.sat_mark is None:
-            self.sat_mark = (now, work, arrived)
+            self.sat_mark = (now, work, arrived, done, False)
             return False
-        t0, w0, a0 = self.sat_mark
-        if arrived - a0 < self.sat_queue // 2 or now <= t0:
+        t0, w0, a0, d0, warm = self.sat_mark
+        if not warm:
+            if done - d0 >= SAT_WARM:
+                self.sat_mark = (now, work, arrived, done, True)
+            return False
+        if done - d0 < SAT_WINDOW or now <= t0:
             return False
         offered, served = (arrived - a0) / (now - t0), (work - w0) / (now - t0) / self.work_per_req
         if len(self.waiting) >= self.sat_queue and offered > 1.05 * served:
             self.saturated = self._statement(offered, served, now, len(self.waiting), early=True)
             return True
-        self.sat_mark = (now, work, arrived)
+        self.sat_mark = (now, work, arrived, done, True)
         return False
 
     def _statement(self, offered: float, served: float, now: float, queued: int, early: bool) -> str:

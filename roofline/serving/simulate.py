@@ -38,6 +38,7 @@ from roofline.profile import CalibrationProfile
 from roofline.serving.arrivals import arrival_times, parse_length
 from roofline.serving.engine_sim import EngineSim
 from roofline.serving.policy import Policy, policy_for, split_overrides
+from roofline.serving.screening import screen
 from roofline.serving.simresult import SimulationResult, build_result
 from roofline.serving.steptime import StepModel
 from roofline.serving.trace import block_hashes, load_trace
@@ -106,6 +107,13 @@ def simulate(
     t0 = time.perf_counter()
     sim.run(None if progress is None else (lambda done: progress(done, len(prompt))))
     wall = time.perf_counter() - t0
+    if sim.saturated:
+        p_mean, o_mean = float(prompt.mean()), float(output.mean())
+        sus = screen(step, np.array([1.0]), p_mean, o_mean, eng.max_num_batched_tokens, max_seqs, rep.kv_tokens)
+        sim.saturated += (
+            f" The closed-form screening tier puts this configuration's sustainable rate at "
+            f"{sus.sustainable_qps:.3g} requests/s for the mean request ({p_mean:.0f} + {o_mean:.0f} tokens)."
+        )
     config = {
         "label": f"{m.name} on {hw.name} tp={tp}, {eng.label}", "model": m.name, "hardware": hw.name, "tp": tp,
         "engine": eng.label, "policy": policy, "kv_blocks": total_blocks, "kv_block_tokens": bs,
