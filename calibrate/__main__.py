@@ -23,6 +23,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tp", type=int, default=1, help="tensor parallelism that shards the model's shapes")
     p.add_argument("-o", "--output", type=Path, default=Path("calibration.yaml"), help="profile YAML to write")
     p.add_argument("--resume", action="store_true", help="reuse <output>.measurements.jsonl from an earlier run")
+    p.add_argument("--force", action="store_true", help="overwrite an existing profile (implied by --resume)")
     p.add_argument("--quick", action="store_true", help="fewer sizes and shapes")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1; 0 = torch's default)")
     p.add_argument("--dtypes", default=None, help="comma-separated GEMM dtypes, e.g. fp32,bf16")
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.show is not None:
             print(show_profile(args.show))
             return 0
+        from roofline.boundary.outputs import check_output
+
+        check_output(args.output, force=args.force or args.resume, what="calibration profile")  # before measuring
         suites = tuple(s.strip() for s in args.suites.split(",")) if args.suites else None
         unknown = sorted(set(suites or ()) - set(SUITES))
         if unknown:
@@ -63,7 +67,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     print(f"wrote {args.output}")
-    return 130 if profile.provenance.get("interrupted") else 0
+    if profile.provenance.get("interrupted"):
+        from calibrate.cli import interrupted_message
+
+        argv_now = list(sys.argv[1:] if argv is None else argv)
+        resume = " ".join(["python -m calibrate", *[a for a in argv_now if a != "--resume"], "--resume"])
+        print(f"error: {interrupted_message(args.output, resume)}", file=sys.stderr)
+        return 130
+    return 0
 
 
 if __name__ == "__main__":

@@ -14,8 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from calibrate.measure.records import Record
-from roofline.errors import CalibrationError
+from roofline.errors import CalibrationError, Interrupted
 from roofline.profile import CalibrationProfile, load_profile
+
+
+class CalibrationInterrupted(CalibrationError, Interrupted):
+    """Ctrl-C before enough was measured to fit a profile: a calibration error with exit code 130."""
+
+    exit_code = 130
 
 
 @contextmanager
@@ -83,8 +89,13 @@ def run_calibration(
         profile = build_profile(fit(result.records, primary), result, cfg)
         profile.save(output)
     except CalibrationError as exc:
-        if result.interrupted:
-            raise CalibrationError(f"interrupted before enough was measured: {exc}") from None
+        if result.interrupted:  # Ctrl-C: exit 130 like any interrupted command, saying how to go on
+            from calibrate.measure.store import measurements_path
+
+            raise CalibrationInterrupted(
+                f"interrupted before enough was measured ({exc}). Every finished measurement is kept in "
+                f"{measurements_path(output)}: rerun the same command with --resume to continue"
+            ) from None
         raise
     finally:
         _release_followers()  # other ranks wait for the profile (or its absence) before reading it
@@ -97,6 +108,16 @@ def run_calibration(
 
         Console(stderr=True).print(summary_table(profile, reference_hardware(profile)))
     return profile
+
+
+def interrupted_message(output: Path, command: str) -> str:
+    """What an interrupted calibration kept and the command that continues it (``command`` ends with --resume)."""
+    from calibrate.measure.store import measurements_path
+
+    return (
+        f"calibration interrupted (Ctrl-C): {output} was written from the measurements finished so far, and each "
+        f"of them is kept in {measurements_path(output)}. Continue where it stopped with: {command}"
+    )
 
 
 def _follower_profile(output: Path) -> CalibrationProfile:

@@ -40,6 +40,12 @@ class CalibrationError(RooflineError):
     """A calibration profile is malformed or a measurement cannot be made."""
 
 
+class Interrupted(RooflineError):
+    """The user stopped a command with Ctrl-C (SIGINT); exit code 130 = 128 + SIGINT, as shells use."""
+
+    exit_code = 130
+
+
 def suggest(name: str, choices: Iterable[str], n: int = 3) -> str:
     """Return ``"; did you mean a, b?"`` for the closest ``choices`` or an empty string.
 

@@ -9,7 +9,8 @@ The per-kernel overhead depends on how the op is launched (``Op.launch``): eager
 Ceilings come from the CalibrationProfile: GEMMs use the dtype's large-GEMM ceiling ×
 the efficiency curve at their M; attention kernels use the attention multipliers;
 memory traffic uses the HBM ceiling × the transfer-size curve. Communication ops use
-the per-direction link bandwidth × link efficiency. The bound is whichever term is largest.
+the bandwidth of the path their group takes (:func:`roofline.specs.topology.comm_path`) × link
+efficiency, plus the latency of that path's link kind. The bound is whichever term is largest.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 from roofline.ops.records import Op
 from roofline.profile import CalibrationProfile
 from roofline.specs.hardware import HardwareSpec
+from roofline.specs.topology import comm_path
 
 BOUNDS = np.array(["compute", "memory", "communication", "overhead"])
 
@@ -47,10 +49,12 @@ def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.
     compute = profile.compute_ceiling(hw, op.dtype)
     memory = profile.memory_ceiling(hw)
     if op.kind == "attention":
-        return (
-            np.asarray(compute * profile.attention.compute_efficiency) + 0 * op.m,
-            np.asarray(memory * profile.attention.memory_efficiency) + 0 * op.m,
-        )
+        c_att = np.asarray(compute * profile.attention.compute_efficiency) + 0 * op.m
+        curve = None if op.context_dependent else profile.attention.prefill_curve(float(np.max(op.k)))
+        peak = hw.peak_flops_per_s(op.dtype)
+        if curve is not None and peak is not None:  # prefill: flash-attention efficiency at its context
+            c_att = np.minimum(c_att, peak * curve(op.n))
+        return c_att, np.asarray(memory * profile.attention.memory_efficiency) + 0 * op.m
     c = compute * profile.gemm_curve(op.dtype)(op.m) if op.kind == "gemm" else compute + 0 * op.m
     size_curve = profile.memory_size_efficiency
     bw = memory * size_curve(op.memory_bytes) if size_curve is not None else memory + 0 * op.m
@@ -76,12 +80,29 @@ def launch_overhead_s(op: Op, profile: CalibrationProfile) -> float:
     return op.kernels * (o.per_kernel_graph_s if op.launch == "graph" else o.per_kernel_s)
 
 
+def comm_time_s(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> np.ndarray:
+    """Communication time of one instance: wire bytes / path bandwidth + latency.
+
+    latency = collectives × ``comm.latency_s`` (per-collective base) + hops × the per-hop latency
+    of the link each hop crosses (``comm.hop_latency_s[link]``): all on the path's link inside one
+    domain; across domains (nodes − 1)/(p − 1) of them on the network (:meth:`CommPath.hop_links`).
+    """
+    if op.kind != "comm":
+        return 0.0 * op.comm_bytes
+    path = comm_path(hw, op.group_size)
+    bw = path.bandwidth_bytes_per_s * profile.comm.link_efficiency
+    lat = op.collectives * profile.comm.latency_s + 0 * op.comm_hops
+    for link, hops in path.hop_links(op.comm_hops):
+        lat = lat + hops * profile.comm.hop_latency(link)
+    return op.comm_bytes / bw + lat
+
+
 def op_time(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> OpTiming:
     """Time of one instance of ``op``: the roofline max plus communication and fixed overheads."""
     c, bw = ceilings(op, hw, profile)
     compute_s = op.flops / c
     memory_s = hbm_bytes(op, profile) / bw
-    comm_s = op.comm_bytes / profile.link_bytes_per_s(hw) + op.collectives * profile.comm.latency_s
+    comm_s = comm_time_s(op, hw, profile)
     overhead_s = np.asarray(launch_overhead_s(op, profile)) + 0 * compute_s
     roof_s = np.maximum(compute_s, memory_s)
     time_s = roof_s + comm_s + overhead_s
@@ -146,7 +167,7 @@ def op_time_summed_over_context(
     u = (hbm_bytes(op, profile) - kv_f * op.kv_read_bytes_per_ctx * s_ref) / bw
     v = kv_f * op.kv_read_bytes_per_ctx / bw
     cap = op.ctx_cap
-    fixed = op.comm_bytes / profile.link_bytes_per_s(hw) + op.collectives * profile.comm.latency_s
+    fixed = comm_time_s(op, hw, profile)
     fixed = fixed + launch_overhead_s(op, profile)
     if np.isfinite(op.ctx_period):
         return _periodic_sum(p, q, u, v, lo, hi, op.ctx_period) + fixed * n_steps

@@ -53,7 +53,7 @@ def weight_params_per_gpu(model: ModelSpec, sc: Scenario) -> dict[str, float]:
     parts = {"attention": 0.0, "ffn": 0.0, "norms": float(h)}
     moe = model.moe
     if moe is not None:
-        parts["moe_experts"] = parts["router"] = 0.0
+        parts["moe_experts"] = parts["moe_shared_experts"] = parts["router"] = 0.0
     for layer, count in Counter(model.resolved_layers()).items():
         n = count * stage
         parts["attention"] += n * _mixer_params_per_gpu(model, layer, tp)
@@ -65,7 +65,8 @@ def weight_params_per_gpu(model: ModelSpec, sc: Scenario) -> dict[str, float]:
             shared = moe.num_shared_experts * model.ffn_params(moe.shared_intermediate_size or 0, moe.expert_kind,
                                                                False) / tp  # fmt: skip
             latent = 2 * h * moe.latent_size / tp if moe.latent_size else 0.0
-            parts["moe_experts"] += n * (experts + shared + latent)
+            parts["moe_experts"] += n * (experts + latent)
+            parts["moe_shared_experts"] += n * shared
             parts["router"] += n * (h * moe.num_experts + moe.num_experts * moe.router_bias)
     emb = model.vocab_size * h / tp
     head = 0.0 if model.tie_word_embeddings else emb
@@ -92,13 +93,20 @@ def _mixer_params_per_gpu(model: ModelSpec, layer: ResolvedLayer, tp: int) -> fl
     return float(model.attention_params_per_layer(shard)) + indexer
 
 
+WEIGHT_PART_GROUP = {
+    "attention": "attention", "ffn": "dense_ffn", "moe_experts": "routed_experts",
+    "moe_shared_experts": "shared_experts", "embedding": "embeddings",
+}  # fmt: skip
+
+
 def weight_bytes_per_gpu(model: ModelSpec, sc: Scenario) -> float:
-    """Bytes of weights on one GPU: layer weights in the weight format, norms/router in 16-bit."""
+    """Bytes of weights on one GPU: Σ parts × bytes per element of its module group's format
+    (:meth:`Scenario.weight_formats`, scales included), norms/router in 16-bit."""
     parts = weight_params_per_gpu(model, sc)
-    emb_b = sc.embedding_bytes_per_element
+    fmts = sc.weight_formats(model)
     small = parts.get("norms", 0.0) + parts.get("router", 0.0)
-    big = sum(v for k, v in parts.items() if k not in ("norms", "router", "embedding"))
-    return big * sc.weight_dtype.bytes_per_element + small * NORM_BYTES + parts["embedding"] * emb_b
+    big = sum(v * fmts.get(WEIGHT_PART_GROUP[k]).bytes_per_element for k, v in parts.items() if k in WEIGHT_PART_GROUP)
+    return big + small * NORM_BYTES
 
 
 def kv_bytes_per_token(model: ModelSpec, kv_bytes_per_element: float = 2.0) -> float:
@@ -171,6 +179,18 @@ def _cache_bytes(model: ModelSpec, ctx: np.ndarray, kv_bytes: float, tp: int, st
         else:
             total = total + count * _tokens_held(layer, ctx) * _token_bytes(model, layer, kv_bytes, tp)
     return total * stage
+
+
+def kv_bytes_per_sequence_all_gpus(model: ModelSpec, sc: Scenario, context: object) -> np.ndarray:
+    """KV bytes one sequence occupies summed over every GPU of a replica, replication included.
+
+    = tp × Σ_layers (cache one GPU holds for that layer): each tp rank holds H_kv/tp heads (the
+    whole-model figure), or one replicated head when tp > H_kv (tp/H_kv copies), or the full MLA
+    latent (tp copies); linear-layer state is sharded (no copies); pipeline stages split the layers
+    without copies. DeepSeek-V3 at tp 8: 8 × the whole-model latent.
+    """
+    ctx = np.asarray(context, dtype=np.float64)
+    return _cache_bytes(model, ctx, sc.kv_dtype.bytes_per_element, sc.tp, 1.0) * sc.tp
 
 
 def engine_for(sc: Scenario, hw: HardwareSpec) -> EngineConfig:
@@ -255,7 +275,7 @@ def memory_budget(model: ModelSpec, hw: HardwareSpec, sc: Scenario, context: obj
     if context is None:
         ctx = ctx + np.asarray(sc.output_len, dtype=np.float64)
     ctx = np.ceil(ctx / eng.kv_block_tokens) * eng.kv_block_tokens
-    capacity = eng.capacity_bytes if eng.capacity_bytes is not None else hw.memory.capacity_bytes
+    capacity = eng.capacity_bytes if eng.capacity_bytes is not None else hw.memory.usable_capacity_bytes
     weights = weight_bytes_per_gpu(model, sc)
     tokens = eng.max_num_batched_tokens
     act = activation_peak_bytes(model, sc, tokens, min(eng.max_num_seqs, tokens))
@@ -279,7 +299,7 @@ def max_batch(
     tp: int = 1,
     pp: int = 1,
     ep: int = 1,
-    weight_dtype: str = "bf16",
+    weight_dtype: str = "checkpoint",
     kv_dtype: str = "bf16",
     engine: EngineConfig | str | None = None,
     engine_overrides: dict[str, Any] | None = None,
@@ -292,12 +312,13 @@ def max_batch(
     floor((80e9 − 13.48e9 − 10e9) / 2,147,483,648) = 26.
     """
     from roofline.specs.precision import Precision
+    from roofline.specs.scenario import weight_dtype_fields
 
     m, hw = load_model(model), load_hardware(hardware)
     eng = resolve_engine(engine, hw, engine_overrides)
     sc = Scenario(
-        batch=1, prompt_len=context_len, output_len=1,
-        weight_dtype=Precision.parse(weight_dtype, "weight_dtype"), kv_dtype=Precision.parse(kv_dtype, "kv_dtype"),
+        batch=1, prompt_len=max(context_len - 1, 1), output_len=1,  # prompt + output = the context checked
+        **weight_dtype_fields(weight_dtype), kv_dtype=Precision.parse(kv_dtype, "kv_dtype"),
         tp=tp, pp=pp, ep=ep, engine=eng,
     )  # fmt: skip
     sc.validate_for(m, hw)
@@ -333,20 +354,29 @@ def fit_hint(m: ModelSpec, hw: HardwareSpec, sc: Scenario) -> str:
     if tp is not None:
         hints.append(f"tp={tp}")
     lower = [p for p in (Precision.FP8, Precision.INT4) if p.bytes_per_element < sc.weight_dtype.bytes_per_element]
-    prec = next((p for p in lower if fits(replace(sc, weight_dtype=p, act_dtype=None))), None)
+    base = replace(sc, act_dtype=None, use_checkpoint=False, weight_overrides=())  # uniform weights for the hints
+    prec = next((p for p in lower if fits(replace(base, weight_dtype=p))), None)
     if prec is not None:
         hints.append(f"weight_dtype={prec.value}")
     if prec is None:  # neither alone may be practical: the smallest tp with lower-precision weights
         combo = next(
             ((t, p) for t in (2, 4, 8, 16, 32) if t > sc.tp and (tp is None or t < tp)
-             for p in lower if fits(replace(sc, tp=t, weight_dtype=p, act_dtype=None))),
+             for p in lower if fits(replace(base, tp=t, weight_dtype=p))),
             None,
         )  # fmt: skip
         if combo is not None:
             hints.append(f"tp={combo[0]} with weight_dtype={combo[1].value}")
-    pp = next((q for q in (2, 4, 8) if q > sc.pp and fits(replace(sc, pp=q))), None)
-    if pp is not None and not hints:
-        hints.append(f"pp={pp}")
+    if not hints:  # tp is capped by the scale-up domain: pipeline stages across nodes, fewest GPUs first
+        grid = sorted(
+            ((t, q) for t in (1, 2, 4, 8, 16, 32, 64) for q in (2, 4, 8, 16, 32) if t >= sc.tp and q > sc.pp),
+            key=lambda tq: (tq[0] * tq[1], tq[1]),
+        )
+        tpp = next((tq for tq in grid if fits(replace(sc, tp=tq[0], pp=tq[1]))), None)
+        if tpp is not None:
+            hints.append(f"pp={tpp[1]}" if tpp[0] == sc.tp else f"tp={tpp[0]} with pp={tpp[1]}")
     if not hints:
-        return "it does not fit with tp up to 64, fp8/int4 weights or pp up to 8: use larger GPUs or a shorter context"
+        return (
+            "it does not fit with tp up to the scale-up domain, pp up to 32 or fp8/int4 weights: "
+            "use larger GPUs or a shorter context"
+        )
     return "it fits with " + " or ".join(hints)

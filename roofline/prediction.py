@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.boundary.limits import MAX_SWEEP_POINTS
 from roofline.costs import latencies, scenario_costs, step_cost
+from roofline.engine.config import EngineConfig
 from roofline.engine.presets import EngineArg, resolve_engine
+from roofline.errors import ScenarioError
 from roofline.evaluate import op_time, op_time_summed_over_context
-from roofline.memory import kv_bytes_per_sequence, kv_bytes_per_token, memory_budget
+from roofline.memory import kv_bytes_per_sequence, kv_bytes_per_sequence_all_gpus, kv_bytes_per_token, memory_budget
 from roofline.ops.records import Op
 from roofline.profile import CalibrationProfile, load_profile
 from roofline.result import PredictionResult
@@ -20,7 +24,7 @@ from roofline.specs.library import hardware as load_hardware
 from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
-from roofline.specs.scenario import Scenario
+from roofline.specs.scenario import Scenario, weight_dtype_fields
 from roofline.specs.speculative import SpeculativeConfig
 
 if TYPE_CHECKING:
@@ -57,7 +61,7 @@ def make_scenario(
     pp: int = 1,
     ep: int = 1,
     replicas: int = 1,
-    weight_dtype: str | Precision = "bf16",
+    weight_dtype: str | Precision | dict[str, str] = "checkpoint",
     act_dtype: str | Precision | None = None,
     kv_dtype: str | Precision = "bf16",
     quantize_embeddings: bool = False,
@@ -67,18 +71,26 @@ def make_scenario(
 ) -> Scenario:
     """Build a Scenario from plain values (format names, an engine preset name).
 
+    ``weight_dtype``: ``"checkpoint"`` (default: the shipped checkpoint's per-module formats,
+    ``ModelSpec.checkpoint``), one format for every linear layer (``"fp8"``, ``"nvfp4"``), or a
+    mapping {module group: format} over the checkpoint (``{"routed_experts": "nvfp4"}``).
+
     ``engine``: a preset name (``vllm`` default, ``sglang``, ``trtllm``, ``ideal``) or an
     :class:`EngineConfig`; ``engine_overrides`` sets its fields (engine option names such as
     ``gpu_memory_utilization`` or ``max_num_batched_tokens`` are accepted). ``cuda_graphs``
     (None = the engine's setting) replays decode steps as CUDA graphs; False launches every
     decode kernel eagerly.
     """
+    if engine_overrides is not None and not isinstance(engine_overrides, Mapping):
+        raise ScenarioError(f"engine_overrides must map engine option names to values, got {engine_overrides!r}")
+    if engine is not None and not isinstance(engine, str | EngineConfig):
+        raise ScenarioError(f"engine must be a preset name (vllm, sglang, trtllm, ideal) or EngineConfig: {engine!r}")
     overrides = dict(engine_overrides or {})
     if cuda_graphs is not None:
         overrides["cuda_graphs"] = cuda_graphs
     return Scenario(
         batch=batch, prompt_len=prompt_len, output_len=output_len,
-        weight_dtype=Precision.parse(weight_dtype, "weight_dtype"),
+        **weight_dtype_fields(weight_dtype),
         act_dtype=None if act_dtype is None else Precision.parse(act_dtype, "act_dtype"),
         kv_dtype=Precision.parse(kv_dtype, "kv_dtype"), tp=tp, pp=pp, ep=ep, replicas=replicas,
         engine=resolve_engine(engine, hw, overrides), quantize_embeddings=quantize_embeddings,
@@ -96,7 +108,7 @@ def predict(
     pp: int = 1,
     ep: int = 1,
     replicas: int = 1,
-    weight_dtype: str | Precision = "bf16",
+    weight_dtype: str | Precision | dict[str, str] = "checkpoint",
     act_dtype: str | Precision | None = None,
     kv_dtype: str | Precision = "bf16",
     quantize_embeddings: bool = False,
@@ -115,6 +127,11 @@ def predict(
     decodes with draft-and-verify steps (:mod:`roofline.serving.speculative`); ``result.speculative``
     then holds the verify/draft split and the speedup over plain decoding.
     """
+    if scenario is not None and not isinstance(scenario, Scenario):
+        raise ScenarioError(f"scenario must be a roofline Scenario (see make_scenario), got {type(scenario).__name__}")
+    for name, v in (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)):
+        if np.ndim(v) != 0:
+            raise ScenarioError(f"{name} must be one whole number in predict() (got {v!r}); sweep() takes lists")
     m, hw, prof = resolve(model, hardware, calibration)
     sc = scenario or make_scenario(
         hw, batch, prompt_len, output_len, tp=tp, pp=pp, ep=ep, replicas=replicas, weight_dtype=weight_dtype,
@@ -163,7 +180,7 @@ def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: Calibr
         throughput_tok_s_per_gpu=ok(lat.throughput_tok_s_per_gpu),
         total_throughput_tok_s=ok(lat.total_throughput_tok_s),
         kv_bytes_per_token=kv_bytes_per_token(m, sc.kv_dtype.bytes_per_element),
-        kv_bytes_per_sequence=kv_seq, kv_cache_bytes=b * kv_seq,
+        kv_bytes_per_sequence=kv_seq, kv_cache_bytes=b * float(kv_bytes_per_sequence_all_gpus(m, sc, p + o)),
         weight_bytes_per_gpu=mem.weight_bytes, activation_peak_bytes=float(mem.activation_peak_bytes),
         memory=mem, max_batch=int(mem.max_batch), prefill_flops=float(pre.flops), prefill_bytes=float(pre.memory_bytes),
         decode_flops_per_step=dec_flops, decode_bytes_per_step=dec_bytes, mfu_prefill=mfu, mbu_prefill=mbu,
@@ -239,7 +256,7 @@ def sweep(
     pp: int = 1,
     ep: int = 1,
     replicas: int = 1,
-    weight_dtype: str | Precision = "bf16",
+    weight_dtype: str | Precision | dict[str, str] = "checkpoint",
     act_dtype: str | Precision | None = None,
     kv_dtype: str | Precision = "bf16",
     quantize_embeddings: bool = False,
@@ -255,10 +272,19 @@ def sweep(
     """
     import pandas as pd
 
+    tps = _axis(tp, "tp")
+    if np.any(tps != np.floor(tps)) or np.any(tps < 1) or np.any(tps > 2**31):
+        raise ScenarioError(f"tp must be whole numbers >= 1 (got {tp!r})")
+    b, pl, ol = (_axis(x, n) for x, n in ((batch, "batch"), (prompt_len, "prompt_len"), (output_len, "output_len")))
+    points = math.prod(a.size for a in (b, pl, ol, tps))
+    if points > MAX_SWEEP_POINTS:
+        raise ScenarioError(
+            f"the sweep grid has {points:,} points (batch × prompt_len × output_len × tp), more than "
+            f"{MAX_SWEEP_POINTS:,} (roofline.boundary.limits); split it into several sweeps"
+        )
     m, hw, prof = resolve(model, hardware, calibration)
     frames = []
-    for t in np.atleast_1d(np.asarray(tp, dtype=int)):
-        b, pl, ol = (np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in (batch, prompt_len, output_len))
+    for t in tps:
         bg, pg, og = b[:, None, None], pl[None, :, None], ol[None, None, :]
         sc = make_scenario(
             hw, bg, pg, og, tp=int(t), pp=pp, ep=ep, replicas=replicas, weight_dtype=weight_dtype,
@@ -268,6 +294,19 @@ def sweep(
         sc.validate_for(m, hw)
         frames.append(_grid_frame(m, hw, sc, prof, bg, pg, og))
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def _axis(x: Any, name: str) -> np.ndarray:
+    """One sweep axis as a 1-d float64 array of finite numbers (booleans and text are not counts)."""
+    try:
+        arr = np.atleast_1d(np.asarray(x))
+        ok = arr.ndim == 1 and arr.size > 0 and arr.dtype.kind in "iuf"
+        out = arr.astype(np.float64) if ok else arr
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok or not np.all(np.isfinite(out)):
+        raise ScenarioError(f"{name} must be a whole number or a flat list of whole numbers >= 1 (got {x!r})")
+    return out
 
 
 def _grid_frame(

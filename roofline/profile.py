@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +21,7 @@ from pydantic import Field, model_validator
 from roofline.errors import CalibrationError
 from roofline.specs._base import Frozen
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
+from roofline.specs.topology import comm_path
 
 SCHEMA_VERSION = 1
 
@@ -73,6 +72,11 @@ class Ceiling(Frozen):
 class Attention(Frozen):
     """Multipliers on the GEMM compute ceiling and the memory ceiling for attention kernels.
 
+    A prefill (causal, flash-style) attention kernel computes at
+    min(GEMM ceiling × ``compute_efficiency``, datasheet peak × ``prefill_compute_efficiency[d](L)``):
+    short contexts leave the kernel's tiles and pipeline underused, so it reaches a smaller fraction
+    of peak than a large GEMM (FlashAttention-3 on H100, head dim 128: 30 % at 512 tokens, 62 % at 16k).
+
     ``gqa_kv_reuse`` says how the attention kernel of the serving stack loads K/V for a GQA
     group of g query heads: HBM K/V reads = cached K/V bytes × (1 + (1 − gqa_kv_reuse)·(g − 1)).
     1 = each K/V head is streamed once per group (XQA, FlashInfer, FlashAttention pack-GQA);
@@ -82,7 +86,19 @@ class Attention(Frozen):
     compute_efficiency: float = Field(default=1.0, gt=0, le=1.5)
     memory_efficiency: float = Field(default=1.0, gt=0, le=1.5)
     gqa_kv_reuse: float = Field(default=1.0, ge=0, le=1)
+    prefill_compute_efficiency: dict[int, Curve] = Field(
+        default_factory=dict,
+        description="head_dim -> fraction of the datasheet peak a causal flash-attention prefill reaches "
+        "against the attended context (tokens); the nearest head_dim is used",
+    )
     sources: tuple[str, ...] = ()
+
+    def prefill_curve(self, head_dim: float) -> Curve | None:
+        """The prefill curve of the head_dim nearest ``head_dim`` (ties to the larger), None when none is set."""
+        if not self.prefill_compute_efficiency:
+            return None
+        key = min(self.prefill_compute_efficiency, key=lambda d: (abs(d - head_dim), -d))
+        return self.prefill_compute_efficiency[key]
 
 
 class Overheads(Frozen):
@@ -100,11 +116,21 @@ class Overheads(Frozen):
 
 
 class Comm(Frozen):
-    """Collectives: fraction of the per-direction link bandwidth reached, and latency per collective."""
+    """Collectives: fraction of the path bandwidth reached, and latency.
+
+    Latency of one collective = ``latency_s`` (base, per collective) + hops × ``hop_latency_s``
+    of the slowest link kind on its path (nvlink, xgmi, pcie, ici, ethernet, network); a link
+    kind not listed costs no per-hop latency.
+    """
 
     link_efficiency: float = Field(default=1.0, gt=0, le=1.5)
     latency_s: float = Field(default=0.0, ge=0)
+    hop_latency_s: dict[str, float] = Field(default_factory=dict, description="per-hop latency by link kind (s)")
     sources: tuple[str, ...] = ()
+
+    def hop_latency(self, link: str) -> float:
+        """Per-hop latency (s) of ``link``; 0 when the profile does not list it."""
+        return self.hop_latency_s.get(link, 0.0)
 
 
 class CalibrationProfile(Frozen):
@@ -167,10 +193,9 @@ class CalibrationProfile(Frozen):
             raise CalibrationError(f"profile '{self.name}' has no relative memory efficiency usable on {hw.name}")
         return eff * hw.memory.bandwidth_bytes_per_s
 
-    def link_bytes_per_s(self, hw: HardwareSpec) -> float:
-        """Achievable per-direction scale-up bandwidth; PCIe Gen4 x16 (32 GB/s) when none is published."""
-        bw = hw.interconnect.bandwidth_per_direction_bytes_per_s if hw.interconnect else 32e9
-        return bw * self.comm.link_efficiency
+    def link_bytes_per_s(self, hw: HardwareSpec, group: int = 2) -> float:
+        """Achievable per-direction bandwidth of a collective over ``group`` GPUs (its path × link efficiency)."""
+        return comm_path(hw, group).bandwidth_bytes_per_s * self.comm.link_efficiency
 
     # ---- I/O ------------------------------------------------------------------------
     def to_yaml(self) -> str:
@@ -180,19 +205,15 @@ class CalibrationProfile(Frozen):
             data["hardware"] = _hardware_to_yaml_dict(self.hardware)
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
-    def save(self, path: str | Path) -> Path:
-        """Write atomically (temp file + rename) and return the path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(f"# roofline calibration profile, schema v{SCHEMA_VERSION}\n")
-            fh.write(self.to_yaml())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a profile is meant to be shared
-        os.replace(tmp, path)
-        return path
+    def save(self, path: str | Path, *, force: bool = True) -> Path:
+        """Write atomically through :func:`roofline.boundary.outputs.write_output` and return the path.
+
+        ``force`` False refuses to replace an existing file; non-regular targets are never replaced.
+        """
+        from roofline.boundary.outputs import write_output
+
+        text = f"# roofline calibration profile, schema v{SCHEMA_VERSION}\n" + self.to_yaml()
+        return write_output(path, text, force=force)
 
 
 def _hardware_to_yaml_dict(hw: HardwareSpec) -> dict[str, Any]:
@@ -210,8 +231,22 @@ def _hardware_to_yaml_dict(hw: HardwareSpec) -> dict[str, Any]:
         "sources": [s.model_dump() for s in hw.sources],
         "notes": hw.notes,
     }
+    if hw.memory.visible_capacity_bytes is not None:
+        d["memory"]["visible_capacity"] = f"{hw.memory.visible_capacity_bytes!r} B"
     if hw.l2_cache_bytes:
         d["l2_cache"] = f"{hw.l2_cache_bytes!r} B"
+    for key, link in (("interconnect", hw.interconnect), ("fallback", hw.fallback)):
+        if link is not None:
+            ld = link.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for k, v in list(ld.items()):
+                if k.startswith("bandwidth") or k.startswith("per_peer"):
+                    ld[k] = f"{v!r} B/s"
+                elif k == "latency":
+                    ld[k] = f"{v!r} s"
+            d[key] = ld
+    d["host_size"] = hw.host_size
+    if hw.scale_out_bandwidth_per_direction_bytes_per_s is not None:
+        d["scale_out_bandwidth_per_direction"] = f"{hw.scale_out_bandwidth_per_direction_bytes_per_s!r} B/s"
     return d
 
 
@@ -223,13 +258,22 @@ def load_profile(path_or_profile: str | Path | CalibrationProfile | None) -> Cal
         return path_or_profile
     from roofline.specs.library import read_yaml, validate_spec
 
+    if not isinstance(path_or_profile, str | Path):
+        raise CalibrationError(
+            f"a calibration profile is a YAML path or a CalibrationProfile, got {type(path_or_profile).__name__}"
+        )
     path = Path(path_or_profile)
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):
+        exists = False
+    if not exists:
         raise CalibrationError(
             f"calibration profile {path} does not exist; create one with `roofline calibrate -o {path}` "
             "or omit --calibration to use the default profile"
         )
-    return validate_spec(CalibrationProfile, read_yaml(path), str(path))
+    data = read_yaml(path, CalibrationError, "calibration profile")
+    return validate_spec(CalibrationProfile, data, str(path), CalibrationError)
 
 
 DEFAULT_PROFILE_PATH = Path(__file__).resolve().parent / "data" / "default_profile.yaml"

@@ -93,7 +93,7 @@ class PredictionResult:
             "batch": int(np.asarray(sc.batch)),
             "prompt_len": int(np.asarray(sc.prompt_len)),
             "output_len": int(np.asarray(sc.output_len)),
-            "weight_dtype": sc.weight_dtype.value,
+            "weight_dtype": sc.weight_label(self.model),
             "act_dtype": sc.activation.value,
             "kv_dtype": sc.kv_dtype.value,
             "tp": sc.tp,
@@ -132,8 +132,17 @@ class PredictionResult:
             "mbu_decode": self.mbu_decode,
             "bound_prefill": self.bound_prefill,
             "bound_decode": self.bound_decode,
+            "link_notes": "; ".join(self.link_notes),
             **(self.speculative.summary() if self.speculative is not None else {}),
         }
+
+    @property
+    def link_notes(self) -> list[str]:
+        """Collective groups of this scenario whose path leaves the fast fabric (priced on that path)."""
+        from roofline.specs.topology import parallel_groups, slow_link_notes
+
+        sc = self.scenario
+        return [note for _, note in slow_link_notes(self.hardware, parallel_groups(sc.tp, sc.pp, sc.ep))]
 
     def interval(self, name: str, level: float = 0.8) -> tuple[float, float]:
         """(low, high) of headline figure ``name`` (ttft_s, tpot_s, e2e_s, throughput_tok_s, …) at ``level``.

@@ -10,6 +10,7 @@ error, and so is an unknown unit.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Literal
 
@@ -47,7 +48,8 @@ def _table() -> dict[Dimension, dict[str, float]]:
 
 
 UNITS: dict[Dimension, dict[str, float]] = _table()
-_NUM = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ/]*)\s*$")
+# re.ASCII: \d is 0-9 only (float() would read Arabic-Indic or full-width digits as numbers)
+_NUM = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ/]*)\s*$", re.ASCII)
 
 
 class UnitError(ValueError):
@@ -83,15 +85,22 @@ def parse_quantity(value: object, dim: Dimension) -> float:
 
 def parse_duration(text: str | float) -> float:
     """CLI helper: ``500ms``, ``0.5s``, ``50 ms`` -> seconds. A bare number means seconds."""
-    if isinstance(text, int | float) or re.fullmatch(r"\s*[-+]?[\d.]+(e[-+]?\d+)?\s*", str(text)):
-        return float(text)
+    if isinstance(text, int | float) or re.fullmatch(r"\s*[-+]?[\d.]+(e[-+]?\d+)?\s*", str(text), re.ASCII):
+        try:
+            return float(text)
+        except (ValueError, OverflowError):
+            raise UnitError(f"cannot read {text!r} as a duration") from None
     return parse_quantity(str(text), "seconds")
 
 
 def parse_count(text: str | int) -> int:
     """CLI helper: ``2k`` -> 2000, ``32768`` -> 32768, ``1M`` -> 1000000. Must be integral."""
+    if isinstance(text, bool):
+        raise UnitError(f"expected a whole number, got the boolean {text}")
+    if isinstance(text, int):
+        return text
     v: float = parse_quantity(str(text).strip(), "count") if isinstance(text, str) else float(text)
-    if v != int(v):
+    if not math.isfinite(v) or v != int(v):
         raise UnitError(f"{text!r} is not a whole number")
     return int(v)
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import roofline
 from calibrate.fitting.fit import fit, sanitize
 from calibrate.measure.records import Record
 from roofline.published.monotone import isotonic_increasing, thin_knots
@@ -207,3 +208,28 @@ def test_isotonic_is_monotone_and_least_squares() -> None:
     np.testing.assert_allclose(fitted, [1.0, 2.5, 2.5, 3.75, 3.75, 5.0])
     x, yy = thin_knots(np.array([1.0, 2, 4, 8]), np.array([0.1, 0.2, 0.3, 0.3]))
     assert list(x) == [1.0, 4.0, 8.0] and list(yy) == [0.1, 0.3, 0.3]
+
+
+def test_prefill_attention_rate_per_sequence_length_becomes_the_profile_curve() -> None:
+    """Prefill records carrying seq and head_dim: rate(S) = FLOPs / (t − launch cost) is recovered within
+    the 2 % noise, and build's curve is rate / peak (the synthetic prefill is compute-bound at ATT_C of
+    the fp32 ceiling for S ≥ 512, so rate = ATT_C · C_fp32 there)."""
+    from calibrate.fitting.build import prefill_curves
+
+    rng = np.random.default_rng(3)
+    recs = synthetic()
+    h, hkv, d = 32, 8, 128
+    for s in (512, 1024, 2048):
+        flops = 4 * d * h * s * (s + 1) / 2
+        moved = 4 * 2 * s * h * d + 4 * 2 * s * hkv * d
+        t = max(flops / (C["fp32"] * ATT_C), moved / (BW * ATT_M))
+        recs.append(_rec("attention", f"a/p2/{s}", t, rng, kind="prefill", dtype="fp32", flops=flops, bytes=moved,
+                         seq=s, head_dim=d, heads=h, kv_heads=hkv))  # fmt: skip
+    res = fit(recs)
+    pts = res.prefill_rates[("fp32", d)]
+    assert [s for s, _ in pts] == [512.0, 1024.0, 2048.0]
+    for _, rate in pts:
+        assert rate == pytest.approx(ATT_C * C["fp32"], rel=0.05)
+    hw = roofline.hardware("h100-sxm")
+    curves = prefill_curves(res, hw, "datasheet")
+    assert float(curves[d](1024)) == pytest.approx(ATT_C * C["fp32"] / hw.peak_flops_per_s("fp32"), rel=0.05)

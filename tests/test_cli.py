@@ -287,7 +287,8 @@ def test_calibrate_forwards_options(monkeypatch: pytest.MonkeyPatch) -> None:
 
     calls: list[dict[str, Any]] = []
     fake = types.ModuleType("calibrate.cli")
-    fake.run_calibration = lambda **kw: calls.append(kw)  # type: ignore[attr-defined]
+    done = types.SimpleNamespace(provenance={"interrupted": False})
+    fake.run_calibration = lambda **kw: calls.append(kw) or done  # type: ignore[attr-defined]
     fake.show_profile = lambda path: f"profile at {path}"  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "calibrate.cli", fake)
     res = run("calibrate", "--device", "cpu", "--budget", "90s", "--tp", "2", "--quick", "-o", "p.yaml")
@@ -295,7 +296,7 @@ def test_calibrate_forwards_options(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls == [{"device": "cpu", "budget_s": 90.0, "model": None, "tp": 2, "output": Path("p.yaml"),
                       "resume": False, "quick": True, "progress": True}]  # fmt: skip
     assert run("calibrate", "--device", "cpu").exit_code == 0
-    assert "output" not in calls[-1] and calls[-1]["budget_s"] == 60.0  # calibrate's own default file name
+    assert calls[-1]["output"] == Path("calibration.yaml") and calls[-1]["budget_s"] == 60.0  # the default name
     assert run("calibrate", "show", "x.yaml").stdout.strip() == "profile at x.yaml"
     monkeypatch.setitem(sys.modules, "torch", None)
     res = run("calibrate", "--quick")

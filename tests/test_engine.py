@@ -18,7 +18,7 @@ from roofline.prediction import make_scenario
 
 H100 = "h100-sxm"
 KV_PER_TOKEN = 524_288
-CAPACITY = 80 * 2**30
+CAPACITY = 81_559 * 2**20  # h100-sxm visible capacity (nvidia-smi 81559 MiB), used by every memory decision
 WEIGHTS = 2 * 6_738_415_616
 
 

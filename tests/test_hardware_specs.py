@@ -122,7 +122,7 @@ PER_DIRECTION_GB_S: dict[str, float | None] = {
     "h100-nvl": 300,
     "h200-sxm": 450,
     "h20": 450,
-    "l40s": 32,  # PCIe Gen4 x16: 64 GB/s bidirectional
+    "l40s": None,  # no NVLink: PCIe Gen4 x16 (64 GB/s bidirectional) is its fallback path
     "l4": None,
     "b200": 900,
     "gb200": 900,

@@ -77,7 +77,7 @@ def test_cli_report_command(tmp_path: Path) -> None:
     assert out.exists() and "wrote" in res.output and "recommends" in res.output
     html = out.read_text(encoding="utf-8")
     assert "--tpot-slo 80ms" in html and "Workload: rag" in html
-    bad = CliRunner().invoke(app, ["report", "llama-3.1-8b", "--workload", "custom", "-o", str(out)])
+    bad = CliRunner().invoke(app, ["report", "llama-3.1-8b", "--workload", "custom", "-o", str(out), "--force"])
     assert bad.exit_code == 2 and "--prompt" in bad.output
 
 

@@ -177,9 +177,14 @@ def test_gb_and_gib_differ(tmp_path: Path) -> None:
     for unit in ("GB", "GiB"):
         h = hw()
         h["memory"]["capacity"] = f"80 {unit}"
+        h["memory"].pop("visible_capacity", None)  # 81,559 MiB would exceed 80 GB: rejected, see below
         caps[unit] = load(HardwareSpec, h, tmp_path).memory.capacity_bytes
     assert caps["GB"] == 80e9 and caps["GiB"] == 80 * 2**30
     assert caps["GB"] != caps["GiB"]
+    h = hw()
+    h["memory"]["capacity"] = "80 GB"
+    with pytest.raises(SpecError, match="visible_capacity"):
+        load(HardwareSpec, h, tmp_path)
 
 
 # ---- names and unknown fields -----------------------------------------------------------------

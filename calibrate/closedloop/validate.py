@@ -285,6 +285,7 @@ def run(
     hardware: str | None = None,
     calibrate_budget_s: float | None = None,
     progress: Callable[[str], None] | None = None,
+    force: bool = True,
 ) -> pd.DataFrame:
     """Load, scale, validate, and save a CSV: the body of both command lines.
 
@@ -294,6 +295,9 @@ def run(
     """
     import roofline
     from calibrate.closedloop.model import scale_spec
+    from roofline.boundary.outputs import check_output, write_output
+
+    out_target = check_output(output, force=force, what="CSV table") if output is not None else None
 
     if scale not in ("tiny", "small", "full"):
         raise ScenarioError(f"--scale must be tiny, small or full, not '{scale}'")
@@ -318,10 +322,8 @@ def run(
             threads=threads,
             progress=progress,
         )
-    if output is not None:
-        path = Path(output)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        df.to_csv(path, index=False)
+    if out_target is not None:
+        write_output(out_target, df.to_csv(index=False))
     return df
 
 

@@ -17,6 +17,7 @@ from calibrate.measure.runner import RunConfig, RunResult
 from roofline.errors import CalibrationError
 from roofline.profile import Attention, CalibrationProfile, Ceiling, Comm, Curve, Overheads
 from roofline.specs.hardware import COMPUTE_DTYPES, HardwareSpec
+from roofline.specs.topology import comm_path
 
 
 def _num(x: float) -> str:
@@ -85,6 +86,25 @@ def _spread(x: float | None) -> float | None:
     return round(x, 4) if x is not None and math.isfinite(x) else None
 
 
+PREFILL_DTYPE_ORDER = ("bf16", "fp16", "fp32", "tf32", "fp8")
+
+
+def prefill_curves(fit: FitResult, hw: HardwareSpec, what: str) -> dict[int, Curve]:
+    """``attention.prefill_compute_efficiency``: per head_dim, measured prefill rate / peak against S
+    (the first of bf16, fp16, fp32, … measured; values clipped to the profile's (0, 1.5])."""
+    out: dict[int, Curve] = {}
+    for head_dim in sorted({d for _, d in fit.prefill_rates}):
+        dtype = next((t for t in PREFILL_DTYPE_ORDER if (t, head_dim) in fit.prefill_rates), None)
+        peak = hw.peak_flops_per_s(dtype) if dtype in COMPUTE_DTYPES else None
+        if dtype is None or not peak:
+            continue
+        pts = fit.prefill_rates[(dtype, head_dim)]
+        ys = tuple(round(min(max(rate / peak, 1e-4), 1.5), 4) for _, rate in pts)
+        src = f"measured: {dtype} causal prefill at S = {', '.join(f'{s:g}' for s, _ in pts)} vs {what} peak"
+        out[head_dim] = Curve(x=tuple(s for s, _ in pts), y=ys, sources=(src,))
+    return out
+
+
 def build_profile(fit: FitResult, run: RunResult, cfg: RunConfig) -> CalibrationProfile:
     """The CalibrationProfile of ``fit``; raises CalibrationError when a required part is missing."""
     if not fit.compute or fit.gemm_curve is None:
@@ -124,7 +144,7 @@ def build_profile(fit: FitResult, run: RunResult, cfg: RunConfig) -> Calibration
     )
     comm = Comm(sources=("not measured (single process); defaults",))
     if p.comm_bps is not None:
-        link = ref_hw.interconnect.bandwidth_per_direction_bytes_per_s if ref_hw.interconnect else 32e9
+        link = comm_path(ref_hw, int(fit.comm_detail.get("world") or 2)).bandwidth_bytes_per_s
         eff = min(1.5, p.comm_bps / link)
         comm = Comm(
             link_efficiency=eff,
@@ -168,7 +188,11 @@ def build_profile(fit: FitResult, run: RunResult, cfg: RunConfig) -> Calibration
             compute_efficiency=round(p.attention_compute, 4),
             memory_efficiency=round(p.attention_memory, 4),
             gqa_kv_reuse=round(p.gqa_kv_reuse, 3),
-            sources=("measured: scaled_dot_product_attention prefill and decode (with and without GQA), joint fit",),
+            prefill_compute_efficiency=prefill_curves(fit, ref_hw, what),
+            sources=(
+                "measured: scaled_dot_product_attention prefill and decode (with and without GQA), joint fit",
+                f"prefill_compute_efficiency: measured causal prefill FLOPs / (time − launch cost) / {what} peak",
+            ),
         ),
         overheads=Overheads(
             per_kernel_s=p.per_kernel_s,

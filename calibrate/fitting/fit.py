@@ -73,6 +73,7 @@ class FitResult:
     per_step_method: str = "not measured"
     overhead_detail: dict[str, float] = field(default_factory=dict)
     comm_detail: dict[str, Any] = field(default_factory=dict)
+    prefill_rates: dict[tuple[str, int], list[tuple[float, float]]] = field(default_factory=dict)
     residuals: dict[str, dict[str, float]] = field(default_factory=dict)
     rejected: list[dict[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -257,6 +258,9 @@ def fit_gemm(records: list[Record], p: Params, res: FitResult, primary: str | No
             res.notes.append(f"gemm {dtype}: every GEMM is memory-bound; no compute ceiling")
             continue
         ux, fitted = _rate_curve(m, need)
+        if not np.isfinite(fitted).any():  # every size has a memory-bound repeat (few records, e.g. after Ctrl-C)
+            res.notes.append(f"gemm {dtype}: no GEMM size is compute-bound in every repeat; no compute ceiling")
+            continue
         c = float(fitted[np.isfinite(fitted)][-1])
         top = [r for r in use if float(r["params"]["m"]) in set(ux[-2:].tolist())]
         best = max(float(r["params"]["flops"]) / float(r["median_s"]) for r in rs)
@@ -302,6 +306,25 @@ def fit_attention(records: list[Record], p: Params, res: FitResult) -> tuple[flo
     return ac, am, best[3]
 
 
+def fit_prefill_rates(records: list[Record], p: Params, res: FitResult) -> None:
+    """Achieved causal-prefill attention rate per (dtype, head_dim) against the sequence length.
+
+    rate(S) = FLOPs / (median time − fixed launch cost), the median over repeats of one S; it becomes
+    ``attention.prefill_compute_efficiency[head_dim]`` = rate / peak (:func:`calibrate.fitting.build`).
+    """
+    pts: dict[tuple[str, int], dict[float, list[float]]] = {}
+    for r in _by_suite(records, "attention"):
+        q = r["params"]
+        if q.get("kind") != "prefill" or "head_dim" not in q or "seq" not in q:
+            continue
+        t = float(r["median_s"]) - fixed_s(p, r.get("method"), float(q.get("kernels", 1)))
+        if t <= 0:
+            continue
+        key = (str(q["dtype"]), int(q["head_dim"]))
+        pts.setdefault(key, {}).setdefault(float(q["seq"]), []).append(float(q["flops"]) / t)
+    res.prefill_rates = {k: sorted((s, float(np.median(v))) for s, v in by_s.items()) for k, by_s in pts.items()}
+
+
 # ---- 5. collectives ------------------------------------------------------------------------
 def fit_comm(records: list[Record], k: Params, res: FitResult) -> tuple[float | None, float]:
     """(wire bytes/s, latency s) of collectives (module docstring, step 5)."""
@@ -343,6 +366,7 @@ def fit(records: list[Record], primary_dtype: str | None = "bf16") -> FitResult:
     fit_gemm(good, p, res, primary_dtype)
     p = replace(p, compute={d: c.value for d, c in res.compute.items()}, gemm_curve=res.gemm_curve)
     ac, am, reuse = fit_attention(good, p, res)
+    fit_prefill_rates(good, p, res)
     comm_bps, latency = fit_comm(good, p, res)
     res.params = replace(p, attention_compute=ac, attention_memory=am, gqa_kv_reuse=reuse, comm_bps=comm_bps,
                          comm_latency_s=latency)  # fmt: skip

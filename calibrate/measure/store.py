@@ -11,11 +11,15 @@ instead of measuring it again. Without ``--resume`` an existing file is moved as
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 from calibrate.measure.records import FINAL_STATUSES, Record
+from roofline.boundary.inputs import read_bytes
+from roofline.boundary.limits import MAX_STORE_FILE_BYTES
 from roofline.errors import CalibrationError
 
 STORE_VERSION = 1
@@ -36,6 +40,7 @@ class Store:
         self._records: dict[str, Record] = {}
         self.reused: set[str] = set()
         self.bad_lines = 0
+        self.invalid: list[str] = []
         if not write:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -47,17 +52,30 @@ class Store:
             self._append({"type": "header", "version": STORE_VERSION, **header})
 
     def _load(self, header: dict[str, Any]) -> None:
-        lines = self.path.read_text(encoding="utf-8").splitlines()
+        raw = read_bytes(self.path, "calibration store", MAX_STORE_FILE_BYTES, CalibrationError)
+        end = raw.rfind(b"\n") + 1
+        if end < len(raw):  # a torn last line (killed mid-write): cut it so the next record starts on its own line
+            self.bad_lines += 1
+            with self.path.open("r+b") as fh:
+                fh.truncate(end)
+            raw = raw[:end]
         old: dict[str, Any] | None = None
-        for line in lines:
+        invalid: list[str] = []
+        for n, line in enumerate(raw.splitlines(), 1):
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                self.bad_lines += 1  # a line cut short by a kill
+                obj = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError, RecursionError):
+                self.bad_lines += 1  # a line cut short by a kill, or edited by hand
                 continue
-            if obj.get("type") == "header":
+            if isinstance(obj, dict) and obj.get("type") == "header":
                 old = obj
-            elif isinstance(obj, dict) and "key" in obj:
+            elif isinstance(obj, dict) and obj.get("type") == "note":
+                continue
+            else:
+                problem = record_problem(obj)
+                if problem is not None:
+                    invalid.append(f"line {n}: {problem}")
+                    continue
                 self._records[obj["key"]] = obj
         if old is not None:
             diff = [
@@ -70,6 +88,13 @@ class Store:
                 )
         if self.bad_lines:
             self._append({"type": "note", "note": f"{self.bad_lines} unreadable line(s) skipped on resume"})
+        if invalid:
+            self.invalid = invalid
+            shown = "; ".join(invalid[:5]) + (f"; and {len(invalid) - 5} more" if len(invalid) > 5 else "")
+            sys.stderr.write(
+                f"warning: {self.path}: {len(invalid)} invalid record(s) ignored and measured again: {shown}\n"
+            )
+            self._append({"type": "note", "note": f"{len(invalid)} invalid record(s) ignored on resume"})
 
     def _append(self, obj: dict[str, Any]) -> None:
         with self.path.open("a", encoding="utf-8") as fh:
@@ -95,3 +120,33 @@ class Store:
     def records(self) -> list[Record]:
         """Latest record per key, in first-seen order."""
         return list(self._records.values())
+
+
+_STATUSES = ("ok", "skipped", "rejected", "error")
+
+
+def record_problem(obj: Any) -> str | None:
+    """Why ``obj`` is not a usable record (see calibrate.measure.records), or None.
+
+    A record needs a string ``key`` and ``suite``, a known ``status`` and a ``params`` mapping;
+    an ok record also needs a positive finite ``median_s`` and positive finite ``samples_s``.
+    """
+    if not isinstance(obj, dict):
+        return f"not a JSON object ({type(obj).__name__})"
+    for name in ("key", "suite"):
+        if not isinstance(obj.get(name), str) or not obj[name]:
+            return f"field '{name}' must be a non-empty string, got {obj.get(name)!r}"
+    if obj.get("status") not in _STATUSES:
+        return f"{obj['key']}: field 'status' must be one of {', '.join(_STATUSES)}, got {obj.get('status')!r}"
+    if not isinstance(obj.get("params"), dict):
+        return f"{obj['key']}: field 'params' must be a mapping"
+    if obj["status"] == "ok":
+        t = obj.get("median_s")
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0:
+            return f"{obj['key']}: median_s {t!r} is not a positive finite number of seconds"
+        samples = obj.get("samples_s") or []
+        if not isinstance(samples, list) or any(
+            isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x <= 0 for x in samples
+        ):
+            return f"{obj['key']}: samples_s must be a list of positive finite seconds"
+    return None

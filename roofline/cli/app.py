@@ -44,6 +44,11 @@ class RooflineGroup(TyperGroup):
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise  # click's own usage errors and exits
+        except KeyboardInterrupt:
+            if ctx.params.get("debug"):
+                raise
+            print_error("interrupted (Ctrl-C); nothing was written unless a message above says so")
+            raise typer.Exit(130) from None
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 from types import ModuleType
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -56,6 +56,7 @@ def calibrate_cmd(
     out: Annotated[Path | None, typer.Option("--out", "-o", metavar="FILE", help="Profile YAML to write.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run from its checkpoint.")] = False,
     quick: Annotated[bool, typer.Option("--quick", help="A short smoke run with fewer shapes.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing profile (--resume: implied).")] = False,
 ) -> None:
     """Run the calibration suites; `roofline calibrate show PROFILE` prints an existing profile."""
     if ctx.invoked_subcommand is not None:
@@ -63,12 +64,21 @@ def calibrate_cmd(
     budget_s = parse_duration_opt(budget, "--budget")
     if tp < 1:
         raise OptionError(f"--tp must be >= 1, got {tp}")
+    from roofline.boundary.outputs import check_output
+    from roofline.errors import Interrupted
+
+    output = out if out is not None else Path("calibration.yaml")  # calibrate's default file name
+    check_output(output, force=force or resume, what="calibration profile")  # before minutes of measuring
     cli = _calibrate_module()
     dev = device or _default_device()
-    kw: dict[str, Any] = {"output": out} if out is not None else {}  # else calibrate's default file name
-    cli.run_calibration(
-        device=dev, budget_s=budget_s, model=model, tp=tp, resume=resume, quick=quick, progress=True, **kw
+    profile = cli.run_calibration(
+        device=dev, budget_s=budget_s, model=model, tp=tp, resume=resume, quick=quick, progress=True, output=output
     )
+    if profile.provenance.get("interrupted"):
+        again = ["roofline calibrate", f"--device {dev}", f"--budget {budget}", f"--tp {tp}", f"-o {output}"]
+        again += [f"--model {model}"] if model else []
+        again += ["--quick"] if quick else []
+        raise Interrupted(cli.interrupted_message(output, " ".join([*again, "--resume"])))
 
 
 @calibrate_app.command("show")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from roofline.cli.options import OptionError, console, dumps
+from roofline.cli.options import console, dumps
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -27,6 +27,15 @@ class SpecKind(enum.StrEnum):
 
     hardware = "hardware"
     model = "model"
+    profile = "profile"
+
+
+def _warn_broken(kind: str) -> None:
+    """One stderr line per spec file that could not be read (it is left out of the list)."""
+    from roofline.specs.library import broken_specs
+
+    for path, why in sorted(broken_specs("hardware" if kind == "hardware" else "model").items()):
+        typer.echo(f"warning: skipped {path}: {why}", err=True)
 
 
 def _tflops(x: float | None) -> str:
@@ -42,6 +51,7 @@ def hardware_list(json: Json = False) -> None:
     from roofline.units import fmt_bytes
 
     specs = [hardware(n) for n in list_hardware()]
+    _warn_broken("hardware")
     if json:
         typer.echo(dumps([s.model_dump(mode="json") for s in specs]))
         return
@@ -84,6 +94,8 @@ def _hardware_table(s: HardwareSpec) -> Table:
     rows: list[tuple[str, str]] = [("aliases", ", ".join(s.aliases) or "-"), ("vendor", f"{s.vendor}, {s.form_factor}")]
     m = s.memory
     rows.append(("memory", f"{fmt_bytes(m.capacity_bytes, True)} = {fmt_bytes(m.capacity_bytes)} {m.type or ''}"))
+    if m.visible_capacity_bytes is not None:
+        rows.append(("visible memory", f"{fmt_bytes(m.visible_capacity_bytes, True)} (used for every memory decision)"))
     rows.append(("bandwidth", fmt_rate(m.bandwidth_bytes_per_s, "B/s")))
     for dt in s.peak_dense.supported():
         rows.append((f"peak {dt} (dense)", fmt_rate(s.peak_dense.get(dt) or 0.0, "OP/s" if dt == "int8" else "FLOP/s")))
@@ -95,6 +107,14 @@ def _hardware_table(s: HardwareSpec) -> Table:
         rows.append(
             ("interconnect", f"{ic.kind}: {fmt_rate(ic.bandwidth_per_direction_bytes_per_s, 'B/s')} per direction{lat}")
         )
+        peer = ic.per_peer_bandwidth_per_direction_bytes_per_s
+        per_peer = f", {fmt_rate(peer, 'B/s')} per peer" if peer else ""
+        rows.append(("scale-up domain", f"{ic.domain_size} GPUs, {ic.topology} ({ic.link}){per_peer}"))
+    if s.fallback:
+        fb = fmt_rate(s.fallback.bandwidth_per_direction_bytes_per_s, "B/s")
+        rows.append(("fallback path", f"{s.fallback.kind}: {fb} per direction, {s.host_size} GPUs per host"))
+    if s.scale_out_bandwidth_per_direction_bytes_per_s:
+        rows.append(("scale-out", f"{fmt_rate(s.scale_out_bandwidth_per_direction_bytes_per_s, 'B/s')} per direction"))
     if s.tdp_watts:
         rows.append(("TDP", f"{s.tdp_watts:.0f} W"))
     if s.price:
@@ -118,6 +138,7 @@ def model_list(json: Json = False) -> None:
     from roofline.units import fmt_bytes
 
     specs = [model(n) for n in list_models()]
+    _warn_broken("model")
     if json:
         typer.echo(dumps([_model_facts(s) for s in specs]))
         return
@@ -244,27 +265,29 @@ def model_import(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Convert a config.json into a model spec YAML with the strict importer (unknown architectures fail)."""
+    from roofline.boundary.outputs import check_output, write_output
     from roofline.specs.hf_import import model_from_hf_config, spec_to_yaml
 
+    target = check_output(out, force=force, what="YAML model spec") if out is not None else None
     spec = model_from_hf_config(config, name=name)
     text = spec_to_yaml(spec)
-    if out is None:
+    if target is None:
         typer.echo(text, nl=False)
         return
-    if out.exists() and not force:
-        raise OptionError(f"{out} exists; pass --force to overwrite it or choose another -o path")
-    try:
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise OptionError(f"cannot write {out}: {exc.strerror}; check the folder exists and is writable") from None
+    write_output(target, text)
     console(stderr=True).print(
         f"wrote {out}: {spec.name}, {spec.param_count():,} parameters. Use it as `roofline predict {out} HARDWARE` "
         "or put it in a folder listed in ROOFLINE_SPECS_PATH."
     )
 
 
-def schema_cmd(kind: Annotated[SpecKind, typer.Argument(help="hardware or model")]) -> None:
-    """JSON Schema of a spec kind (by YAML key), for editor validation of spec files."""
+def schema_cmd(kind: Annotated[SpecKind, typer.Argument(help="hardware, model or profile")]) -> None:
+    """JSON Schema of a spec kind (by YAML key), for editor validation of spec and calibration profile files."""
+    if kind is SpecKind.profile:
+        from roofline.profile import CalibrationProfile
+
+        typer.echo(dumps(CalibrationProfile.model_json_schema(by_alias=True)))
+        return
     from roofline.specs.library import json_schema
 
-    typer.echo(dumps(json_schema(kind.value)))
+    typer.echo(dumps(json_schema("hardware" if kind is SpecKind.hardware else "model")))

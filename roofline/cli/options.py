@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roofline.boundary import limits
+from roofline.boundary.outputs import OutputTarget, check_output, write_output
 from roofline.errors import RooflineError
 
 if TYPE_CHECKING:
@@ -36,8 +38,29 @@ class OptionError(RooflineError):
     """A malformed or out-of-range command-line value (exit code 2)."""
 
 
+#: Largest value of each numeric option (roofline.boundary.limits); other options stop at 2^53 (exact in float64).
+OPTION_MAXIMA: dict[str, tuple[float, str]] = {
+    "--batch": (limits.MAX_BATCH, "MAX_BATCH: concurrent sequences of one replica"),
+    "--prompt": (limits.MAX_SEQUENCE_TOKENS, "MAX_SEQUENCE_TOKENS: tokens of one sequence"),
+    "--output": (limits.MAX_SEQUENCE_TOKENS, "MAX_SEQUENCE_TOKENS: tokens of one sequence"),
+    "--tp": (limits.MAX_PARALLEL, "MAX_PARALLEL: GPUs of one parallelism degree"),
+    "--qps": (limits.MAX_QPS, "MAX_QPS: requests per second of one plan"),
+}
+_GENERIC_MAX = 2**53
+
+
+def _check_max(value: float, option: str) -> None:
+    top, why = OPTION_MAXIMA.get(option.split()[0], (_GENERIC_MAX, "2^53, the largest exact integer of float64"))
+    if value > top:
+        raise OptionError(f"{option} must be <= {_fmt(top)}, got {_fmt(value)} (limit {why}, roofline.boundary.limits)")
+
+
+def _fmt(x: float) -> str:
+    return f"{int(x):,}" if x == int(x) and abs(x) < 1e15 else f"{x:g}"
+
+
 def parse_count_opt(text: str | int, option: str, minimum: int = 1) -> int:
-    """A whole number such as ``2048``, ``2k`` or ``1M`` that is >= ``minimum``."""
+    """A whole number such as ``2048``, ``2k`` or ``1M``, >= ``minimum`` and <= the option's limit."""
     from roofline.units import UnitError, parse_count
 
     try:
@@ -48,11 +71,12 @@ def parse_count_opt(text: str | int, option: str, minimum: int = 1) -> int:
         ) from None
     if value < minimum:
         raise OptionError(f"{option} must be >= {minimum}, got {value}")
+    _check_max(value, option)
     return value
 
 
 def parse_float_opt(text: str | float, option: str) -> float:
-    """A positive finite number; ``k``/``M`` suffixes allowed (``1.5k`` = 1500)."""
+    """A positive finite number; ``k``/``M`` suffixes allowed (``1.5k`` = 1500); at most the option's limit."""
     from roofline.units import UnitError, parse_quantity
 
     try:
@@ -61,6 +85,7 @@ def parse_float_opt(text: str | float, option: str) -> float:
         raise OptionError(f"{option}: cannot read {str(text)!r} as a number; write e.g. 20 or 0.5") from None
     if not (value > 0 and math.isfinite(value)):
         raise OptionError(f"{option} must be a positive number, got {text}")
+    _check_max(value, option)
     return value
 
 
@@ -108,12 +133,32 @@ def parse_int_list(text: str, option: str) -> list[int]:
         if hi < lo:
             raise OptionError(f"{option}: range {item!r} ends below its start; write low..high")
         if step_s is not None:
-            step = parse_count_opt(step_s, option)
+            step = parse_count_opt(step_s, f"{option} step")
+            _check_length(len(out) + (hi - lo) // step + 1, option, text)  # counted before expanding
             out.extend(range(lo, hi + 1, step))
         else:
             out.extend(_progression([*out, lo], hi, option, text))
+        _check_length(len(out), option, text)
     seen: dict[int, None] = dict.fromkeys(out)
     return list(seen)
+
+
+def _check_length(n: int, option: str, text: str) -> None:
+    if n > limits.MAX_LIST_VALUES:
+        raise OptionError(
+            f"{option}: {text!r} expands to {n:,} values, more than the {limits.MAX_LIST_VALUES:,} allowed "
+            "(roofline.boundary.limits MAX_LIST_VALUES); use a coarser step or a doubling range such as 1..4096"
+        )
+
+
+def check_grid_size(points: int) -> None:
+    """A sweep grid of at most MAX_SWEEP_POINTS points (checked before any is evaluated)."""
+    if points > limits.MAX_SWEEP_POINTS:
+        raise OptionError(
+            f"the sweep grid has {points:,} points (batch × prompt × output × tp), more than the "
+            f"{limits.MAX_SWEEP_POINTS:,} allowed (roofline.boundary.limits MAX_SWEEP_POINTS); "
+            "split it into several sweeps"
+        )
 
 
 def _progression(prefix: list[int], hi: int, option: str, text: str) -> list[int]:
@@ -132,6 +177,8 @@ def _progression(prefix: list[int], hi: int, option: str, text: str) -> list[int
                 f"{option}: cannot continue {text!r}: the values before '..' are neither geometric "
                 f"(×2, ×4 …) nor arithmetic; list them or use a..b:step"
             )
+    if ratio == 1:
+        _check_length(len(prefix) + (hi - start) // step, option, text)  # arithmetic: counted before expanding
     values, v = [], start
     while v <= hi:
         values.append(v)
@@ -212,19 +259,27 @@ def frame_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return [clean_json(r) for r in df.to_dict(orient="records")]
 
 
-def write_frame(df: pd.DataFrame, path: Path | None, fmt: str | None) -> str:
-    """Write ``df`` as CSV or JSON to ``path`` (format from ``fmt`` or the suffix) or stdout; returns the format."""
+def frame_format(path: Path | None, fmt: str | None) -> str:
+    """csv or json: ``fmt`` when given, else the file suffix, else csv (checked before any work)."""
     fmt = (fmt or (path.suffix.lstrip(".") if path else "") or "csv").lower()
     if fmt not in ("csv", "json"):
         raise OptionError(f"unknown output format {fmt!r}; use --format csv or --format json (or a .csv/.json file)")
+    return fmt
+
+
+def output_target(path: Path | None, force: bool, what: str, option: str = "-o") -> OutputTarget | None:
+    """A checked destination (roofline.boundary.outputs.check_output), None for stdout; call before any work."""
+    return None if path is None else check_output(path, force=force, what=what, option=option)
+
+
+def write_frame(df: pd.DataFrame, target: OutputTarget | None, fmt: str | None) -> str:
+    """Write ``df`` as CSV or JSON to ``target`` (format from ``fmt`` or the suffix) or stdout; returns the format."""
+    fmt = frame_format(target.path if target is not None else None, fmt)
     text = df.to_csv(index=False) if fmt == "csv" else dumps(frame_records(df)) + "\n"
-    if path is None:
+    if target is None:
         sys.stdout.write(text)
     else:
-        try:
-            path.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise OptionError(f"cannot write {path}: {exc.strerror}; check the folder exists and is writable") from None
+        write_output(target, text)
     return fmt
 
 

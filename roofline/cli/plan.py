@@ -38,8 +38,14 @@ def plan_cmd(
         str, typer.Option("--hardware", "-H", metavar="LIST|all", help="'all' or comma-separated hardware.")
     ] = "all",
     precision: Annotated[
-        str, typer.Option("--precision", metavar="LIST", help="Weight formats to try, e.g. bf16,fp8 (all = bf16,fp8).")
-    ] = "bf16",
+        str,
+        typer.Option(
+            "--precision",
+            metavar="LIST",
+            help="Weight formats to try, e.g. checkpoint,fp8 (default: the shipped checkpoint; all = "
+            "checkpoint,bf16,fp8).",
+        ),
+    ] = "checkpoint",
     tp: Annotated[
         str | None, typer.Option("--tp", metavar="LIST", help="tp values to try (default 1,2,4,8 dividing the heads).")
     ] = None,
@@ -85,7 +91,7 @@ def plan_cmd(
         ttft_slo_s=parse_duration_opt(ttft_slo, "--ttft-slo"),
         tpot_slo_s=parse_duration_opt(tpot_slo, "--tpot-slo"),
         hardware=parse_names(hardware),
-        precisions=parse_names(precision) or ["bf16", "fp8"],
+        precisions=parse_names(precision) or ["checkpoint", "bf16", "fp8"],
         tp_options=parse_int_list(tp, "--tp") if tp else None,
         max_gpus=max_gpus,
         prices=parse_prices(price or []),

@@ -13,8 +13,11 @@ import typer
 from roofline.cli.options import (
     RANGE_HELP,
     OptionError,
+    check_grid_size,
     console,
     dumps,
+    frame_format,
+    output_target,
     parse_count_opt,
     parse_engine_set,
     parse_int_list,
@@ -39,7 +42,13 @@ Tp = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per replica.
 Pp = Annotated[int, typer.Option("--pp", help="Pipeline-parallel stages.")]
 Ep = Annotated[int, typer.Option("--ep", help="Expert-parallel GPUs (MoE models).")]
 WeightDtype = Annotated[
-    str, typer.Option("--weight-dtype", "-w", help="Weight format: bf16, fp16, fp8, int8, int4, fp4.")
+    str,
+    typer.Option(
+        "--weight-dtype",
+        "-w",
+        help="Weight format: checkpoint (default: the shipped checkpoint's per-module formats), bf16, fp16, "
+        "fp8, fp8-block, int8, int4, int4-g128 (AWQ/GPTQ), fp4, mxfp4, nvfp4.",
+    ),
 ]
 KvDtype = Annotated[str, typer.Option("--kv-dtype", help="KV-cache format: bf16, fp16, fp8.")]
 Calibration = Annotated[
@@ -157,7 +166,7 @@ def predict_cmd(
     tp: Tp = 1,
     pp: Pp = 1,
     ep: Ep = 1,
-    weight_dtype: WeightDtype = "bf16",
+    weight_dtype: WeightDtype = "checkpoint",
     kv_dtype: KvDtype = "bf16",
     calibration: Calibration = None,
     engine: Engine = "vllm",
@@ -200,6 +209,8 @@ def predict_cmd(
 
         con = console()
         con.print(prediction_table(r, lv))
+        for note in r.link_notes:
+            con.print(f"[yellow]⚠ slow link:[/] {note}")
         if r.speculative is not None:
             from roofline.cli.render_spec import speculative_table
 
@@ -236,7 +247,7 @@ def sweep_cmd(
     ] = "1",
     pp: Pp = 1,
     ep: Ep = 1,
-    weight_dtype: WeightDtype = "bf16",
+    weight_dtype: WeightDtype = "checkpoint",
     kv_dtype: KvDtype = "bf16",
     calibration: Calibration = None,
     engine: Engine = "vllm",
@@ -253,6 +264,7 @@ def sweep_cmd(
     ] = None,
     json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
     csv: Annotated[bool, typer.Option("--csv", help="Same as --format csv.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
     interval: Annotated[
         str | None,
         typer.Option(
@@ -274,8 +286,11 @@ def sweep_cmd(
     if len(flags) + (fmt is not None) > 1:
         raise OptionError("choose one output format: --format csv|json, --json or --csv")
     fmt = flags[0] if flags else fmt
+    target = output_target(out, force, "CSV or JSON table")
+    frame_format(out, fmt)
     axes = {n: parse_int_list(v, f"--{n}") for n, v in (("batch", batch), ("prompt", prompt), ("output", output))}
     tps = parse_int_list(tp, "--tp")
+    check_grid_size(len(axes["batch"]) * len(axes["prompt"]) * len(axes["output"]) * len(tps))
     lv = parse_level(interval, "--interval") if interval is not None else None
     m, hw, prof = resolve(model, hardware, calibration)
     kw = scenario_kwargs(1, pp, ep, weight_dtype, kv_dtype, engine, engine_set, memory_utilization, cuda_graphs)
@@ -294,7 +309,7 @@ def sweep_cmd(
         from roofline.published.uncertainty import interval_columns
 
         df = interval_columns(df, lv, prof)
-    kind = write_frame(df, out, fmt)
+    kind = write_frame(df, target, fmt)
     if out is not None:
         n_fit = int(df["fits"].sum())
         console(stderr=True).print(f"wrote {len(df)} rows ({n_fit} fit in memory) as {kind} to {out}")
@@ -340,7 +355,7 @@ def compare_cmd(
     tp: Tp = 1,
     pp: Pp = 1,
     ep: Ep = 1,
-    weight_dtype: WeightDtype = "bf16",
+    weight_dtype: WeightDtype = "checkpoint",
     kv_dtype: KvDtype = "bf16",
     calibration: Calibration = None,
     engine: Engine = "vllm",

@@ -287,9 +287,10 @@ def plan_tables(res: Any, limit: int | None = 15) -> list[Table]:
     )
     t = Table(title=title, title_justify="left", caption=plan_caption(res), caption_justify="left")
     heads = ("#", "hardware", "prec", "tp", "B", "limit", "req/s/replica", "replicas", "GPUs", "TTFT", "TPOT",
-             "headroom", "$/hour", "$/M out tok")  # fmt: skip
+             "headroom", "$/hour", "$/M out tok", "links")  # fmt: skip
     for h in heads:
-        t.add_column(h, justify="left" if h in ("hardware", "prec", "limit") else "right", no_wrap=h == "hardware")
+        t.add_column(h, justify="left" if h in ("hardware", "prec", "limit", "links") else "right",
+                     no_wrap=h == "hardware")  # fmt: skip
     for i, c in enumerate(ok[:limit], 1):
         style = "bold green" if i == 1 else ""
         t.add_row(
@@ -297,7 +298,8 @@ def plan_tables(res: Any, limit: int | None = 15) -> list[Table]:
             str(c.batch),
             c.limited_by.replace("_slo", " SLO"), num(c.replica_rps), str(c.replicas), str(c.gpus),
             _latency(c, c.ttft_s), _latency(c, c.tpot_s), headroom_cell(c), usd(c.usd_per_hour),
-            usd(c.usd_per_million_output_tokens), style=style,
+            usd(c.usd_per_million_output_tokens),
+            Text(f"⚠ {c.link_flag}", style="yellow") if c.link_flag else "", style=style,
         )  # fmt: skip
     tables = [t] if ok else []
     groups: dict[tuple[str, str, str], list[str]] = {}

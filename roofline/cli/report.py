@@ -27,7 +27,12 @@ def report_command(
     qps: Annotated[str | None, typer.Option("--qps", help="Requests per second (overrides the preset).")] = None,
     ttft_slo: Annotated[str | None, typer.Option("--ttft-slo", help="TTFT SLO, e.g. 500ms (overrides).")] = None,
     tpot_slo: Annotated[str | None, typer.Option("--tpot-slo", help="TPOT SLO, e.g. 50ms (overrides).")] = None,
-    precision: Annotated[str, typer.Option("--precision", help="Weight formats to try, e.g. bf16,fp8.")] = "bf16",
+    precision: Annotated[
+        str,
+        typer.Option(
+            "--precision", help="Weight formats to try, e.g. checkpoint,fp8 (default: the shipped checkpoint)."
+        ),
+    ] = "checkpoint",
     tp: Annotated[
         str | None, typer.Option("--tp", help="tp values to try (default 1,2,4,8 dividing the heads).")
     ] = None,
@@ -44,6 +49,7 @@ def report_command(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="HTML file to write (default reports/MODEL-WORKLOAD.html).")
     ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
 ) -> None:
     """Write a self-contained HTML capacity report for MODEL on --hardware.
 
@@ -55,6 +61,7 @@ def report_command(
     """
     import time
 
+    from roofline.boundary.outputs import check_output
     from roofline.cli.options import (
         parse_count_opt,
         parse_duration_opt,
@@ -68,7 +75,8 @@ def report_command(
     from roofline.specs.library import model as load_model
 
     t0 = time.perf_counter()
-    path = out or Path("reports") / f"{load_model(model).name}-{workload.strip().lower()}.html"
+    path = out if out is not None else Path("reports") / f"{load_model(model).name}-{workload.strip().lower()}.html"
+    target = check_output(path, force=force, what="HTML report")  # before the minutes of work, not after
     rep = build(
         model, hardware=parse_names(hardware) or list_hardware(), workload=workload,
         prompt_len=parse_count_opt(prompt, "--prompt") if prompt is not None else None,
@@ -76,11 +84,11 @@ def report_command(
         qps=parse_float_opt(qps, "--qps") if qps is not None else None,
         ttft_slo_s=parse_duration_opt(ttft_slo, "--ttft-slo") if ttft_slo is not None else None,
         tpot_slo_s=parse_duration_opt(tpot_slo, "--tpot-slo") if tpot_slo is not None else None,
-        precision=parse_names(precision) or ["bf16"], tp_options=parse_int_list(tp, "--tp") if tp else None,
+        precision=parse_names(precision) or ["checkpoint"], tp_options=parse_int_list(tp, "--tp") if tp else None,
         max_gpus=max_gpus, prices=parse_prices(price or []), calibration=calibration, kv_dtype=kv_dtype,
         engine=engine, output_path=path,
     )  # fmt: skip
-    rep.save(path)
+    rep.save(target)
     size_kb = len(rep.html.encode()) / 1e3
     rec = rep.data.recommended
     if rec is not None and rec.candidate is not None:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from roofline.cli.options import OptionError, console, dumps, write_frame
+from roofline.boundary.outputs import write_output
+from roofline.cli.options import OptionError, console, dumps, output_target, write_frame
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -33,6 +34,7 @@ def accuracy_command(
     json: Annotated[bool, typer.Option("--json", help="Print JSON: rows, skipped rows, summary.")] = False,
     csv: Annotated[bool, typer.Option("--csv", help="Print the per-row predictions as CSV.")] = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write JSON/CSV to this file.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
     coverage: Annotated[
         bool,
         typer.Option(
@@ -62,18 +64,19 @@ def accuracy_command(
         raise OptionError(f"--grade must be one of {', '.join(GRADES)}, got {grade!r}")
     if data is not None and not data.is_file():
         raise OptionError(f"--data {data}: no such file; omit --data to use the shipped validation/published.csv")
+    target = output_target(output, force, "JSON or CSV table")
     report = evaluate_rows(data, calibration)
     if grade is not None:
         report = report.grade(grade)
     if json or (output is not None and output.suffix == ".json" and not csv):
         text = dumps(report.to_dict()) + "\n"
-        if output is None:
+        if target is None:
             typer.echo(text, nl=False)
         else:
-            output.write_text(text, encoding="utf-8")
+            write_output(target, text)
         return
     if csv or output is not None:
-        write_frame(report.rows, output, "csv")
+        write_frame(report.rows, target, "csv")
         return
     _print(report)
 
@@ -224,6 +227,7 @@ def validate_command(
         int | None, typer.Option("--threads", help="torch CPU threads (default: the profile's).")
     ] = None,
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="Timed rounds per point; the median is used.")] = 5,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
 ) -> None:
     """Closed loop: time a real torch decoder built from MODEL against the prediction, point by point.
 
@@ -239,8 +243,9 @@ def validate_command(
 
     if scale not in ("tiny", "small", "full"):
         raise OptionError(f"--scale must be tiny, small or full, got {scale!r}")
+    output_target(output, force, "CSV table")  # checked before the model is timed
     df = run(model, calibration, device, scale, grid, output, threads, rounds, calibrate_budget_s=calibrate,
-             progress=lambda line: typer.echo(line, err=True))  # fmt: skip
+             progress=lambda line: typer.echo(line, err=True), force=force)  # fmt: skip
     typer.echo(format_table(df))
     if output is not None:
         typer.echo(f"saved {output}")

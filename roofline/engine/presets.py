@@ -42,7 +42,7 @@ TRTLLM_ARGS = "TensorRT-LLM 1.0 LLM API reference (nvidia.github.io/TensorRT-LLM
 
 
 def _vllm(hw: HardwareSpec) -> EngineConfig:
-    big = hw.memory.capacity_bytes >= 70 * GIB and "a100" not in hw.name
+    big = hw.memory.usable_capacity_bytes >= 70 * GIB and "a100" not in hw.name
     return EngineConfig(
         name="vllm", version="0.11", scheduler="vllm_v1",
         memory_fraction=0.9, memory_fraction_of="total", kv_block_tokens=16,
@@ -62,7 +62,7 @@ def _vllm(hw: HardwareSpec) -> EngineConfig:
 
 
 def _sglang(hw: HardwareSpec) -> EngineConfig:
-    gib = hw.memory.capacity_bytes / GIB
+    gib = hw.memory.usable_capacity_bytes / GIB
     frac, chunk = (
         (0.80, 2048) if gib < 35 else (0.85, 4096) if gib < 60 else (0.88, 8192) if gib < 100 else (0.9, 16384)
     )

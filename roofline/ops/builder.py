@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from roofline.ops import attention, comm, ffn, mixers
+from roofline.ops import attention, comm, ffn, mixers, traffic
 from roofline.ops.context import BuildContext
 from roofline.ops.records import Op, Phase, elementwise, gemm
 from roofline.specs.hardware import HardwareSpec
@@ -46,7 +46,7 @@ def _layer_ops(c: BuildContext, layer: ResolvedLayer, count: int, lk: str) -> li
     model, h, M, ab, dt = c.model, c.model.hidden_size, c.tokens, c.a_bytes, c.gemm_dtype
     parts = (layer.mixer != "none") + (layer.ffn != "none")
     norms = model.norms_per_layer * parts // 2
-    ops = [elementwise("norm", "norm", lk, count * norms, dt, M * h, 2.0, ab, 4.0, h * ab)] if norms else []
+    ops = traffic.residual_add_norm_ops(c, lk, count, norms)
     if layer.mixer == "linear":
         ops += mixers.linear_ops(c, lk, count)
     elif layer.has_attention:
@@ -54,6 +54,9 @@ def _layer_ops(c: BuildContext, layer: ResolvedLayer, count: int, lk: str) -> li
         if layer.has_indexer:
             ops += mixers.indexer_ops(c, lk, count)
         ops += build(c, lk, count, layer)
+        ops.append(traffic.rope_op(c, lk, count, layer))
+        if model.attention.mla is not None and c.phase == "prefill":
+            ops.append(traffic.mla_prefill_kv_op(c, lk, count))
     if layer.ffn == "dense":
         ops += ffn.dense_ffn_ops(c, lk, count, layer.intermediate_size, model.ffn.kind)
     elif layer.ffn == "moe":
@@ -63,7 +66,7 @@ def _layer_ops(c: BuildContext, layer: ResolvedLayer, count: int, lk: str) -> li
             msg = M * model.moe.top_k * width * ab if model.moe else M
             ops.append(comm.all_to_all("comm.ep_all_to_all", "comm", lk, 2 * count, dt, msg, c.sc.ep))
     if c.tp > 1:
-        ops.append(comm.all_reduce("comm.tp_all_reduce", "comm", lk, parts * count, dt, M * h * ab, c.tp))
+        ops.append(comm.all_reduce("comm.tp_all_reduce", "comm", lk, parts * count, dt, M * h * ab, c.tp, c.hw))
     return ops
 
 
@@ -88,6 +91,8 @@ def build_ops(
     ops = [
         elementwise("embedding", "embedding", "model", 1, dt, M * h, 1.0, ab, 0.0, np.minimum(M, v) * h * c.emb_bytes),
     ]
+    if sc.tp > 1:
+        ops.append(traffic.embedding_all_reduce(c))
     for layer, count, label in _labelled_groups(model):
         ops += _layer_ops(c, layer, count, label)
     ops.append(elementwise("final_norm", "norm", "model", 1, dt, B * h, 2.0, ab, 4.0, h * ab))
@@ -95,10 +100,37 @@ def build_ops(
     if sc.tp > 1:
         ops.append(comm.all_gather("comm.logits_all_gather", "comm", "model", 1, dt, B * v * ab, sc.tp))
     if sc.pp > 1:
-        ops.append(comm.send_recv("comm.pp_send_recv", "comm", sc.pp - 1, dt, M * h * ab))
+        ops.append(comm.send_recv("comm.pp_send_recv", "comm", sc.pp - 1, dt, M * h * ab, sc.tp * sc.pp))
+    if sc.use_checkpoint or sc.weight_overrides:
+        ops = [_module_format(c, op) for op in ops]
     if phase == "decode" and sc.cuda_graphs:
         ops = [replace(op, launch="graph") for op in ops]
     return ops
+
+
+def module_group(op: Op) -> str | None:
+    """Checkpoint module group of a weight GEMM (None: not a quantised linear layer)."""
+    if op.kind != "gemm" or op.name == "moe.router" or op.name == "lm_head":
+        return None
+    if op.name.startswith("moe.experts"):
+        return "routed_experts"
+    if op.name.startswith("moe.shared"):
+        return "shared_experts"
+    return {"attention": "attention", "ffn": "dense_ffn"}.get(op.group)
+
+
+def _module_format(c: BuildContext, op: Op) -> Op:
+    """Weight bytes and compute peak of ``op`` in its module group's format (per-module checkpoints).
+
+    The builders price weights at ``weight_dtype``; a group in format f reads
+    weight_bytes × bytes(f) / bytes(weight_dtype) and computes at :meth:`Scenario.group_compute_dtype`.
+    """
+    group = module_group(op)
+    if group is None:
+        return op
+    fmt = c.formats.get(group)
+    scale = fmt.bytes_per_element / c.w_bytes
+    return replace(op, weight_bytes=op.weight_bytes * scale, dtype=c.sc.group_compute_dtype(c.hw, fmt))
 
 
 def prefill_ops(model: ModelSpec, sc: Scenario, hw: HardwareSpec) -> list[Op]:

@@ -9,6 +9,7 @@ import numpy as np
 from roofline.ops.records import Phase, arr
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.model import ModelSpec
+from roofline.specs.quant import ModuleFormats
 from roofline.specs.scenario import Scenario
 
 
@@ -27,6 +28,8 @@ class BuildContext:
     past: np.ndarray
     gemm_dtype: ComputeDtype
     attn_dtype: ComputeDtype
+    hw: HardwareSpec
+    formats: ModuleFormats
 
     @classmethod
     def create(
@@ -41,7 +44,8 @@ class BuildContext:
     ) -> BuildContext:
         """Resolve formats against ``hw`` and broadcast the shape arrays."""
         b, t, p = np.broadcast_arrays(arr(batch), arr(new_tokens), arr(past))
-        return cls(model, sc, phase, b, t, p, sc.gemm_compute_dtype(hw), sc.attention_compute_dtype(hw))
+        return cls(model, sc, phase, b, t, p, sc.gemm_compute_dtype(hw), sc.attention_compute_dtype(hw), hw,
+                   sc.weight_formats(model))  # fmt: skip
 
     @property
     def tokens(self) -> np.ndarray:
@@ -70,8 +74,9 @@ class BuildContext:
 
     @property
     def emb_bytes(self) -> float:
-        """Bytes per embedding / lm_head element (activation format unless quantize_embeddings)."""
-        return self.sc.embedding_bytes_per_element
+        """Bytes per embedding / lm_head element: the embeddings group's format (activation format unless
+        quantize_embeddings, or the shipped checkpoint's)."""
+        return self.formats.embeddings.bytes_per_element
 
     @property
     def tp(self) -> int:

@@ -37,8 +37,10 @@ class Op:
     ``m, n, k``: GEMM shape (tokens, output features, input features); for attention
     m = query tokens, n = attended span per sequence, k = head dim. Bytes are split by
     what is moved: weights, activations, KV cache read/written, and bytes each GPU sends
-    per direction over the scale-up link (``comm_bytes``, already multiplied by the
-    collective's algorithm factor). ``q_per_kv`` is the number of query heads sharing one
+    per direction over the collective's path (``comm_bytes``, already multiplied by the
+    collective's algorithm factor); ``group_size`` is the number of GPUs in the collective
+    (it picks the path, :func:`roofline.specs.topology.comm_path`) and ``comm_hops`` the
+    latency hops of its algorithm. ``q_per_kv`` is the number of query heads sharing one
     K/V head in an attention kernel (the GQA group size); the evaluator uses it when the
     profile says the kernel re-reads K/V per query head (``attention.gqa_kv_reuse`` < 1).
     ``launch`` says how its ``kernels`` are launched: "eager" (one host launch each, paying
@@ -62,6 +64,8 @@ class Op:
     kv_write_bytes: np.ndarray = field(default_factory=lambda: arr(0.0))
     comm_bytes: np.ndarray = field(default_factory=lambda: arr(0.0))
     collectives: int = 0
+    comm_hops: np.ndarray = field(default_factory=lambda: arr(0.0))
+    group_size: int = 1
     kernels: int = 1
     flops_per_ctx: np.ndarray = field(default_factory=lambda: arr(0.0))
     kv_read_bytes_per_ctx: np.ndarray = field(default_factory=lambda: arr(0.0))

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.errors import RooflineError
 from roofline.prediction import evaluate_scenario, make_scenario
 from roofline.profile import Attention, CalibrationProfile, load_profile
 from roofline.published.rows import SOURCES, RowCase, Skip, at_least, express, read_rows
@@ -200,7 +201,11 @@ def evaluate_rows(
     rows: list[dict[str, Any]] = []
     kept: list[RowCase] = []
     for c in cases:
-        ct = case_time_s(c, prof, engine_semantics=engine_semantics)
+        try:
+            ct = case_time_s(c, prof, engine_semantics=engine_semantics)
+        except RooflineError as exc:  # e.g. a batch or length beyond roofline.boundary.limits in a user CSV
+            skips.append(Skip(c.id, c.source, c.grade, c.hardware_label, c.model_label, c.metric, c.model, str(exc)))
+            continue
         if not ct.fits:
             why = f"does not fit in the modelled device memory (missing {ct.missing_bytes / 2**30:.1f} GiB)"
             skips.append(Skip(c.id, c.source, c.grade, c.hardware_label, c.model_label, c.metric, c.model, why))

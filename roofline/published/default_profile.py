@@ -125,6 +125,30 @@ def _dtype(r: dict[str, Any]) -> str:
     return "fp8" if "fp8" in w else "fp16" if "fp16" in w else "bf16"
 
 
+FA3_SOURCE = (
+    "FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608 v2) Fig. 5, forward, causal, BF16, H100 80GB SXM5 "
+    "(batch x seqlen = 16k, heads x head_dim = 2048), FlashAttention-3 bars: head dim 128: 292, 423, 521, 579, "
+    "602, 616 TFLOPS/s at seqlen 512 ... 16k; head dim 64: 197, 265, 371, 420, 460, 473; divided by the "
+    "989.5 TFLOPS dense BF16 peak. Assumed to hold as a fraction of peak on other devices and engines."
+)
+_FA3_SEQ = (512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0)
+_H100_BF16_TFLOPS = 989.5
+FA3_PREFILL_CURVES = {
+    d: Curve(x=_FA3_SEQ, y=tuple(round(t / _H100_BF16_TFLOPS, 4) for t in tflops), sources=("arXiv 2407.08608 Fig. 5",))
+    for d, tflops in ((64, (197, 265, 371, 420, 460, 473)), (128, (292, 423, 521, 579, 602, 616)))
+}
+NCCL_TUNING_SOURCE = (
+    "NCCL src/graph/tuning.cc (NVIDIA/nccl commit 01afd20a77b5804e0ecf1042509dd9d20ebf9e93): ring latency "
+    "= baseLat + nsteps x hwLat[link], nsteps = 2(p-1) for all-reduce; LL protocol (small messages): baseLat "
+    "3.6 us, hwLat NVLink 0.47 / PCI 1.0 / NET 2.7 us; xgmi and ici assumed NVLink-class, ethernet "
+    "(Gaudi RoCE mesh) assumed NET-class"
+)
+NCCL_BASE_LATENCY_S = 3.6e-6
+NCCL_HOP_LATENCY_S = {
+    "nvlink": 0.47e-6, "xgmi": 0.47e-6, "ici": 0.47e-6, "pcie": 1.0e-6, "ethernet": 2.7e-6, "network": 2.7e-6,
+}  # fmt: skip
+
+
 def derive_default_profile(path: Path | None = None) -> CalibrationProfile:
     """Fit the default profile: microbenchmark ceilings and curves, then end-to-end overheads (module docstring)."""
     rows = _rows(path or published_csv_path())
@@ -173,11 +197,22 @@ def derive_default_profile(path: Path | None = None) -> CalibrationProfile:
             compute_efficiency=1.0,
             memory_efficiency=1.0,
             gqa_kv_reuse=1.0,
-            sources=("assumed: same as GEMM/HBM", "gqa_kv_reuse 1: K/V read once per KV head (XQA, FlashInfer, FA)"),
+            prefill_compute_efficiency=FA3_PREFILL_CURVES,
+            sources=(
+                "compute/memory_efficiency: assumed same as GEMM/HBM (decode attention)",
+                "gqa_kv_reuse 1: K/V read once per KV head (XQA, FlashInfer, FA)",
+                f"prefill_compute_efficiency: {FA3_SOURCE}",
+            ),
         ),
         overheads=Overheads(per_kernel_s=overhead[0], per_step_s=0.0, sources=overhead[1]),
         comm=Comm(
-            link_efficiency=0.8, latency_s=8e-6, sources=("assumed NCCL ring: 80% of link, 8 µs per collective",)
+            link_efficiency=0.8,
+            latency_s=NCCL_BASE_LATENCY_S,
+            hop_latency_s=dict(NCCL_HOP_LATENCY_S),
+            sources=(
+                "link_efficiency 0.8: assumed (NCCL ring reaches ~80% of the link)",
+                f"latency_s, hop_latency_s: {NCCL_TUNING_SOURCE}",
+            ),
         ),
         residuals={"gemm_fixed_cost_s": overhead[0], "gemm_fixed_cost_sources": list(overhead[1])},
     )

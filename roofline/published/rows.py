@@ -19,10 +19,13 @@ Metric definitions (each named in the ``definition`` column of the accuracy tabl
 from __future__ import annotations
 
 import csv
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from roofline.errors import SpecError
 
 GRADES = ("A", "A-", "B+", "B")
 MetricKind = Literal["latency", "throughput"]
@@ -172,12 +175,22 @@ def grade_of(notes: str) -> str:
 
 
 def _int(text: str) -> int | None:
+    """A whole number written in ASCII digits (at most 18 of them), else None."""
     t = text.strip()
-    return int(t) if t.isdigit() else None
+    return int(t) if t.isascii() and t.isdigit() and len(t) <= 18 else None
+
+
+def _measured(text: str) -> float | None:
+    """The measured value: a positive finite number, else None."""
+    try:
+        v = float(text)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) and v > 0 else None
 
 
 def _tp(parallelism: str, num_gpus: str) -> int | None:
-    m = re.fullmatch(r"tp(\d+)", parallelism.strip())
+    m = re.fullmatch(r"tp(\d{1,6})", parallelism.strip(), re.ASCII)
     return int(m.group(1)) if m and int(m.group(1)) == _int(num_gpus) else None
 
 
@@ -221,6 +234,9 @@ def express(row: dict[str, str]) -> RowCase | Skip:
     w, kv = _dtype(row["weight_dtype"]), _dtype(row["kv_dtype"])
     if w is None or kv is None:
         why.append(f"precision not stated (weights '{row['weight_dtype']}', KV '{row['kv_dtype']}')")
+    measured = _measured(row["value"])
+    if measured is None:
+        why.append(f"measured value '{row['value']}' is not a positive number")
     definition = _definition(metric, row["notes"])
     if definition is None and _undefined(row["notes"]):
         why.append(f"the source does not state what '{metric}' counts (output-only vs total tokens)")
@@ -228,13 +244,14 @@ def express(row: dict[str, str]) -> RowCase | Skip:
         why.append(f"'{metric}' as measured here (not static batching or a gptSession TTFT) is not modelled")
     if why or mapping is None or hw is None or batch is None or p is None or o is None or tp is None:
         return skip(why)
+    assert measured is not None
     assert w is not None and kv is not None and definition is not None
     return RowCase(
         id=row["id"], source=src.key, grade=grade, hardware_label=row["hardware"], hardware=hw,
         model_label=row["model"], model=mapping.slug, model_note=mapping.note, tp=tp, batch=batch,
         prompt_len=p, output_len=o, weight_dtype=w, kv_dtype=kv, metric=metric,
         kind="latency" if metric in LATENCY_METRICS else "throughput", definition=definition,
-        measured=float(row["value"]), gqa_kv_reuse=src.gqa_kv_reuse, cuda_graphs=src.cuda_graphs,
+        measured=measured, gqa_kv_reuse=src.gqa_kv_reuse, cuda_graphs=src.cuda_graphs,
     )  # fmt: skip
 
 
@@ -257,10 +274,30 @@ def _definition(metric: str, notes: str) -> str | None:
     return None
 
 
+#: Columns a published-measurements CSV must have (``accuracy --data``).
+REQUIRED_COLUMNS = (
+    "id", "source_title", "table_or_figure", "hardware", "num_gpus", "parallelism", "model", "weight_dtype",
+    "kv_dtype", "batch_or_concurrency", "input_len", "output_len", "metric", "value", "notes",
+)  # fmt: skip
+
+
 def read_rows(path: Path) -> list[dict[str, str]]:
-    """All csv rows as dicts (column names as in the file)."""
-    with path.open(newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
+    """All csv rows as dicts (column names as in the file); a regular UTF-8 file within MAX_DATA_FILE_BYTES."""
+    import io
+
+    from roofline.boundary.inputs import read_text
+    from roofline.boundary.limits import MAX_DATA_FILE_BYTES
+
+    text = read_text(path, "published-measurements CSV", MAX_DATA_FILE_BYTES)
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        rows = list(reader)
+    except csv.Error as exc:
+        raise SpecError(f"{path} is not a readable CSV ({exc}); compare it with validation/published.csv") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    if rows and missing:
+        raise SpecError(f"{path} lacks the column(s) {', '.join(missing)}; see validation/published.csv for the format")
+    return [{k: v if isinstance(v, str) else "" for k, v in r.items()} for r in rows]
 
 
 def at_least(grade: str, minimum: str) -> bool:

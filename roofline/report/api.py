@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from roofline.boundary.outputs import OutputTarget, check_output, write_output
 from roofline.profile import CalibrationProfile
 from roofline.report.content import (
     COLUMNS,
@@ -33,18 +32,14 @@ class Report:
     data: ReportData
     html: str
 
-    def save(self, path: str | Path) -> Path:
-        """Write the HTML atomically (temp file + rename), creating folders; returns the path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(self.html)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-        return path
+    def save(self, path: str | Path | OutputTarget, *, force: bool = True) -> Path:
+        """Write the HTML atomically through :func:`roofline.boundary.outputs.write_output`, creating folders.
+
+        ``force`` False refuses to replace an existing file (the CLI's default without ``--force``);
+        devices, FIFOs, links and folders are never replaced. Returns the path.
+        """
+        target = path if isinstance(path, OutputTarget) else check_output(path, force=force, what="HTML report")
+        return write_output(target, self.html)
 
     def _repr_html_(self) -> str:
         """The whole report in a sandboxed iframe (static HTML, no scripts) for notebooks."""
@@ -66,7 +61,7 @@ def build(
     qps: float | None = None,
     ttft_slo_s: float | None = None,
     tpot_slo_s: float | None = None,
-    precision: str | Sequence[str] = "bf16",
+    precision: str | Sequence[str] = "checkpoint",
     tp_options: Sequence[int] | None = None,
     max_gpus: int | None = None,
     prices: Mapping[str, float] | None = None,

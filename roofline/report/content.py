@@ -99,7 +99,7 @@ def resolve_inputs(
     hardware: str | Sequence[str | Path],
     workload: Workload,
     *,
-    precisions: str | Sequence[str] = ("bf16",),
+    precisions: str | Sequence[str] = ("checkpoint",),
     tp_options: Sequence[int] | None = None,
     max_gpus: int | None = None,
     prices: Mapping[str, float] | None = None,

@@ -223,7 +223,7 @@ def _options(inp: Any) -> list[tuple[str, str]]:
     ):  # fmt: skip
         if key in shown:
             opts.append((flag, text))
-    if inp.precisions != ("bf16",):
+    if inp.precisions != ("checkpoint",):
         opts.append(("--precision", ",".join(inp.precisions)))
     if inp.tp_options:
         opts.append(("--tp", ",".join(map(str, inp.tp_options))))
@@ -257,7 +257,7 @@ def python_call(inp: Any, out: str | Path | None) -> str:
           "tpot_slo_s": wl.tpot_slo_s}  # fmt: skip
     shown = set(wl.overridden) if wl.name != "custom" else set(kw)
     args += [f"{k}={v!r}" for k, v in kw.items() if k in shown]
-    if inp.precisions != ("bf16",):
+    if inp.precisions != ("checkpoint",):
         args.append(f"precision={','.join(inp.precisions)!r}")
     if inp.tp_options:
         args.append(f"tp_options={list(inp.tp_options)!r}")

@@ -54,7 +54,9 @@ reported as one-sided (lower) bounds (``latency_bound = "lower"``) with the knee
 ``knee_rps`` = 0.85·replicas·λ_max, the load at which utilisation reaches 85 %.
 
 Candidates (hardware × precision × tp) are ranked by $/hour (by GPUs when no price is
-known); the recommendation is the first feasible one. Rejected candidates say why:
+known); the recommendation is the first feasible one. A candidate whose tp collectives leave
+the fast fabric (a PCIe hop past an NVLink-bridged pair, PCIe-only cards, a group larger than
+the scale-up domain) is priced on that path and says so in ``link_flag`` / ``link_note``. Rejected candidates say why:
 does not fit (missing bytes), misses an SLO at batch 1 (by how much), exceeds max GPUs.
 """
 
@@ -68,6 +70,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.boundary.limits import MAX_PLAN_CANDIDATES, MAX_PLAN_GPUS, MAX_QPS, MAX_SEQUENCE_TOKENS
 from roofline.engine.presets import EngineArg
 from roofline.errors import ScenarioError
 from roofline.memory import no_fit_reason
@@ -123,6 +126,8 @@ class Candidate:
     usd_per_million_output_tokens: float | None = None
     missing_bytes: float = 0.0
     slo_excess: float = NAN
+    link_flag: str = ""
+    link_note: str = ""
     confidence: float | None = None
     error_margin: float = NAN
     within_error: bool = False
@@ -207,7 +212,7 @@ def plan(
     ttft_slo_s: float,
     tpot_slo_s: float,
     hardware: Sequence[HardwareSpec | str | Path] | HardwareSpec | str | None = None,
-    precisions: Sequence[str] = ("bf16",),
+    precisions: Sequence[str] = ("checkpoint",),
     tp_options: Sequence[int] | None = None,
     max_gpus: int | None = None,
     prices: Mapping[str, float] | None = None,
@@ -231,6 +236,10 @@ def plan(
     from roofline.specs.library import model as load_model
 
     _check_request(qps, prompt_len, output_len, ttft_slo_s, tpot_slo_s, max_gpus)
+    if kv_dtype is not None:  # '' is not "the default": it is an unknown format
+        from roofline.specs.precision import Precision
+
+        Precision.parse(kv_dtype, "kv_dtype")
     if confidence is not None:
         from roofline.published.uncertainty import check_level
 
@@ -241,11 +250,27 @@ def plan(
     else:
         items = [hardware] if isinstance(hardware, str | Path) or not isinstance(hardware, Sequence) else hardware
         hws = [load_hardware(h) for h in items]
-    price_map = {load_hardware(k).name: float(v) for k, v in (prices or {}).items()}
-    for k, v in price_map.items():
-        if not v > 0:
-            raise ScenarioError(f"price of {k} must be > 0 USD per GPU-hour, got {v}")
+    if prices is not None and not isinstance(prices, Mapping):
+        raise ScenarioError(f"prices must map hardware names to USD per GPU-hour, got {type(prices).__name__}")
+    price_map: dict[str, float] = {}
+    for k, v in (prices or {}).items():
+        if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v > 0):
+            raise ScenarioError(f"price of {k} must be a number > 0 USD per GPU-hour, got {v!r}")
+        price_map[load_hardware(k).name] = float(v)
+    if tp_options is not None:
+        opts = [tp_options] if isinstance(tp_options, str | bytes) else tp_options
+        if not isinstance(opts, Sequence) or not all(
+            isinstance(t, int | np.integer) and not isinstance(t, bool) and t >= 1 for t in opts
+        ):
+            raise ScenarioError(f"tp_options must be a list of whole numbers >= 1, got {tp_options!r}")
+    precisions = [precisions] if isinstance(precisions, str) else precisions
     tps = list(tp_options) if tp_options is not None else [t for t in DEFAULT_TP if m.attention.num_heads % t == 0]
+    n_cands = len(hws) * len(precisions) * len(tps)
+    if n_cands > MAX_PLAN_CANDIDATES:
+        raise ScenarioError(
+            f"the plan would evaluate {n_cands:,} candidates (hardware × precision × tp), more than "
+            f"{MAX_PLAN_CANDIDATES:,} (roofline.boundary.limits); list fewer hardware, precisions or tp values"
+        )
     req = _Request(
         qps, int(prompt_len), int(output_len), ttft_slo_s, tpot_slo_s, max_gpus, kv_dtype, engine,
         dict(engine_overrides or {}), confidence,
@@ -274,14 +299,25 @@ class _Request:
 
 
 def _check_request(qps: float, p: int, o: int, ttft: float, tpot: float, max_gpus: int | None) -> None:
+    def whole(x: Any) -> bool:
+        if isinstance(x, bool | np.bool_):
+            return False
+        return isinstance(x, int | np.integer) or (isinstance(x, float | np.floating) and float(x).is_integer())
+
+    def real(x: Any) -> bool:
+        return isinstance(x, int | float | np.number) and not isinstance(x, bool | np.bool_) and math.isfinite(x)
+
     checks = [
-        (qps > 0 and math.isfinite(qps), f"qps must be > 0 requests/s, got {qps}"),
-        (p >= 1, f"prompt_len must be >= 1 token, got {p}"),
-        (o >= 2, f"output_len must be >= 2 tokens for a TPOT to exist, got {o}"),
-        (ttft > 0, f"the TTFT SLO must be > 0 s, got {ttft}"),
-        (tpot > 0, f"the TPOT SLO must be > 0 s, got {tpot}"),
-        (max_gpus is None or max_gpus >= 1, f"max_gpus must be >= 1, got {max_gpus}"),
-    ]
+        (real(qps) and 0 < qps <= MAX_QPS, f"qps must be > 0 and <= {MAX_QPS:g} requests/s, got {qps!r}"),
+        (whole(p) and 1 <= p <= MAX_SEQUENCE_TOKENS, f"prompt_len must be a whole number of tokens >= 1, got {p!r}"),
+        (whole(o) and 2 <= o <= MAX_SEQUENCE_TOKENS,
+         f"output_len must be a whole number >= 2 tokens for a TPOT to exist, got {o!r}"),
+        (real(ttft) and ttft > 0, f"the TTFT SLO must be > 0 s, got {ttft!r}"),
+        (real(tpot) and tpot > 0, f"the TPOT SLO must be > 0 s, got {tpot!r}"),
+        (max_gpus is None or (whole(max_gpus) and max_gpus >= 1), f"max_gpus must be a count >= 1, got {max_gpus!r}"),
+        (whole(p) and whole(o) and p + o <= MAX_SEQUENCE_TOKENS,
+         f"prompt_len + output_len must be <= {MAX_SEQUENCE_TOKENS:,} tokens (roofline.boundary.limits)"),
+    ]  # fmt: skip
     for ok, msg in checks:
         if not ok:
             raise ScenarioError(msg)
@@ -332,9 +368,14 @@ def _candidate(
     """Plan one (hardware, precision, tp): memory limit, SLO-limited batch, replicas, cost."""
     from roofline.prediction import make_scenario, sweep
     from roofline.published.uncertainty import upper_factors
+    from roofline.specs.topology import slow_link_notes
 
     kv = req.kv_dtype or "bf16"
-    base = Candidate(hardware=hw.name, precision=prec, tp=tp, kv_dtype=kv, usd_per_gpu_hour=price)
+    links = slow_link_notes(hw, {"tp": tp})
+    base = Candidate(
+        hardware=hw.name, precision=prec, tp=tp, kv_dtype=kv, usd_per_gpu_hour=price,
+        link_flag="; ".join(f for f, _ in links), link_note="; ".join(n for _, n in links),
+    )  # fmt: skip
     opts: dict[str, Any] = {
         "weight_dtype": prec, "kv_dtype": kv, "engine": req.engine, "engine_overrides": req.engine_overrides,
     }  # fmt: skip
@@ -401,16 +442,32 @@ def _size(c: Candidate, req: _Request) -> Candidate:
     b, t_pre, t_dec, n_dec = c.batch, c.t_prefill_s, c.t_decode_s, req.o - 1
     at_b = load_curve(np.asarray(b), t_pre, np.asarray(t_dec), req.o)
     lam_max = float(at_b.replica_rps)
-    replicas = max(1, math.ceil(req.qps / lam_max))
-    while True:  # Little's law: requests in the system must fit the B slots
+    per_replica = c.tp * c.pp
+    cap = max(1, MAX_PLAN_GPUS // per_replica)
+
+    def load(replicas: int) -> tuple[float, float, float, float]:
         lam = req.qps / replicas
         rho = lam * t_pre
         ttft, tpot = t_pre + t_dec, t_dec / (1 - rho)
-        conc = lam * (ttft + n_dec * tpot)
-        if conc <= b:
-            break
-        replicas += 1
-    gpus = replicas * c.tp * c.pp
+        return ttft, tpot, rho, lam * (ttft + n_dec * tpot)
+
+    # Little's law: requests in the system must fit the B slots. conc falls as replicas grow (rho < 1
+    # from replicas >= qps/λ_max on), so the fewest replicas is found by doubling then bisection:
+    # O(log) passes however large qps is, never more than the GPU cap allows.
+    replicas = max(1, math.ceil(req.qps / lam_max))
+    if replicas <= cap and load(replicas)[3] > b:
+        lo, step = replicas, 1
+        while replicas < cap + 1 and load(replicas)[3] > b:
+            lo, replicas, step = replicas, min(replicas + step, cap + 1), step * 2
+        while replicas - lo > 1:
+            mid = (lo + replicas) // 2
+            lo, replicas = (lo, mid) if load(mid)[3] <= b else (mid, replicas)
+    if replicas > cap:
+        why = f"needs more than {cap:,} replicas × tp {c.tp} at {req.qps:g} req/s"
+        why += f" (> {MAX_PLAN_GPUS:,} GPUs, roofline.boundary.limits)"
+        return replace(c, feasible=False, reason=why, replica_rps=lam_max)
+    ttft, tpot, rho, conc = load(replicas)
+    gpus = replicas * per_replica
     cost = gpus * c.usd_per_gpu_hour if c.usd_per_gpu_hour is not None else None
     per_m = usd_per_million_tokens(cost, req.qps * req.o) if cost is not None else None
     c = replace(

@@ -6,9 +6,11 @@ A preset is a starting point that the report states verbatim; any field can be o
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from roofline.boundary.limits import MAX_SEQUENCE_TOKENS
 from roofline.errors import ScenarioError, suggest
 
 
@@ -109,9 +111,14 @@ _FLAG = {
 
 
 def _check(wl: Workload) -> None:
+    """Token counts: whole numbers in [1, MAX_SEQUENCE_TOKENS]; rates and SLOs: finite numbers > 0."""
     for k in ("prompt_len", "output_len"):
-        if int(getattr(wl, k)) < 1:
-            raise ScenarioError(f"{_FLAG[k]} must be a whole number of tokens >= 1 (got {getattr(wl, k)})")
+        v = getattr(wl, k)
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_SEQUENCE_TOKENS:
+            raise ScenarioError(
+                f"{_FLAG[k]} must be a whole number of tokens in [1, {MAX_SEQUENCE_TOKENS:,}] (got {v!r})"
+            )
     for k in ("qps", "ttft_slo_s", "tpot_slo_s"):
-        if not getattr(wl, k) > 0:
-            raise ScenarioError(f"{_FLAG[k]} must be > 0 (got {getattr(wl, k)})")
+        v = getattr(wl, k)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v > 0):
+            raise ScenarioError(f"{_FLAG[k]} must be > 0 and finite (got {v!r})")

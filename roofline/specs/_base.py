@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
@@ -21,9 +22,12 @@ _EXAMPLES: dict[Dimension, str] = {
 def _unit_field(dim: Dimension) -> Any:
     def check(v: object) -> float:
         try:
-            return parse_quantity(v, dim)
+            value = parse_quantity(v, dim)
         except UnitError as exc:
             raise ValueError(str(exc)) from None
+        if not math.isfinite(value):
+            raise ValueError(f"{v!r} is not a finite quantity; write e.g. {_EXAMPLES[dim]}")
+        return value
 
     schema = {"type": "string", "description": f"a quantity with an explicit unit, e.g. {_EXAMPLES[dim]}"}
     return Annotated[float, BeforeValidator(check), WithJsonSchema(schema)]
@@ -39,7 +43,7 @@ Watts = _unit_field("watts")
 class Frozen(BaseModel):
     """Base of every spec: immutable, unknown keys rejected, YAML keys by alias."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, strict=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, strict=False, allow_inf_nan=False)
 
 
 class Source(Frozen):

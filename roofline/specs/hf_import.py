@@ -45,11 +45,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+from roofline.boundary.inputs import expand_user, read_text
+from roofline.boundary.limits import MAX_LAYERS
 from roofline.errors import SpecError
 from roofline.specs import hf_families as families
 from roofline.specs.hf_config import _MISSING, _Config
 from roofline.specs.hf_families import ADAPTERS, NOT_MODELLED
 from roofline.specs.model import ModelSpec
+from roofline.specs.quant import checkpoint_spec
 from roofline.specs.validation import validate_spec
 from roofline.specs.yaml_out import spec_to_yaml
 
@@ -102,7 +105,7 @@ _ATTENTION_BIAS = (
     "GptOssForCausalLM",
 )
 _LAYER_TYPES = {"sliding_attention": "local", "full_attention": "global"}
-_MAX_LAYERS = 10_000
+_MAX_LAYERS = MAX_LAYERS
 _WRAPPER = "__roofline_wrapper__"  # private key: the multimodal wrapper class a text_config came from
 
 
@@ -113,17 +116,16 @@ def _read(path_or_dict: str | Path | dict[str, Any]) -> tuple[dict[str, Any], st
         return path_or_dict, "config dict", None
     if not isinstance(path_or_dict, str | Path):
         raise SpecError(f"expected a config.json path or a dict, got {type(path_or_dict).__name__}")
-    path = Path(path_or_dict).expanduser()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read config file {path}: {exc}; check the path") from None
+    path = expand_user(path_or_dict)
+    text = read_text(path, "config file")  # regular files only, size-limited, UTF-8 (roofline.boundary.inputs)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SpecError(f"{path} is not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise SpecError(f"{path} is nested too deeply to be a config.json") from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise SpecError(f"{path} holds a value that cannot be read: {exc}; check the file") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path} must hold a JSON object (a config.json), got {type(data).__name__}")
     return data, str(path), path.stem
@@ -414,6 +416,7 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         "norm": "rmsnorm",
         "norms_per_layer": _NORMS_PER_LAYER.get(arch, 2),
         "native_dtype": _dtype(c),
+        "checkpoint": checkpoint_spec(c.data.get("quantization_config"), f"{origin}"),
         "sources": [{"fields": "all architecture fields", "ref": f"Hugging Face config.json ({origin}, {arch})"}],
     }
     act = c.typed("hidden_activation", str, c.typed("hidden_act", str, "silu"))

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-import yaml
 from pydantic import BaseModel
 
-from roofline.errors import SpecError, UnknownNameError, suggest
+from roofline.boundary.inputs import expand_user, parse_yaml, read_text
+from roofline.errors import RooflineError, SpecError, UnknownNameError, suggest
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.validation import validate_spec
@@ -26,7 +27,6 @@ Kind = Literal["hardware", "model"]
 S = TypeVar("S", bound=BaseModel)
 _DIRS = {"hardware": "hardware_specs", "model": "model_specs"}
 _USER_SUBDIRS = {"hardware": "hardware", "model": "models"}
-_FAST_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def bundled_dir(kind: Kind) -> Path:
@@ -41,32 +41,16 @@ def bundled_dir(kind: Kind) -> Path:
 def _search_dirs(kind: Kind) -> list[Path]:
     dirs: list[Path] = []
     for entry in filter(None, os.environ.get("ROOFLINE_SPECS_PATH", "").split(os.pathsep)):
-        base = Path(entry).expanduser()
+        base = expand_user(entry)
         sub = base / _USER_SUBDIRS[kind]
         dirs.append(sub if sub.is_dir() else base)
     dirs.append(bundled_dir(kind))
     return dirs
 
 
-def read_yaml(path: Path) -> Any:
-    """Read one YAML document with safe loading; errors name the file and line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"cannot read spec file {path}: {exc.strerror}; check the path") from None
-    try:
-        return yaml.load(text, Loader=_FAST_LOADER)  # libyaml when present: ~8x faster start-up
-    except yaml.YAMLError:
-        pass  # re-parse with the pure-Python loader so the error message is always the same
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        loc = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(
-            f"{path} is not valid YAML{loc}: {problem}. Fix the syntax (indentation, quotes, colons)."
-        ) from None
+def read_yaml(path: Path, error: type[RooflineError] = SpecError, what: str = "spec file") -> Any:
+    """Read one YAML document with the limits of :mod:`roofline.boundary.inputs`; errors name the file and line."""
+    return parse_yaml(read_text(path, what, error=error), str(path), error)
 
 
 def load_spec_file(cls: type[S], path: Path) -> S:
@@ -74,34 +58,91 @@ def load_spec_file(cls: type[S], path: Path) -> S:
     return validate_spec(cls, read_yaml(path), str(path))
 
 
+@dataclass(frozen=True)
+class _Index:
+    """name or alias -> file (first directory wins), and the files that could not be indexed -> why."""
+
+    names: dict[str, Path]
+    broken: dict[Path, str]
+
+    def broken_note(self) -> str:
+        """' (skipped unreadable spec files: a.yaml: why)' or ''."""
+        if not self.broken:
+            return ""
+        items = "; ".join(f"{p}: {why}" for p, why in sorted(self.broken.items()))
+        return f" Unreadable spec files were skipped (fix or remove them): {items}"
+
+
+def _file_names(path: Path) -> list[str]:
+    """The name and aliases a spec file declares; SpecError (naming the file) when it cannot say."""
+    data = read_yaml(path)
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"].strip():
+        raise SpecError(f"{path} has no 'name' field; every spec needs a lowercase slug name")
+    aliases = data.get("aliases") or []
+    if not isinstance(aliases, list | tuple) or not all(isinstance(a, str) for a in aliases):
+        raise SpecError(f"{path}: field 'aliases' must be a list of names such as [h100], got {aliases!r}")
+    return [data["name"], *aliases]
+
+
+@functools.lru_cache(maxsize=512)
+def _file_names_cached(path: Path, mtime_ns: int, size: int) -> tuple[tuple[str, ...], str | None]:
+    try:
+        return tuple(_file_names(path)), None
+    except RooflineError as exc:
+        return (), str(exc)
+
+
 @functools.lru_cache(maxsize=8)
-def _index(kind: Kind, search_key: str) -> dict[str, Path]:
-    """name or alias -> file, first directory wins. ``search_key`` keys the cache on the env var."""
-    index: dict[str, Path] = {}
+def _index(kind: Kind, search_key: str) -> _Index:
+    """Index every spec file; one that cannot be read is recorded in ``broken`` and breaks only lookups of it.
+
+    ``search_key`` keys the cache on ROOFLINE_SPECS_PATH. Each file is read within the limits of
+    :mod:`roofline.boundary.inputs` (size, aliases, depth), so no file can make indexing slow.
+    """
+    names: dict[str, Path] = {}
+    broken: dict[Path, str] = {}
     for d in reversed(_search_dirs(kind)):
         for path in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
-            data = read_yaml(path)
-            if not isinstance(data, dict) or "name" not in data:
-                raise SpecError(f"{path} has no 'name' field; every spec needs a lowercase slug name")
-            for key in [data["name"], *(data.get("aliases") or [])]:
-                index[str(key).lower()] = path
-    return index
+            try:
+                st = path.stat()
+            except OSError as exc:
+                broken[path] = f"cannot read it: {exc.strerror}"
+                continue
+            found, why = _file_names_cached(path, st.st_mtime_ns, st.st_size)
+            if why is not None:
+                broken[path] = why
+                names.setdefault(path.stem.lower(), path)  # a lookup of its stem reports its error
+                continue
+            for key in found:
+                names[str(key).strip().lower()] = path
+    return _Index(names, broken)
 
 
 def _lookup(kind: Kind, name: str) -> Path:
     idx = _index(kind, os.environ.get("ROOFLINE_SPECS_PATH", ""))
     key = name.strip().lower()
-    if key in idx:
-        return idx[key]
-    names = sorted({p.stem for p in idx.values()} | set(idx))
+    if key in idx.names:
+        path = idx.names[key]
+        if path in idx.broken:
+            raise SpecError(idx.broken[path])
+        return path
+    names = sorted({p.stem for p in idx.names.values()} | set(idx.names))
     raise UnknownNameError(
         f"unknown {kind} '{name}'{suggest(key, names)} "
-        f"Run `roofline {kind} list` for all names, or pass a path to a YAML spec."
+        f"Run `roofline {kind} list` for all names, or pass a path to a YAML spec.{idx.broken_note()}"
     )
 
 
+def _exists(path: Path) -> bool:
+    """Path.exists that also answers False for names the OS cannot take (NUL bytes, too long)."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
 def _is_path(name: str) -> bool:
-    return name.endswith((".yaml", ".yml", ".json")) or (("/" in name or os.sep in name) and Path(name).exists())
+    return name.endswith((".yaml", ".yml", ".json")) or (("/" in name or os.sep in name) and _exists(Path(name)))
 
 
 @functools.lru_cache(maxsize=256)
@@ -116,10 +157,13 @@ def _load_cached(kind: Kind, path: Path, mtime: float) -> HardwareSpec | ModelSp
 
 def _resolve(kind: Kind, name_or_path: str | Path) -> HardwareSpec | ModelSpec:
     text = str(name_or_path)
-    path = Path(text).expanduser() if _is_path(text) else _lookup(kind, text)
-    if not path.exists():
+    path = expand_user(text) if _is_path(text) else _lookup(kind, text)
+    if not _exists(path):
         raise SpecError(f"spec file {path} does not exist; check the path or use a bundled name")
-    return _load_cached(kind, path.resolve(), path.stat().st_mtime)
+    try:
+        return _load_cached(kind, path.resolve(), path.stat().st_mtime)
+    except OSError as exc:
+        raise SpecError(f"cannot read spec file {path}: {exc.strerror}; check the path") from None
 
 
 def hardware(name_or_path: str | Path | HardwareSpec) -> HardwareSpec:
@@ -143,10 +187,14 @@ def model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
 def _list(kind: Kind) -> list[str]:
     idx = _index(kind, os.environ.get("ROOFLINE_SPECS_PATH", ""))
     names = set()
-    for path in set(idx.values()):
-        data = read_yaml(path)
-        names.add(str(data["name"]))
+    for path in set(idx.names.values()) - set(idx.broken):
+        names.add(_file_names(path)[0])
     return sorted(names)
+
+
+def broken_specs(kind: Kind) -> dict[Path, str]:
+    """Spec files of ``kind`` that could not be indexed, with the reason (``roofline … list`` reports them)."""
+    return dict(_index(kind, os.environ.get("ROOFLINE_SPECS_PATH", "")).broken)
 
 
 def list_hardware() -> list[str]:

@@ -11,8 +11,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from roofline.boundary.limits import MAX_LAYERS, MAX_MODEL_DIM
 from roofline.specs._base import Frozen, Source
 from roofline.specs.layers import ATTENTION_MIXERS, LayerRun, LinearAttention, ResolvedLayer, SparseAttention
+from roofline.specs.quant import Checkpoint
 
 LayerKind = Literal["global", "local"]
 
@@ -133,7 +135,7 @@ class ModelSpec(Frozen):
     aliases: tuple[str, ...] = ()
     hf_repo: str | None = None
     architecture: str
-    num_layers: int = Field(gt=0)
+    num_layers: int = Field(gt=0, le=MAX_LAYERS, description=f"at most {MAX_LAYERS} (roofline.boundary.limits)")
     hidden_size: int = Field(gt=0)
     vocab_size: int = Field(gt=0)
     tie_word_embeddings: bool = False
@@ -144,6 +146,9 @@ class ModelSpec(Frozen):
     ffn: FFN
     moe: MoE | None = None
     native_dtype: str = "bf16"
+    checkpoint: Checkpoint | None = Field(
+        default=None, description="per-module storage of the shipped checkpoint; None = native_dtype everywhere"
+    )
     sources: tuple[Source, ...] = Field(min_length=1)
     notes: str = ""
     # ---- issue 17: per-layer structure, recurrent and sparse mixers, MTP ------------------
@@ -159,6 +164,11 @@ class ModelSpec(Frozen):
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:
         a = self.attention
+        dims = {"hidden_size", "vocab_size", "attention", "ffn", "moe", "linear_attention", "sparse_attention"}
+        dims |= {"mtp_layers"}
+        _check_dims(self.model_dump(include=dims), "")
+        if a.layer_pattern is not None and len(a.layer_pattern) > MAX_LAYERS:
+            raise ValueError(f"attention.layer_pattern has more than {MAX_LAYERS} entries (roofline.boundary.limits)")
         if a.mla is None and a.num_heads * a.head_dim < self.hidden_size // 8:
             raise ValueError(
                 f"head_dim ({a.head_dim}) x num_heads ({a.num_heads}) = {a.head_dim * a.num_heads} is implausibly "
@@ -398,3 +408,14 @@ class ModelSpec(Frozen):
         h = self.hidden_size
         per = self.layer_params(last, self.moe.num_experts if self.moe else 0) + 2 * h * h + 3 * h
         return self.mtp_layers * per
+
+
+def _check_dims(data: object, where: str) -> None:
+    """Every integer width of the spec must be <= MAX_MODEL_DIM (roofline.boundary.limits), before any arithmetic."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            _check_dims(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(data, int) and not isinstance(data, bool) and data > MAX_MODEL_DIM:
+        raise ValueError(
+            f"{where} = {data} exceeds the limit of {MAX_MODEL_DIM:,} (roofline.boundary.limits); check the value"
+        )

@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.boundary.limits import MAX_BATCH, MAX_PARALLEL, MAX_SEQUENCE_TOKENS
 from roofline.errors import ScenarioError
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
+from roofline.specs.quant import MODULE_GROUPS, ModuleFormats, override_formats
 
 if TYPE_CHECKING:
     from roofline.engine.config import EngineConfig
@@ -47,6 +49,54 @@ class Scenario:
     replicas: int = 1
     engine: EngineConfig | None = None
     quantize_embeddings: bool = False
+    use_checkpoint: bool = False
+    weight_overrides: tuple[tuple[str, Precision], ...] = ()
+    allow_long_context: bool = False
+
+    def weight_formats(self, model: ModelSpec) -> ModuleFormats:
+        """Weight format of each module group for ``model``: the one truth ops and memory read.
+
+        ``use_checkpoint`` (the default of :func:`roofline.predict`): the model's shipped checkpoint
+        (``ModelSpec.checkpoint``), else ``native_dtype`` everywhere; otherwise ``weight_dtype`` on
+        every linear group with embeddings per :attr:`embedding_bytes_per_element`. Then the
+        per-group ``weight_overrides`` apply.
+        """
+        if self.use_checkpoint:
+            if model.checkpoint is not None:
+                base = model.checkpoint.formats()
+            else:
+                native = Precision.parse(model.native_dtype, "native_dtype")
+                base = ModuleFormats.uniform(native, native)
+        else:
+            emb = self.weight_dtype if self.quantize_embeddings else self.activation
+            emb = emb if emb.bytes_per_element >= 2 or self.quantize_embeddings else Precision.BF16
+            base = ModuleFormats.uniform(self.weight_dtype, emb)
+        return override_formats(base, dict(self.weight_overrides)) if self.weight_overrides else base
+
+    def weight_label(self, model: ModelSpec) -> str:
+        """What the weights are stored in: ``bf16``, or ``checkpoint: routed_experts mxfp4`` for per-module formats."""
+        if not (self.use_checkpoint or self.weight_overrides):
+            return self.weight_dtype.value
+        head = "checkpoint: " if self.use_checkpoint else ""
+        fmts = self.weight_formats(model)
+        moe = model.moe
+        present = {
+            "attention": True, "dense_ffn": model.num_dense_layers > 0, "routed_experts": moe is not None,
+            "shared_experts": moe is not None and moe.num_shared_experts > 0, "embeddings": True,
+        }  # fmt: skip
+        parts = [f"{g} {fmts.get(g).value}" for g in MODULE_GROUPS if present[g] and fmts.get(g) is not Precision.BF16]
+        return head + (", ".join(parts) or "bf16")
+
+    def group_compute_dtype(self, hw: HardwareSpec, fmt: Precision) -> ComputeDtype:
+        """Peak a GEMM on weights in ``fmt`` runs at: an explicit ``act_dtype`` wins; else the format's
+        default activation when ``hw`` has that peak (NVFP4 on Blackwell, FP8 on Hopper), else the
+        16-bit peak (weight-only dequantisation, as Marlin-style kernels do on older devices)."""
+        if self.act_dtype is not None:
+            return self._peak(hw, self.act_dtype, "act_dtype")
+        dt = fmt.default_activation.compute or "bf16"
+        if hw.peak_flops_per_s(dt) is not None:
+            return dt
+        return "bf16" if hw.peak_flops_per_s("bf16") is not None else "fp16"
 
     @property
     def cuda_graphs(self) -> bool:
@@ -61,8 +111,7 @@ class Scenario:
         """Activation format (resolved default)."""
         if self.act_dtype is not None:
             return self.act_dtype
-        w = self.weight_dtype
-        return w if w in (Precision.BF16, Precision.FP16, Precision.FP8, Precision.FP32) else Precision.BF16
+        return self.weight_dtype.default_activation
 
     @property
     def activation_memory_bytes_per_element(self) -> float:
@@ -100,7 +149,11 @@ class Scenario:
         return replace(self, **kw)
 
     def gemm_compute_dtype(self, hw: HardwareSpec) -> ComputeDtype:
-        """Peak used by weight GEMMs: the activation format's (weight-only formats dequantise)."""
+        """Peak used by weight GEMMs: the activation format's (weight-only formats dequantise).
+
+        A default NVFP4 activation on a device without an fp4 peak computes W4A16 (bf16 peak)."""
+        if self.act_dtype is None and self.activation is Precision.NVFP4 and hw.peak_flops_per_s("fp4") is None:
+            return self._peak(hw, Precision.BF16, "weight_dtype")
         return self._peak(hw, self.activation, "weight_dtype/act_dtype")
 
     def attention_compute_dtype(self, hw: HardwareSpec) -> ComputeDtype:
@@ -128,14 +181,13 @@ class Scenario:
 
     def validate_for(self, model: ModelSpec, hw: HardwareSpec) -> None:
         """Raise ScenarioError (with a fix) for shapes and parallelism the model cannot take."""
-        for name in ("batch", "prompt_len", "output_len"):
-            arr = np.asarray(getattr(self, name))
-            if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 1):
-                raise ScenarioError(f"{name} must be a whole number >= 1 (got {getattr(self, name)!r})")
+        _check_shape(self.batch, self.prompt_len, self.output_len)
         for name in ("tp", "pp", "ep", "replicas"):
             v = getattr(self, name)
-            if not isinstance(v, int | np.integer) or v < 1:
+            if isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer) or v < 1:
                 raise ScenarioError(f"{name} must be an integer >= 1 (got {v!r})")
+            if v > MAX_PARALLEL:
+                raise ScenarioError(f"{name}={v} exceeds the limit of {MAX_PARALLEL:,} GPUs (roofline.boundary.limits)")
         a = model.attention
         if a.num_heads % self.tp:
             ok = [t for t in (1, 2, 4, 8, 16, 32, 64) if a.num_heads % t == 0]
@@ -146,6 +198,7 @@ class Scenario:
             raise ScenarioError(
                 f"tp={self.tp} neither divides nor is a multiple of the {a.num_kv_heads} KV heads of {model.name}"
             )
+        self._check_context(model)
         for layer in set(model.resolved_layers()):  # per-layer heads (DeciLM, Gemma-4, MiMo-V2)
             if layer.has_attention and (
                 layer.num_heads % self.tp
@@ -170,6 +223,28 @@ class Scenario:
                 raise ScenarioError(f"ep={self.ep} does not divide the {model.moe.num_experts} experts of {model.name}")
         self.gemm_compute_dtype(hw)
         self.attention_compute_dtype(hw)
+        for g, _ in self.weight_overrides:
+            if g not in MODULE_GROUPS:
+                raise ScenarioError(f"unknown module group '{g}' in weight_dtype; use {', '.join(MODULE_GROUPS)}")
+
+    def _check_context(self, model: ModelSpec) -> None:
+        """prompt + output beyond ``max_position_embeddings`` is an error unless ``allow_long_context``
+        (then a warning): the model was not trained for it and engines refuse it by default."""
+        limit = model.max_position_embeddings
+        ctx = float(np.max(np.asarray(self.prompt_len) + np.asarray(self.output_len)))
+        if limit is None or ctx <= limit:
+            return
+        msg = (
+            f"prompt_len + output_len = {ctx:,.0f} tokens exceeds the {limit:,} context of {model.name} "
+            f"(max_position_embeddings)"
+        )
+        if not self.allow_long_context:
+            raise ScenarioError(
+                f"{msg}; shorten the prompt or output, or pass allow_long_context=True to model it anyway"
+            )
+        import warnings
+
+        warnings.warn(f"{msg}; modelled anyway (allow_long_context)", stacklevel=3)
 
     # ---- sharding helpers used by the op builders and the memory function ----------------
     def kv_heads_per_gpu(self, model: ModelSpec) -> int:
@@ -179,3 +254,47 @@ class Scenario:
     def layers_per_stage(self, model: ModelSpec) -> int:
         """Layers on the largest pipeline stage: ceil(L / pp)."""
         return math.ceil(model.num_layers / self.pp)
+
+
+def weight_dtype_fields(weight_dtype: object) -> dict[str, Any]:
+    """Scenario fields for a ``weight_dtype`` argument: a format name (uniform), ``"checkpoint"``
+    (the shipped checkpoint, the default) or a mapping {module group: format} applied over the
+    checkpoint (e.g. ``{"routed_experts": "nvfp4"}``)."""
+    if weight_dtype is None or (isinstance(weight_dtype, str) and weight_dtype.strip().lower() == "checkpoint"):
+        return {"weight_dtype": Precision.BF16, "use_checkpoint": True, "weight_overrides": ()}
+    if isinstance(weight_dtype, dict):
+        over = tuple((str(g), Precision.parse(f, f"weight_dtype[{g}]")) for g, f in weight_dtype.items())
+        bad = [g for g, _ in over if g not in MODULE_GROUPS]
+        if bad:
+            raise ScenarioError(
+                f"unknown module group(s) {', '.join(bad)} in weight_dtype; use {', '.join(MODULE_GROUPS)}"
+            )
+        return {"weight_dtype": Precision.BF16, "use_checkpoint": True, "weight_overrides": over}
+    return {"weight_dtype": Precision.parse(weight_dtype, "weight_dtype"), "use_checkpoint": False,  # type: ignore[arg-type]
+            "weight_overrides": ()}  # fmt: skip
+
+
+def _check_shape(batch: Any, prompt_len: Any, output_len: Any) -> None:
+    """batch, prompt_len, output_len: whole numbers >= 1 (not booleans) within roofline.boundary.limits."""
+    limits = {"batch": MAX_BATCH, "prompt_len": MAX_SEQUENCE_TOKENS, "output_len": MAX_SEQUENCE_TOKENS}
+    for name, value in (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)):
+        try:
+            arr = np.asarray(value)
+            ok_type = arr.dtype.kind in "iuf" and arr.size > 0
+        except (TypeError, ValueError, OverflowError):
+            ok_type = False
+        if not ok_type:
+            raise ScenarioError(f"{name} must be a whole number >= 1 (got {value!r})")
+        a = arr.astype(np.float64)
+        if not np.all(np.isfinite(a)) or np.any(a < 1) or np.any(a != np.floor(a)):
+            raise ScenarioError(f"{name} must be a whole number >= 1 (got {value!r}); fractions and NaN are not counts")
+        if np.any(a > limits[name]):
+            raise ScenarioError(
+                f"{name} must be <= {limits[name]:,} (roofline.boundary.limits), got {float(a.max()):,.0f}"
+            )
+    ctx = np.asarray(prompt_len, dtype=np.float64) + np.asarray(output_len, dtype=np.float64)
+    if np.any(ctx > MAX_SEQUENCE_TOKENS):
+        raise ScenarioError(
+            f"prompt_len + output_len must be <= {MAX_SEQUENCE_TOKENS:,} tokens (roofline.boundary.limits), "
+            f"got {float(ctx.max()):,.0f}"
+        )

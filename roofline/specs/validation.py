@@ -10,19 +10,23 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from roofline.errors import SpecError
-from roofline.specs.hardware import HardwareSpec
+from roofline.errors import RooflineError, SpecError
 
 S = TypeVar("S", bound=BaseModel)
 
 
-def validate_spec(cls: type[S], data: Any, origin: str) -> S:
-    """Validate ``data`` into ``cls``; any problem becomes one SpecError naming origin and field."""
+_SCHEMA_HINT = {
+    "HardwareSpec": "see `roofline schema hardware` for the format",
+    "ModelSpec": "see `roofline schema model` for the format",
+    "CalibrationProfile": "see `roofline schema profile` for the format, or write one with `roofline calibrate`",
+}
+
+
+def validate_spec(cls: type[S], data: Any, origin: str, error: type[RooflineError] = SpecError) -> S:
+    """Validate ``data`` into ``cls``; any problem becomes one ``error`` naming origin, field and the schema."""
+    hint = _SCHEMA_HINT.get(cls.__name__, f"see the {cls.__name__} documentation")
     if not isinstance(data, dict):
-        raise SpecError(
-            f"{origin}: a {cls.__name__} must be a mapping of fields (got {type(data).__name__}); "
-            f"see `roofline schema {'hardware' if cls is HardwareSpec else 'model'}` for the format"
-        )
+        raise error(f"{origin}: a {cls.__name__} must be a mapping of fields (got {type(data).__name__}); {hint}")
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
@@ -34,6 +38,10 @@ def validate_spec(cls: type[S], data: Any, origin: str) -> S:
                 msg = "unknown field (remove it or check its spelling)"
             elif err["type"] == "missing":
                 msg = "required field is missing; add it"
+            elif err["type"] == "finite_number":
+                msg = "must be a finite number (NaN and infinity are not values)"
             parts.append(f"field '{field}': {msg}")
         more = f" (and {exc.error_count() - 4} more)" if exc.error_count() > 4 else ""
-        raise SpecError(f"{origin} is not a valid {cls.__name__}: " + "; ".join(parts) + more) from None
+        raise error(f"{origin} is not a valid {cls.__name__}: " + "; ".join(parts) + more + f"; {hint}") from None
+    except RecursionError:  # a YAML anchor that contains itself
+        raise error(f"{origin} refers to itself (a recursive YAML anchor); {hint}") from None
