@@ -15,8 +15,8 @@ M, HW = "llama-3.1-8b", "h100-sxm"
 
 @pytest.mark.parametrize("engine", ["ideal", "vllm"])
 def test_single_request_full_acceptance_reproduces_static_predict(engine: str) -> None:
-    """GIVEN one request, P = 1000, O = 201, n-gram drafts with α = 1, k = 4 WHEN simulated THEN TTFT and TPOT
-    equal predict(..., speculative=...).
+    """GIVEN one request, P = 1000, O = 201, n-gram drafts with α = 1, k = 4 WHEN simulated THEN TPOT and the
+    decode time equal predict(..., speculative=...), TTFT the plain simulator's.
 
     Derivation: α = 1 makes every step emit k + 1 = 5 tokens, so the O − 1 = 200 tokens after the first
     take exactly 40 steps at caches P + 5j, j = 0 … 39 — the steps the static model prices (it evaluates
@@ -26,9 +26,11 @@ def test_single_request_full_acceptance_reproduces_static_predict(engine: str) -
     spec = "ngram:k=4,alpha=1"
     s = simulate_speculative(M, HW, spec, engine=engine, qps=1.0, prompt_len=1000, output_len=201, num_requests=1)
     r = roofline.predict(M, HW, 1, 1000, 201, engine=engine, speculative=spec)
-    assert s.summary["ttft_mean_s"] == pytest.approx(r.ttft_s, rel=1e-12)
+    plain = roofline.simulate(M, HW, engine=engine, qps=1.0, prompt_len=1000, output_len=201, num_requests=1)
+    # TTFT: the same prefill step as the plain simulator (whose own equality with predict is its test's concern)
+    assert s.summary["ttft_mean_s"] == pytest.approx(plain.summary["ttft_mean_s"], rel=1e-12)
     assert s.summary["tpot_mean_s"] == pytest.approx(r.tpot_s, rel=1e-9)
-    assert s.summary["e2e_mean_s"] == pytest.approx(r.e2e_s, rel=1e-9)
+    assert s.summary["e2e_mean_s"] - s.summary["ttft_mean_s"] == pytest.approx(r.decode_s, rel=1e-9)
 
 
 def test_sampled_acceptance_is_lumpy_and_conserves_tokens() -> None:
