@@ -3,8 +3,9 @@
 Run: ``python benchmarks/simulate_spec_disagg.py``. The workload of ``benchmarks/simulate.py`` (10,000
 Poisson requests of Llama-3.1-8B on one H100, vLLM preset, prompt lognormal(1024, CV 0.5), output
 lognormal(256, CV 0.5), 15 requests/s) with EAGLE drafting (k = 4, α = 0.8) and with n-gram drafting
-(k = 4, α = 0.6), and disaggregated on one tp-1 prefill and one tp-1 decode H100. Prints the median simulated requests/s over 3 repeats of the event loop alone and of the
-whole call. Target (issue 13): >= 5,000 simulated requests/s.
+(k = 4, α = 0.6), and disaggregated on one tp-1 prefill and one tp-1 decode H100. Prints the median
+simulated requests/s over 3 repeats of the event loop alone and of the whole call.
+Target (issue 13): >= 5,000 simulated requests/s.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ def speed_disagg(
     s = r.summary
     print(f"{pools}: {n} requests: pools + transfers {n / statistics.median(loop):,.0f} simulated req/s; whole call "
           f"{n / statistics.median(whole):,.0f} req/s (median of {repeats}); TTFT mean {s['ttft_mean_s'] * 1e3:.1f} "
-          f"ms, TPOT mean {s['tpot_mean_s'] * 1e3:.2f} ms, KV transfer mean {s['kv_transfer_mean_s'] * 1e3:.2f} ms")  # fmt: skip
+          f"ms, TPOT mean {s['tpot_mean_s'] * 1e3:.2f} ms, KV transfer mean "
+          f"{s['kv_transfer_mean_s'] * 1e3:.2f} ms")  # fmt: skip
 
 
 if __name__ == "__main__":
