@@ -149,3 +149,15 @@ def test_medusa_heads_cost_one_pass_of_k_heads() -> None:
     assert sd is not None
     plain_step = predict("llama-2-7b", "h100-sxm", 1, 512, 128).tpot_s
     assert float(np.mean(sd.draft_s)) / plain_step == pytest.approx(4 * 147.8e6 / 6.74e9, rel=0.1)
+
+
+def test_drafter_memory_is_counted() -> None:
+    """EAGLE head on Llama-3.1-8B in bf16: one layer (218.1 M params) + eh_proj (2·4096² = 33.6 M) = 251.7 M
+    params = 503.4 MB, plus that layer's KV at 1280 tokens (1280 · 4096 B = 5.2 MB); a 70B draft model
+    (141 GB of bf16 weights) cannot fit beside an 8B target on one 80 GB H100: not fits, NaN latencies."""
+    r = predict("llama-3.1-8b", "h100-sxm", 1, 1024, 256, speculative="eagle:k=2,alpha=0.8")
+    assert r.speculative is not None and r.fits
+    assert r.speculative.draft_bytes_per_gpu == pytest.approx(251.7e6 * 2 + 1280 * 4096, rel=0.01)
+    big = predict("llama-3.1-8b", "h100-sxm", 1, 1024, 256, speculative="draft:model=llama-3.1-70b,k=2,alpha=0.8")
+    assert not big.fits and big.missing_bytes > 50e9 and np.isnan(big.tpot_s)
+    assert big.summary()["spec_draft_bytes_per_gpu"] > 140e9

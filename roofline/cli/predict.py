@@ -229,6 +229,13 @@ def _no_fit_message(r: PredictionResult) -> str:
     ctx = s["prompt_len"] + s["output_len"]
     where = f"{s['model']} at batch {s['batch']}, context {ctx} on {s['hardware']} (tp={s['tp']}, {s['weight_dtype']})"
     more = f"; at most {r.max_batch} sequences of {ctx} tokens fit, try --batch {r.max_batch}" if r.max_batch else ""
+    if r.speculative is not None and bool(r.memory.fits):
+        from roofline.units import fmt_bytes
+
+        return (f"{where}: the drafter ({r.speculative.config.label()}) needs "
+                f"{fmt_bytes(r.speculative.draft_bytes_per_gpu)} per GPU but the batch leaves "
+                f"{fmt_bytes(float(r.memory.free_bytes))} of the KV budget free; use a smaller draft model, a "
+                "smaller --batch or more --tp")  # fmt: skip
     return f"{where} {no_fit_reason(r.model, r.hardware, r.scenario)}{more}"
 
 

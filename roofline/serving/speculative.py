@@ -35,6 +35,7 @@ import numpy as np
 
 from roofline.costs import step_cost
 from roofline.errors import ScenarioError
+from roofline.memory import kv_bytes_per_sequence_per_gpu
 from roofline.ops import decode_ops
 from roofline.ops.builder import _labelled_groups, build_ops
 from roofline.ops.records import Op, gemm
@@ -122,6 +123,35 @@ def draft_passes(spec: SpeculativeConfig) -> int:
     return 1 if spec.method == "medusa" else spec.k
 
 
+def draft_memory_bytes_per_gpu(
+    model: ModelSpec, sc: Scenario, spec: SpeculativeConfig, draft: ModelSpec | None, context: float
+) -> float:
+    """Per-GPU bytes the drafter adds: its weights (sharded over tp) and, for B sequences at ``context``, its KV.
+
+    draft model: all its weights + its KV cache; eagle: one target-shaped layer + eh_proj (2h²; lm_head and
+    embedding shared) + that layer's KV; mtp: ``mtp_param_count()`` + ``layers`` layers of KV; medusa: k heads
+    of h² + h + V·h weights, no KV; ngram: 0. Layer KV = the target's per-GPU KV / its attention layers.
+    """
+    b = float(np.asarray(sc.batch))
+    wb = sc.weight_dtype.bytes_per_element
+    if spec.method == "ngram":
+        return 0.0
+    if spec.method == "draft":
+        assert draft is not None
+        kv = float(kv_bytes_per_sequence_per_gpu(draft, sc, context))
+        return draft.param_count() * wb / sc.tp + b * kv
+    h = model.hidden_size
+    if spec.method == "medusa":
+        return spec.k * (h * h + h + model.vocab_size * h) * wb / sc.tp
+    attn_layers = max(1, sum(1 for layer in model.resolved_layers() if layer.has_attention))
+    layer_kv = float(kv_bytes_per_sequence_per_gpu(model, sc, context)) / attn_layers
+    if spec.method == "mtp":
+        return model.mtp_param_count() * wb / sc.tp + b * spec.layers * layer_kv
+    last = model.resolved_layers()[-1]
+    params = model.layer_params(last, model.moe.num_experts if model.moe else 0) + 2 * h * h
+    return spec.layers * params * wb / sc.tp + b * spec.layers * layer_kv
+
+
 @dataclass(frozen=True)
 class SpeculativeDecode:
     """Speculative decode phase of a static batch: per-step verify and draft seconds at each step's cache.
@@ -135,6 +165,7 @@ class SpeculativeDecode:
     draft_s: np.ndarray
     plain_decode_s: float
     output_len: float
+    draft_bytes_per_gpu: float = 0.0
 
     @property
     def tokens_per_step(self) -> float:
@@ -173,6 +204,7 @@ class SpeculativeDecode:
             "spec_method": c.method, "spec_k": c.k, "spec_tokens_per_step": self.tokens_per_step,
             "spec_verify_tokens": c.verify_tokens, "spec_verify_s": float(np.mean(self.verify_s)),
             "spec_draft_s": float(np.mean(self.draft_s)), "spec_speedup": self.speedup,
+            "spec_draft_bytes_per_gpu": self.draft_bytes_per_gpu,
         }  # fmt: skip
 
 
@@ -197,7 +229,9 @@ def speculative_decode(
         draft_s = draft_passes(spec) * np.broadcast_to(one, past.shape)
     else:
         draft_s = np.zeros_like(past)
-    return SpeculativeDecode(spec, np.broadcast_to(verify, past.shape).astype(np.float64), draft_s, plain_decode_s, o)
+    mem = draft_memory_bytes_per_gpu(model, sc, spec, draft, p + o)
+    verify_s = np.broadcast_to(verify, past.shape).astype(np.float64)
+    return SpeculativeDecode(spec, verify_s, draft_s, plain_decode_s, o, mem)
 
 
 def with_speculation(r: PredictionResult, spec: SpeculativeConfig | str) -> PredictionResult:
@@ -206,6 +240,8 @@ def with_speculation(r: PredictionResult, spec: SpeculativeConfig | str) -> Pred
     TTFT is unchanged; decode = Σ speculative steps; e2e = TTFT + decode; output tok/s =
     B·O / e2e × replicas (total and per-GPU likewise); TPOT first/last = first/last step / τ;
     ``tpot_steps_s`` holds step / τ per speculative step. Utilisation fields stay those of plain decoding.
+    The drafter's memory (:func:`draft_memory_bytes_per_gpu`) must fit in what the batch leaves free of the
+    KV budget (``memory.free_bytes``), else the result does not fit (``missing_bytes`` says by how much).
     """
     from roofline.specs.library import model as load_model
 
@@ -219,6 +255,14 @@ def with_speculation(r: PredictionResult, spec: SpeculativeConfig | str) -> Pred
     sc = r.scenario
     sd = speculative_decode(r.model, sc, r.hardware, r.profile, cfg, r.decode_s, draft)
     b, p, o = (float(np.asarray(x)) for x in (sc.batch, sc.prompt_len, sc.output_len))
+    short = sd.draft_bytes_per_gpu - float(np.asarray(r.memory.free_bytes))
+    if r.fits and short > 0:
+        nan = float("nan")
+        return dataclasses.replace(
+            r, fits=False, missing_bytes=short, speculative=sd, ttft_s=nan, tpot_s=nan, tpot_first_s=nan,
+            tpot_last_s=nan, e2e_s=nan, decode_s=nan, throughput_tok_s=nan, throughput_tok_s_per_gpu=nan,
+            total_throughput_tok_s=nan,
+        )  # fmt: skip
     if not r.fits:
         return dataclasses.replace(r, speculative=sd)
     e2e = r.ttft_s + sd.decode_s
