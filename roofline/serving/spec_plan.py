@@ -71,7 +71,7 @@ def search_k(
     """Evaluate k = 1 … k_max at every batch (``spec`` must carry alpha: a measured τ belongs to one k).
 
     ``predict_kw`` go to :func:`roofline.predict` (tp, weight_dtype, engine, …). Batches that do not fit
-    in memory are skipped.
+    in memory, and (batch, k) points whose drafter does not fit beside the batch, are skipped.
     """
     cfg = SpeculativeConfig.parse(spec) if isinstance(spec, str) else spec
     points = []
@@ -83,6 +83,8 @@ def search_k(
             r = with_speculation(plain, cfg.with_k(k))
             sd = r.speculative
             assert sd is not None
+            if not r.fits:  # the drafter's memory does not fit beside this batch
+                continue
             s = sd.summary()
             points.append(KPoint(int(b), k, sd.tokens_per_step, r.tpot_s, plain.tpot_s, sd.speedup,
                                  float(s["spec_verify_s"]), float(s["spec_draft_s"])))  # fmt: skip
