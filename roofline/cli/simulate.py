@@ -132,7 +132,7 @@ def simulate_cmd(
     }
     bar = _progress(n) if sys.stderr.isatty() and not (json or csv) else None
     if spec is not None:
-        from roofline.cli.simulate_ext import simulate_spec
+        from roofline.cli.simulate_spec import simulate_spec
 
         if pp != 1 or ep != 1 or float(prefix_share) != 0:
             raise OptionError("--spec simulates tp-only replicas without prefix sharing; drop --pp/--ep/--prefix-share")

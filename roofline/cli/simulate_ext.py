@@ -1,12 +1,11 @@
-"""``roofline simulate --spec`` and ``roofline simulate-disagg``: speculative and disaggregated serving runs.
+"""``roofline simulate-disagg`` and ``roofline plan-disagg``: disaggregated serving runs and P:D sizing.
 
 Heavy libraries are imported inside the commands.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -25,22 +24,6 @@ from roofline.cli.simulate import (
     WOpt,
     _length,
 )
-
-
-def simulate_spec(spec: str) -> Callable[..., Any]:
-    """A ``simulate``-compatible callable that runs :func:`simulate_speculative` with ``spec``."""
-    from roofline.serving.speculative_sim import simulate_speculative
-    from roofline.specs.speculative import SpeculativeConfig
-
-    cfg = SpeculativeConfig.parse(spec)
-
-    def run(model: Any, hardware: Any, **kw: Any) -> Any:
-        for k in ("pp", "ep", "prefix_share", "progress"):
-            kw.pop(k, None)
-        return simulate_speculative(model, hardware, cfg, **kw)
-
-    return run
-
 
 DisaggOpt = Annotated[
     str,
