@@ -124,7 +124,7 @@ def predict(
     Options are those of :func:`make_scenario`; ``scenario`` replaces them all. Memory and
     ``max_batch`` follow the engine (default preset ``vllm``) and do not depend on ``batch``.
     ``speculative`` (a :class:`SpeculativeConfig` or its text, e.g. ``"eagle:k=4,alpha=0.8"``)
-    decodes with draft-and-verify steps (:mod:`roofline.serving.speculative`); ``result.speculative``
+    decodes with draft-and-verify steps (:mod:`roofline.speculation.decode`); ``result.speculative``
     then holds the verify/draft split and the speedup over plain decoding.
     """
     if scenario is not None and not isinstance(scenario, Scenario):
@@ -142,7 +142,7 @@ def predict(
     r = evaluate_scenario(m, hw, sc, prof)
     if speculative is None:
         return r
-    from roofline.serving.speculative import with_speculation
+    from roofline.speculation.decode import with_speculation
 
     return with_speculation(r, speculative)
 

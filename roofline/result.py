@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from roofline.published.uncertainty import Interval
-    from roofline.serving.speculative import SpeculativeDecode
+    from roofline.speculation.decode import SpeculativeDecode
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Rich table of a :class:`~roofline.serving.speculative.SpeculativeDecode` (renders only, computes nothing)."""
+"""Rich table of a :class:`~roofline.speculation.decode.SpeculativeDecode` (renders only, computes nothing)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rich.table import Table
 from roofline.cli.render import num
 
 if TYPE_CHECKING:
-    from roofline.serving.speculative import SpeculativeDecode
+    from roofline.speculation.decode import SpeculativeDecode
 
 
 def speculative_table(sd: SpeculativeDecode) -> Table:

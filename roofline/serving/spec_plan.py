@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from roofline.prediction import predict
-from roofline.serving.speculative import with_speculation
 from roofline.specs.speculative import SpeculativeConfig
+from roofline.speculation.decode import with_speculation
 
 
 @dataclass(frozen=True)

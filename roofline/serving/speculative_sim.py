@@ -2,11 +2,12 @@
 
 Every decode row of a step is a speculative row: the target verifies V = ``verify_tokens`` query
 tokens after its ``past`` cached ones and the drafter runs its passes for the batch
-(:mod:`roofline.serving.speculative`). The step time is the compiled step model's, with
+(:mod:`roofline.speculation.decode`). The step time is the compiled step model's, with
 
-* per-token ops at M = V·d (+ prefill chunk tokens), per-sequence ops (lm_head, logits) at V·d
-  rows (+ one per chunk: every verified position needs its logits);
+* per-token ops at M = V·d, per-sequence ops (lm_head, logits) at V·d rows (every verified position
+  needs its logits), recurrent-state ops at V·d tokens of d rows;
 * attention over pairs V·Σpast + d·V(V + 1)/2 and span Σpast + V·d (no sliding window);
+* a step that also carries prefill chunks: the base model's mixed step (see ``SpecStepModel.step_time``);
 * plus the draft seconds of d rows (tabulated for d = 0 … max rows at the workload's mean context)
   and the option's per-step overhead.
 
@@ -35,12 +36,12 @@ from roofline.errors import ScenarioError
 from roofline.profile import CalibrationProfile
 from roofline.serving.engine_sim import DECODE, EngineSim, Req
 from roofline.serving.simresult import SimulationResult, build_result
-from roofline.serving.speculative import draft_passes, draft_step_ops
 from roofline.serving.steptime import DecodeStretch, StepModel
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.scenario import Scenario
 from roofline.specs.speculative import SpeculativeConfig, tokens_per_step
+from roofline.speculation.decode import draft_passes, draft_step_ops
 
 
 def chain_alpha(cfg: SpeculativeConfig) -> float:
@@ -98,26 +99,38 @@ class SpecStepModel:
         prefill_new: np.ndarray | None = None,
         prefill_past: np.ndarray | None = None,
     ) -> float:
-        """Seconds of one step; ``decode_span[a]`` = Σ past over the speculative rows."""
+        """Seconds of one step; ``decode_span[a]`` = Σ past over the speculative rows.
+
+        Verify-only steps use the decode-phase op list (as the static model prices them). A step with
+        prefill chunks is the base model's step over the chunks plus the verify rows as V-token chunks at
+        their mean past (exact for full attention: pairs and span are linear in the past), with the
+        (V − 1)·d further logits rows and the draft added (under asynchronous CPU overlap the sum is
+        taken on max(GPU, CPU): a small overestimate when the CPU side dominates).
+        """
         b, v, d = self.base, self.v, decode_rows
-        m, rows = v * d, v * d
-        pm = b.decode
-        pre_pairs = pre_span = 0.0
         if prefill_new is not None and len(prefill_new):
-            pm = b.prefill
             new = np.asarray(prefill_new, dtype=np.float64)
             past = np.asarray(prefill_past, dtype=np.float64)
-            m += int(new.sum())
-            rows += len(new)
-            pre_pairs = float((new * past + new * (new + 1) / 2).sum())
-            pre_span = float((past + new).sum())
-        if m > self.max_tokens or rows > self.max_tokens:
-            raise ValueError(f"step of {m} tokens / {rows} rows exceeds the compiled {self.max_tokens}")
-        gpu = pm.overhead_s + float(pm.token_s[m]) + float(pm.seq_s[rows])
+            if d:
+                mean_past = decode_span[0] / d
+                new = np.concatenate((np.full(d, float(v)), new))
+                past = np.concatenate((np.full(d, mean_past), past))
+            t = b.step_time(0, (0.0,) * len(self.windows), new, past)
+            gpu = t if b.async_cpu else t - b.cpu_overhead_s
+            if d:
+                rows = len(new)
+                pm = b.prefill
+                gpu += float(pm.seq_s[rows + (v - 1) * d]) - float(pm.seq_s[rows]) + float(self.draft_s[d])
+                gpu += self.extra_s
+            return b._finish(gpu)
+        m = v * d
+        if m > self.max_tokens:
+            raise ValueError(f"step of {m} tokens exceeds the compiled {self.max_tokens}")
+        pm = b.decode
+        gpu = pm.overhead_s + float(pm.token_s[m]) + float(pm.seq_s[m]) + pm.state_s(m, d, d)
         for a, term in enumerate(pm.attn):
             s = decode_span[a] if d else 0.0
-            pairs = v * s + d * v * (v + 1) / 2 + pre_pairs
-            gpu += term.time_s(m, pairs, s + v * d + pre_span)
+            gpu += term.time_s(m, v * s + d * v * (v + 1) / 2, s + v * d)
         if d:
             gpu += float(self.draft_s[d]) + self.extra_s
         return b._finish(gpu)
@@ -127,7 +140,7 @@ class SpecStepModel:
         b, v = self.base, self.v
         pm = b.decode
         const = pm.overhead_s + float(pm.token_s[v * rows]) + float(pm.seq_s[v * rows])
-        const += float(self.draft_s[rows]) + self.extra_s
+        const += pm.state_s(v * rows, rows, rows) + float(self.draft_s[rows]) + self.extra_s
         lines = []
         for a, t in enumerate(pm.attn):
             const += t.count * t.fixed_s

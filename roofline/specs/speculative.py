@@ -9,7 +9,7 @@ plus the bonus position; more for a tree). It emits τ tokens per sequence on av
   Speculative Decoding", eq. (1);
 * tree methods (EAGLE-2, Medusa, …): a measured mean accepted length τ given directly.
 
-Methods and what their draft costs (priced in :mod:`roofline.serving.speculative`):
+Methods and what their draft costs (priced in :mod:`roofline.speculation.decode`):
 
 * ``draft`` — a separate draft model (``model=NAME``), k decode steps of it;
 * ``eagle`` — an EAGLE-style head (one decoder layer of the target's shape plus the target's
