@@ -36,9 +36,10 @@ import numpy as np
 import pandas as pd
 
 from roofline.errors import RooflineError
+from roofline.memory import kv_bytes_per_sequence_per_gpu
 from roofline.prediction import predict
 from roofline.serving.disagg_sim import simulate_disagg
-from roofline.specs.disagg import DisaggConfig, Pool
+from roofline.specs.disagg import DEFAULT_LATENCY_S, DEFAULT_LINK_BYTES_PER_S, DisaggConfig, Pool
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -88,9 +89,9 @@ def static(row: pd.Series) -> tuple[float, float]:
                   engine=row.backend)  # fmt: skip
     pre = predict(row.spec, row.hardware, 1, int(row.isl), 2, tp=int(row.prefill_tp_size),
                   ep=int(row.prefill_moe_ep_size), weight_dtype=wd, engine=row.backend)  # fmt: skip
-    xfer = pre.kv_bytes_per_sequence / min(int(row.prefill_tp_size), int(row.decode_tp_size)) / 50e9 + 1e-4
-    if pre.model.attention.mla is not None:  # the latent is replicated on every GPU
-        xfer = pre.kv_bytes_per_sequence / 50e9 + 1e-4
+    per_gpu = max(float(kv_bytes_per_sequence_per_gpu(pre.model, pre.scenario, int(row.isl))),
+                  float(kv_bytes_per_sequence_per_gpu(dec.model, dec.scenario, int(row.isl))))  # fmt: skip
+    xfer = per_gpu / DEFAULT_LINK_BYTES_PER_S + DEFAULT_LATENCY_S  # as the simulator's transfer, no queueing
     return (pre.ttft_s + xfer) * 1e3, dec.tpot_s * 1e3
 
 
