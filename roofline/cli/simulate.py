@@ -74,7 +74,7 @@ SpecOpt = Annotated[
     typer.Option(
         "--spec", metavar="METHOD[:KEY=VAL,...]",
         help="Speculative decoding with acceptance sampled per request and step (grammar as `roofline predict "
-        "--spec`, e.g. eagle:k=4,alpha=0.8). Full-attention models; not with --pp/--ep/--prefix-share.",
+        "--spec`, e.g. eagle:k=4,alpha=0.8); not with --pp/--ep/--prefix-share.",
     ),
 ]  # fmt: skip
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON: config, summary, saturation.")]

@@ -6,7 +6,8 @@ tokens after its ``past`` cached ones and the drafter runs its passes for the ba
 
 * per-token ops at M = V·d, per-sequence ops (lm_head, logits) at V·d rows (every verified position
   needs its logits), recurrent-state ops at V·d tokens of d rows;
-* attention over pairs V·Σpast + d·V(V + 1)/2 and span Σpast + V·d (no sliding window);
+* attention over pairs V·Σpast + d·V(V + 1)/2 and span Σpast + V·d (full attention; under a sliding
+  window W each row's pairs Σ_{i=p+1}^{p+V} min(i, W) and span min(p + V, W + V − 1));
 * a step that also carries prefill chunks: the base model's mixed step (see ``SpecStepModel.step_time``);
 * plus the draft seconds of d rows (tabulated for d = 0 … max rows at the workload's mean context)
   and the option's per-step overhead.
@@ -33,6 +34,7 @@ import numpy as np
 
 from roofline.costs import step_cost
 from roofline.errors import ScenarioError
+from roofline.ops.attention import causal_pairs
 from roofline.profile import CalibrationProfile
 from roofline.serving.engine_sim import DECODE, EngineSim, Req
 from roofline.serving.simresult import SimulationResult, build_result
@@ -80,16 +82,11 @@ class SpecStepModel:
     """
 
     def __init__(self, base: StepModel, cfg: SpeculativeConfig, draft_s: np.ndarray, max_rows: int) -> None:
-        if base.has_window:
-            raise ScenarioError(
-                "speculative decoding in the simulator supports full-attention models only (no sliding window); "
-                "use the static model (roofline predict --spec) for this model"
-            )
         self.base, self.cfg, self.draft_s = base, cfg, draft_s
         self.v = cfg.verify_tokens
         self.max_tokens = base.max_tokens
         self.max_rows = min(max_rows, len(draft_s) - 1)
-        self.windows, self.has_window = base.windows, False
+        self.windows, self.has_window = base.windows, base.has_window
         self.extra_s = cfg.overhead_s
 
     def step_time(
@@ -99,7 +96,8 @@ class SpecStepModel:
         prefill_new: np.ndarray | None = None,
         prefill_past: np.ndarray | None = None,
     ) -> float:
-        """Seconds of one step; ``decode_span[a]`` = Σ past over the speculative rows.
+        """Seconds of one step. ``decode_span`` = (Σpairs_a …, Σspan_a …, Σpast) over the speculative rows
+        (n attention terms a; see :meth:`SpecEngineSim._spans`).
 
         Verify-only steps use the decode-phase op list (as the static model prices them). A step with
         prefill chunks is the base model's step over the chunks plus the verify rows as V-token chunks at
@@ -112,7 +110,7 @@ class SpecStepModel:
             new = np.asarray(prefill_new, dtype=np.float64)
             past = np.asarray(prefill_past, dtype=np.float64)
             if d:
-                mean_past = decode_span[0] / d
+                mean_past = decode_span[-1] / d
                 new = np.concatenate((np.full(d, float(v)), new))
                 past = np.concatenate((np.full(d, mean_past), past))
             t = b.step_time(0, (0.0,) * len(self.windows), new, past)
@@ -128,15 +126,19 @@ class SpecStepModel:
             raise ValueError(f"step of {m} tokens exceeds the compiled {self.max_tokens}")
         pm = b.decode
         gpu = pm.overhead_s + float(pm.token_s[m]) + float(pm.seq_s[m]) + pm.state_s(m, d, d)
+        n = len(pm.attn)
         for a, term in enumerate(pm.attn):
-            s = decode_span[a] if d else 0.0
-            gpu += term.time_s(m, v * s + d * v * (v + 1) / 2, s + v * d)
+            if d:
+                gpu += term.time_s(m, decode_span[a], decode_span[n + a])
+            else:
+                gpu += term.time_s(0.0, 0.0, 0.0)
         if d:
             gpu += float(self.draft_s[d]) + self.extra_s
         return b._finish(gpu)
 
     def decode_affine(self, rows: int, span0: tuple[float, ...], slope: tuple[float, ...]) -> DecodeStretch:
-        """A run of speculative-only steps whose Σpast_a = span0[a] + slope[a]·j (slope = τ·rows)."""
+        """A run of speculative-only steps whose Σpairs_a and Σspan_a grow linearly in the step j
+        (``span0``/``slope`` encoded as in :meth:`step_time`)."""
         b, v = self.base, self.v
         pm = b.decode
         const = pm.overhead_s + float(pm.token_s[v * rows]) + float(pm.seq_s[v * rows])
@@ -145,10 +147,10 @@ class SpecStepModel:
         for a, t in enumerate(pm.attn):
             const += t.count * t.fixed_s
             fc, fb = t.count * t.flops_per_pair / t.compute_flops_per_s, t.count / t.memory_bytes_per_s
-            p = fc * (v * span0[a] + rows * v * (v + 1) / 2)
-            q = fc * v * slope[a]
-            u = fb * (t.act_bytes_per_token * v * rows + t.kv_bytes_per_span * (span0[a] + v * rows))
-            w = fb * t.kv_bytes_per_span * slope[a]
+            n = len(pm.attn)
+            p, q = fc * span0[a], fc * slope[a]
+            u = fb * (t.act_bytes_per_token * v * rows + t.kv_bytes_per_span * span0[n + a])
+            w = fb * t.kv_bytes_per_span * slope[n + a]
             lines.append((p, q, u, w))
         return DecodeStretch(const, tuple(lines), b.cpu_overhead_s, b.async_cpu)
 
@@ -161,6 +163,7 @@ class SpecEngineSim(EngineSim):
 
     def __init__(self, step: SpecStepModel, *args: Any, alpha: float, k: int, seed: int = 0, **kw: Any) -> None:
         super().__init__(step, *args, **kw)  # type: ignore[arg-type]
+        self.spec_step = step
         if not self.pol.reserve_full:
             raise ScenarioError("the speculative simulator reserves full KV per request; give a reserve_full policy")
         self.alpha, self.k = alpha, k
@@ -188,9 +191,36 @@ class SpecEngineSim(EngineSim):
             total, steps = int(c[-1]), steps + n
 
     def _spans(self) -> tuple[tuple[float, ...], tuple[float, ...], int]:
-        s = self.d_sumoff + self.tau * self.d_count * self.G
-        n = len(self.step.windows)
-        return (float(s),) * n, (self.tau * self.d_count,) * n, 1 << 62
+        """((Σpairs_a …, Σspan_a …, Σpast), their growth per step, steps before a row nears a window).
+
+        A verify row with p cached tokens attends pairs(p) = Σ_{i=p+1}^{p+V} min(i, W) and span
+        min(p + V, W + V − 1): V·p + V(V + 1)/2 and p + V below the window (growing by V·τ and τ per step),
+        V·W and W + V − 1 once p ≥ W (constant). A row with W − V < p < W is neither: stretches stop
+        before a row enters that band and advance one step at a time while one is in it.
+        """
+        v, tau, d, g = self.spec_step.v, self.tau, self.d_count, self.G
+        s = self.d_sumoff + tau * d * g
+        windows = self.step.windows
+        n = len(windows)
+        pairs, span, dp, ds = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
+        lim = 1 << 62
+        past = (
+            np.fromiter((r.off + tau * g for r in self.dec.values()), np.float64, d) if self.step.has_window else None
+        )
+        for a, w in enumerate(windows):
+            if math.isinf(w) or past is None:
+                pairs[a], span[a] = v * s + d * v * (v + 1) / 2, s + v * d
+                dp[a], ds[a] = v * tau * d, tau * d
+                continue
+            pairs[a] = float(causal_pairs(past, np.full(d, float(v)), w).sum())
+            span[a] = float(np.minimum(past + v, w + v - 1).sum())
+            below = past[past + v <= w]
+            dp[a], ds[a] = v * tau * len(below), tau * len(below)
+            if np.any((past > w - v) & (past < w)):
+                lim = 1
+            elif len(below):
+                lim = min(lim, int((w - v - float(below.max())) // tau) + 1)
+        return (*pairs, *span, float(s)), (*dp, *ds, tau * d), max(lim, 1)
 
     def _progress(self, r: Req, c: int, end: float) -> None:
         was = r.state
