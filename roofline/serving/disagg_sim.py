@@ -32,7 +32,8 @@ import numpy as np
 
 from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu
-from roofline.serving.engine_sim import EngineSim, Req
+from roofline.serving.engine_sim import EngineSim
+from roofline.serving.lifecycle import Req
 from roofline.serving.metrics import GapHistogram, hist_stats, stats
 from roofline.specs.disagg import DEFAULT_LINK_BYTES_PER_S, DisaggConfig
 
