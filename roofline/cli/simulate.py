@@ -14,8 +14,16 @@ import typer
 from roofline.cli.options import OptionError, console, dumps, parse_count_opt, parse_engine_set, parse_float_opt
 from roofline.cli.predict import Calibration, Ep, HardwareArg, ModelArg, Pp, Tp
 from roofline.errors import InfeasibleError
+from roofline.units import fmt_seconds
 
 LENGTH_HELP = "a count (1024, 2k), uniform:LOW:HIGH, normal:MEAN:STD, lognormal:MEAN:CV or file:PATH."
+
+
+#: Simulated figures whose interval --json reports.
+INTERVAL_FIGURES = (
+    "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_mean_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s",
+    "e2e_mean_s", "e2e_p50_s", "e2e_p90_s", "e2e_p99_s", "request_throughput_rps", "output_throughput_tok_s",
+)  # fmt: skip
 
 
 def _length(text: str, option: str) -> Any:
@@ -109,6 +117,9 @@ def simulate_cmd(
     json: JsonOpt = False,
     csv: CsvOpt = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")] = False,
+    replicas: Annotated[
+        int, typer.Option("--replicas", metavar="N", help="Seeded replicas whose spread widens the intervals.")
+    ] = 1,
 ) -> None:
     """Simulate continuous batching under load: TTFT/TPOT/ITL/E2E percentiles, throughput, KV use.
 
@@ -143,7 +154,7 @@ def simulate_cmd(
             output_len=_length(output, "--output"), num_requests=n, seed=seed, arrival=arrival,
             arrival_cv=parse_float_opt(arrival_cv, "--arrival-cv"), prefix_share=_fraction(prefix_share),
             engine_overrides=parse_engine_set(engine_set), weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-            calibration=calibration, progress=None if bar is None else bar[1], **kw,
+            calibration=calibration, progress=None if bar is None else bar[1], replicas=replicas, **kw,
         )  # fmt: skip
     finally:
         if bar is not None:
@@ -156,7 +167,9 @@ def simulate_cmd(
         s.plot(str(plot_target.path))
     if json:
         cfg = {k: (v if k != "policy" else v.name) for k, v in s.config.items()}
-        typer.echo(dumps({"config": cfg, "summary": s.summary, "saturated": s.saturated}))
+        cfg.pop("replica_summaries", None)
+        ivs = {k: list(s.interval(k)) for k in INTERVAL_FIGURES if k in s.summary}
+        typer.echo(dumps({"config": cfg, "summary": s.summary, "intervals_80": ivs, "saturated": s.saturated}))
     elif csv:
         import pandas as pd
 
@@ -167,6 +180,13 @@ def simulate_cmd(
         con = console()
         con.print(simulation_header(s))
         con.print(simulation_table(s))
+        text = "; ".join(
+            f"{k.removesuffix('_s').replace('_', ' ')} {fmt_seconds(lo)}–{fmt_seconds(hi)}"
+            for k in ("ttft_p99_s", "tpot_mean_s", "e2e_p50_s")
+            for lo, hi in [s.interval(k)]
+        )
+        reps = f" and the spread over {replicas} seeded replicas" if replicas > 1 else ""
+        con.print(f"80 % intervals (model error on public rows held out by source{reps}): {text}")
     if s.saturated:
         raise InfeasibleError(s.saturated)
 

@@ -19,6 +19,10 @@ def simulate_spec(spec: str) -> Callable[..., Any]:
     def run(model: Any, hardware: Any, **kw: Any) -> Any:
         for k in ("pp", "ep", "prefix_share", "progress"):
             kw.pop(k, None)
+        if kw.pop("replicas", 1) != 1:
+            from roofline.cli.options import OptionError
+
+            raise OptionError("--replicas is not available with --spec yet; drop one of them")
         return simulate_speculative(model, hardware, cfg, **kw)
 
     return run

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.errors import ScenarioError
 from roofline.serving.engine_sim import EngineSim
 from roofline.serving.metrics import hist_stats, stats
 from roofline.serving.runstats import TIMELINE_COLUMNS
@@ -27,6 +28,10 @@ SUMMARY_KEYS = (
     "request_throughput_rps", "output_throughput_tok_s", "total_throughput_tok_s", "mean_batch",
     "mean_kv_utilization", "preemptions",
 )  # fmt: skip
+
+
+#: Which static headline figure's error stands in for a simulated figure (by its first word).
+_FIGURE_OF = {"ttft": "ttft_s", "tpot": "tpot_s", "itl": "tpot_s", "e2e": "e2e_s"}
 
 
 @dataclass
@@ -51,6 +56,25 @@ class SimulationResult:
             f"TPOT mean {s['tpot_mean_s'] * 1e3:.2f} ms, {s['request_throughput_rps']:.2f} req/s"
         )
         return head + (f"; {self.saturated}" if self.saturated else "") + ")"
+
+    def interval(self, name: str, level: float = 0.8) -> tuple[float, float]:
+        """(low, high) of summary figure ``name`` (e.g. ``"ttft_p99_s"``) at ``level``.
+
+        Two independent parts, combined in log space (:func:`roofline.published.uncertainty.figure_interval`):
+        the cost model's error on public rows held out by source — TTFT figures in the prefill regime,
+        TPOT/ITL in decode, E2E and throughputs in the throughput regime (no public row measures a serving
+        percentile, so the static regimes stand in for it) — and the workload randomness: the log-spread of
+        the figure over the seeded replicas of ``simulate(..., replicas=N)`` (none with one run).
+        """
+        from roofline.published.uncertainty import figure_interval, replica_sigma_log
+
+        if name not in self.summary:
+            raise ScenarioError(f"no simulated figure '{name}'; intervals exist for {', '.join(self.summary)}")
+        figure = _FIGURE_OF.get(name.split("_")[0], "throughput_tok_s")
+        reps = [float(s[name]) for s in self.config.get("replica_summaries", []) if float(s[name]) > 0]
+        extra = replica_sigma_log(reps) if len(reps) >= 2 else 0.0
+        iv = figure_interval(figure, float(self.summary[name]), level=level, extra_sigma_log=extra)
+        return iv.low, iv.high
 
     def plot(self, path: str | None = None) -> Any:
         """Latency CDFs (TTFT, TPOT, E2E) and the running/waiting/KV time series; saved to ``path`` if given."""

@@ -73,6 +73,7 @@ def simulate(
     calibration: ProfileArg = None,
     trace_block_tokens: int = 512,
     progress: Callable[[int, int], None] | None = None,
+    replicas: int = 1,
 ) -> SimulationResult:
     """Simulate serving ``num_requests`` requests (see the module docstring); deterministic given ``seed``.
 
@@ -80,6 +81,17 @@ def simulate(
     is fp16). ``engine_overrides`` takes EngineConfig fields and scheduler settings
     (``prefix_caching``, ``async_scheduling``, ``mixed_chunk``) under their engine option names.
     """
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 64:
+        raise ScenarioError(f"replicas must be a whole number from 1 to 64 (got {replicas!r})")
+    if replicas > 1:  # seeded replicas for the workload-randomness part of the intervals; compiled model reused
+        kw = dict(qps=qps, concurrency=concurrency, trace=trace, prompt_len=prompt_len, output_len=output_len,
+                  num_requests=num_requests, arrival=arrival, arrival_cv=arrival_cv, prefix_share=prefix_share,
+                  engine_overrides=engine_overrides, weight_dtype=weight_dtype, kv_dtype=kv_dtype, pp=pp, ep=ep,
+                  calibration=calibration, trace_block_tokens=trace_block_tokens)  # fmt: skip
+        first = simulate(model, hardware, engine, tp, seed=seed, progress=progress, **kw)
+        others = [simulate(model, hardware, engine, tp, seed=seed + i, **kw).summary for i in range(1, replicas)]
+        first.config["replica_summaries"] = [first.summary, *others]
+        return first
     modes = [x is not None for x in (qps, concurrency, trace)]
     if sum(modes) != 1:
         raise ScenarioError("give exactly one of qps= (open loop), concurrency= (closed loop) or trace= (replay)")
