@@ -32,6 +32,7 @@ _LAZY = {
     "default_profile": "roofline.profile",
     "datasheet_profile": "roofline.profile",
     "plan": "roofline.serving.planner",
+    "simulate": "roofline.serving.simulate",
 }
 
 __all__ = [*sorted(_LAZY), "__version__"]

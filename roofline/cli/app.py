@@ -121,12 +121,14 @@ def _register() -> None:
     from roofline.cli.plan import plan_cmd
     from roofline.cli.predict import compare_cmd, predict_cmd, sweep_cmd
     from roofline.cli.report import report_command
+    from roofline.cli.simulate import simulate_cmd
     from roofline.cli.validation import accuracy_command, validate_command
 
     app.command("predict", no_args_is_help=True)(predict_cmd)
     app.command("sweep", no_args_is_help=True)(sweep_cmd)
     app.command("compare", no_args_is_help=True)(compare_cmd)
     app.command("plan", no_args_is_help=True)(plan_cmd)
+    app.command("simulate", no_args_is_help=True)(simulate_cmd)
     app.add_typer(hardware_app, name="hardware")
     app.add_typer(model_app, name="model")
     app.command("schema", no_args_is_help=True)(schema_cmd)

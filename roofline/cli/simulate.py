@@ -1,0 +1,175 @@
+"""``roofline simulate``: serve a request stream on one engine replica (wraps :func:`roofline.simulate`).
+
+Heavy libraries are imported inside the command.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from roofline.cli.options import OptionError, console, dumps, parse_count_opt, parse_engine_set, parse_float_opt
+from roofline.cli.predict import Calibration, Ep, HardwareArg, ModelArg, Pp, Tp
+from roofline.errors import InfeasibleError
+
+LENGTH_HELP = "a count (1024, 2k), uniform:LOW:HIGH, normal:MEAN:STD, lognormal:MEAN:CV or file:PATH."
+
+
+def _length(text: str, option: str) -> Any:
+    return text if ":" in text else parse_count_opt(text, option)
+
+
+EngineOpt = Annotated[str, typer.Option("--engine", "-e", metavar="NAME", help="Engine: vllm, sglang, trtllm, ideal.")]
+EngineSetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--engine-set", metavar="NAME=VALUE",
+        help="Override an engine setting (repeatable): e.g. max_num_batched_tokens=2048, gpu_memory_utilization="
+        "0.85, prefix_caching=false, async_scheduling=true, enable_mixed_chunk=true, step_overhead_s=0.002.",
+    ),
+]  # fmt: skip
+QpsOpt = Annotated[str | None, typer.Option("--qps", metavar="RATE", help="Open loop: requests per second.")]
+ConcOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--concurrency", metavar="N", help="Closed loop: N clients, each sends when its previous request finishes."
+    ),
+]
+TraceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--trace", metavar="FILE",
+        help="Replay a JSONL trace (arrival_s, prompt_tokens, output_tokens; Mooncake/aiperf names accepted).",
+    ),
+]  # fmt: skip
+ArrivalOpt = Annotated[str, typer.Option("--arrival", help="Open-loop process: poisson, gamma, constant.")]
+CvOpt = Annotated[str, typer.Option("--arrival-cv", metavar="CV", help="Gamma arrivals: CV of the gaps.")]
+PromptOpt = Annotated[str, typer.Option("--prompt", "-p", metavar="LEN", help="Prompt tokens: " + LENGTH_HELP)]
+OutputOpt = Annotated[str, typer.Option("--output", "-n", metavar="LEN", help="Output tokens: " + LENGTH_HELP)]
+NumOpt = Annotated[str, typer.Option("--num-requests", "-N", metavar="N", help="Requests to send.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (runs are deterministic given it).")]
+ShareOpt = Annotated[
+    str,
+    typer.Option(
+        "--prefix-share", metavar="FRACTION",
+        help="Share of the mean prompt that is one system prompt common to all requests (prefix caching).",
+    ),
+]  # fmt: skip
+WOpt = Annotated[str | None, typer.Option("--weight-dtype", "-w", help="Weight format (default: the checkpoint's).")]
+KvOpt = Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache format (default: bf16).")]
+ReqOut = Annotated[
+    Path | None, typer.Option("--requests-out", metavar="FILE", help="Write per-request records (.csv/.json).")
+]
+TlOut = Annotated[
+    Path | None, typer.Option("--timeline-out", metavar="FILE", help="Write the per-event timeline (.csv/.json).")
+]
+PlotOpt = Annotated[
+    Path | None, typer.Option("--plot", metavar="FILE", help="Save latency CDFs and queue/KV time series (PNG).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON: config, summary, saturation.")]
+CsvOpt = Annotated[bool, typer.Option("--csv", help="Print the summary as one CSV row.")]
+
+
+def simulate_cmd(
+    model: ModelArg,
+    hardware: HardwareArg,
+    engine: EngineOpt = "vllm",
+    engine_set: EngineSetOpt = None,
+    tp: Tp = 1,
+    pp: Pp = 1,
+    ep: Ep = 1,
+    qps: QpsOpt = None,
+    concurrency: ConcOpt = None,
+    trace: TraceOpt = None,
+    arrival: ArrivalOpt = "poisson",
+    arrival_cv: CvOpt = "1",
+    prompt: PromptOpt = "1024",
+    output: OutputOpt = "256",
+    num_requests: NumOpt = "2000",
+    seed: SeedOpt = 0,
+    prefix_share: ShareOpt = "0",
+    weight_dtype: WOpt = None,
+    kv_dtype: KvOpt = None,
+    calibration: Calibration = None,
+    requests_out: ReqOut = None,
+    timeline_out: TlOut = None,
+    plot: PlotOpt = None,
+    json: JsonOpt = False,
+    csv: CsvOpt = False,
+) -> None:
+    """Simulate continuous batching under load: TTFT/TPOT/ITL/E2E percentiles, throughput, KV use.
+
+    Exactly one of --qps, --concurrency or --trace. Exit code 1 (after the results) when the offered
+    load saturates the engine: the queue grows without bound; the message gives the sustainable rate.
+    """
+    from roofline.cli.options import write_frame
+    from roofline.serving.simulate import simulate
+
+    if json and csv:
+        raise OptionError("--json and --csv are exclusive; pick one")
+    n = parse_count_opt(num_requests, "--num-requests")
+    kw: dict[str, Any] = {
+        "qps": None if qps is None else parse_float_opt(qps, "--qps"),
+        "concurrency": None if concurrency is None else parse_count_opt(concurrency, "--concurrency"),
+        "trace": trace,
+    }
+    bar = _progress(n) if sys.stderr.isatty() and not (json or csv) else None
+    try:
+        s = simulate(
+            model, hardware, engine=engine, tp=tp, pp=pp, ep=ep, prompt_len=_length(prompt, "--prompt"),
+            output_len=_length(output, "--output"), num_requests=n, seed=seed, arrival=arrival,
+            arrival_cv=parse_float_opt(arrival_cv, "--arrival-cv"), prefix_share=_fraction(prefix_share),
+            engine_overrides=parse_engine_set(engine_set), weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+            calibration=calibration, progress=None if bar is None else bar[1], **kw,
+        )  # fmt: skip
+    finally:
+        if bar is not None:
+            bar[0].stop()
+    if requests_out is not None:
+        write_frame(s.requests, requests_out, None)
+    if timeline_out is not None:
+        write_frame(s.timeline, timeline_out, None)
+    if plot is not None:
+        s.plot(str(plot))
+    if json:
+        cfg = {k: (v if k != "policy" else v.name) for k, v in s.config.items()}
+        typer.echo(dumps({"config": cfg, "summary": s.summary, "saturated": s.saturated}))
+    elif csv:
+        import pandas as pd
+
+        write_frame(pd.DataFrame([{"label": s.config["label"], **s.summary}]), None, "csv")
+    else:
+        from roofline.cli.render_sim import simulation_header, simulation_table
+
+        con = console()
+        con.print(simulation_header(s))
+        con.print(simulation_table(s))
+    if s.saturated:
+        raise InfeasibleError(s.saturated)
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise OptionError(f"--prefix-share: cannot read {text!r} as a fraction between 0 and 1") from None
+    if not 0 <= v <= 1:
+        raise OptionError(f"--prefix-share must be between 0 and 1, got {text}")
+    return v
+
+
+def _progress(total: int) -> tuple[Any, Any] | None:
+    """A rich progress bar on stderr for long runs, and its update callback."""
+    if total < 20_000:
+        return None
+    from rich.progress import Progress
+
+    from roofline.cli.options import console as make_console
+
+    bar = Progress(console=make_console(stderr=True), transient=True)
+    task = bar.add_task("simulating", total=total)
+    bar.start()
+    return bar, lambda done, _n: bar.update(task, completed=done)

@@ -1,0 +1,469 @@
+"""The event-driven engine simulation: continuous batching, paged KV, preemption, prefix caching.
+
+Time advances by *events* (an arrival the scheduler can act on, a prefill chunk, a completion,
+the KV pool running out, a decode row reaching a sliding window). Between events every step is
+decode-only with a fixed set of rows whose contexts all grow by one per step, so a whole
+stretch of k steps is summed in closed form (:class:`~roofline.serving.steptime.DecodeStretch`):
+the cost of a run grows with events, not tokens.
+
+Decode rows are kept in aggregate on a global decode clock G (the number of decode steps run):
+a row that joins with context c at clock g has context off + G with off = c − g, so
+Σ contexts = Σ off + |D|·G; it finishes when G reaches g + remaining tokens (a heap); it needs a
+new KV block at the step where (off + G) mod bs = 1 mod bs, so the blocks needed by k steps
+follow from a count of rows per residue off mod bs.
+
+Token and block accounting (checked by the tests): a request of P prompt and O output tokens
+emits O tokens; its prefill writes P tokens (P + g when recomputed after a preemption with g
+tokens generated) and each decode step one; it holds ceil(tokens in cache / bs) blocks.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from array import array
+from collections import deque
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+
+from roofline.errors import ScenarioError
+from roofline.serving.kvpool import BlockPool
+from roofline.serving.metrics import GapHistogram
+from roofline.serving.policy import Policy
+from roofline.serving.runstats import RunStats
+from roofline.serving.steptime import StepModel
+
+WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
+
+
+class Req:
+    """Mutable state of one request (times in seconds, counts in tokens)."""
+
+    __slots__ = ("admitted", "blocks", "cached", "computed", "entry", "finish", "first", "gen", "gfin",
+                 "hashes", "last_tok", "named", "off", "output", "preempt", "prompt", "rid", "seq", "state",
+                 "target")  # fmt: skip
+
+    def __init__(self, rid: int, prompt: int, output: int, entry: float, hashes: Sequence[Hashable]) -> None:
+        self.rid, self.prompt, self.output, self.entry, self.hashes = rid, prompt, output, entry, hashes
+        self.gen = self.computed = self.blocks = self.preempt = self.cached = self.seq = self.off = self.gfin = 0
+        self.target = prompt
+        self.named: list[Hashable] = []
+        self.state = WAITING
+        self.first = self.finish = self.last_tok = math.nan
+        self.admitted = False
+
+
+class EngineSim(RunStats):
+    """One engine replica serving a request stream (see the module docstring)."""
+
+    def __init__(
+        self,
+        step: StepModel,
+        policy: Policy,
+        *,
+        block_tokens: int,
+        total_blocks: int,
+        max_tokens: int,
+        max_seqs: int,
+        chunked: bool,
+        max_partial: int,
+        prompt: np.ndarray,
+        output: np.ndarray,
+        hashes: list[tuple[Hashable, ...]] | None,
+        send_s: np.ndarray | None,
+        concurrency: int | None,
+        request_overhead_s: float = 0.0,
+        saturation_queue: int = 2000,
+        timeline_rows: int = 200_000,
+    ) -> None:
+        self.step, self.pol = step, policy
+        self.bs, self.max_tokens, self.max_seqs = block_tokens, max_tokens, min(max_seqs, max_tokens)
+        self.chunked, self.max_partial = chunked, max_partial
+        self.pool = BlockPool(total_blocks)
+        self.prompt, self.output, self.hashes = prompt, output, hashes
+        self.n = len(prompt)
+        self.req_overhead = request_overhead_s
+        self.closed = concurrency is not None
+        self.send: list[float] = list(send_s) if send_s is not None else [0.0] * min(concurrency or 0, self.n)
+        self.arrived = 0
+        self.rec_first, self.rec_finish = array("d", [math.nan]) * self.n, array("d", [math.nan]) * self.n
+        self.rec_cached, self.rec_preempt = array("q", [0]) * self.n, array("q", [0]) * self.n
+        self.generated = 0
+        self.waiting: deque[Req] = deque()
+        self.running: list[Req] = []
+        self.prefilling: list[Req] = []
+        self.heap: list[tuple[int, int, Req]] = []
+        self.d_count = self.d_sumoff = self.G = self.seq = 0
+        self.cnt = [0] * self.bs
+        self.dec: dict[int, Req] = {}
+        self.keys: dict[float, int] = {}
+        self.dec_time = 0.0
+        self.hist = GapHistogram()
+        self.preemptions = self.completed = 0
+        self.decode_tokens = self.prefill_tokens = self.prefill_completions = 0
+        self._init_stats(saturation_queue, timeline_rows, float(np.mean(output)))
+        self.now = 0.0
+
+    # ---- arrivals -------------------------------------------------------------------------
+    def _admit_arrivals(self, now: float) -> None:
+        send = self.send
+        while self.arrived < len(send) and send[self.arrived] + self.req_overhead <= now:
+            i = self.arrived
+            h = self.hashes[i] if self.hashes is not None and self.pol.prefix_caching else ()
+            r = Req(i, int(self.prompt[i]), int(self.output[i]), send[i] + self.req_overhead, h)
+            self.arrived += 1
+            self.waiting.append(r)
+            if self.arrived == self.n and not self.closed:
+                self.last_send = (now, len(self.waiting), self._work())
+
+    def _next_entry(self) -> float:
+        i = self.arrived
+        return self.send[i] + self.req_overhead if i < len(self.send) else math.inf
+
+    # ---- main loop ------------------------------------------------------------------------
+    def run(self, progress: object | None = None) -> None:
+        """Simulate until every request finished (or saturation is detected)."""
+        now = 0.0
+        tick = max(self.n // 100, 1)
+        last = 0
+        while True:
+            self._admit_arrivals(now)
+            if not self.running and not self.waiting:
+                nxt = self._next_entry()
+                if nxt == math.inf:
+                    break
+                now = nxt
+                continue
+            if self.prefilling or (self.waiting and not self._blocked()):
+                now = self._general(now)
+            else:
+                k = self._stretch_limit()
+                now = self._stretch(now, k) if k > 0 else self._general(now)
+            if progress is not None and self.completed - last >= tick:
+                last = self.completed
+                progress(self.completed)  # type: ignore[operator]
+            if not self.closed:
+                if len(self.waiting) <= self.sat_queue // 2:
+                    self.sat_mark = None
+                elif self._saturation(now):
+                    break
+        self.final_check()
+        self.now = now
+
+    # ---- admission checks ---------------------------------------------------------------------
+    def _dec_need(self, g: int) -> int:
+        """Blocks the decode rows need to run the step at clock g."""
+        if self.pol.reserve_full or not self.d_count:
+            return 0
+        return self.cnt[(1 - g) % self.bs]
+
+    def _head_cost(self, r: Req, budget: int) -> tuple[int, int, int, int] | None:
+        """(cache-hit blocks, of those in the LRU, chunk tokens, fresh blocks) to admit r, or None."""
+        bs = self.bs
+        if r.hashes:
+            h, hl = self.pool.lookup(r.hashes, (r.target - 1) // bs)
+        else:
+            h = hl = 0
+        new = r.target - h * bs
+        if not self.chunked and new > budget:
+            return None
+        c = new if new < budget else budget
+        if c < new and len(self.prefilling) >= self.max_partial:
+            return None
+        fresh = -(-(r.prompt + r.output) // bs) - h if self.pol.reserve_full else -(-(h * bs + c) // bs) - h
+        return h, hl, c, fresh
+
+    def _blocked(self) -> bool:
+        """True when the head of the queue cannot be admitted at the next step (nor later without a completion)."""
+        if len(self.running) >= self.max_seqs:
+            return True
+        budget = self.max_tokens if self.pol.prefill_first else self.max_tokens - self.d_count
+        if budget <= 0:
+            return True
+        cost = self._head_cost(self.waiting[0], budget)
+        if cost is None:
+            return True
+        free = self.pool.free - (0 if self.pol.prefill_first else self._dec_need(self.G))
+        return cost[3] + cost[1] > free
+
+    # ---- decode stretches -------------------------------------------------------------------
+    def _top_gfin(self) -> int:
+        heap = self.heap
+        while heap and (heap[0][2].state != DECODE or heap[0][2].seq != heap[0][1]):
+            heapq.heappop(heap)
+        return heap[0][0]
+
+    def _kv_steps(self, k: int) -> int:
+        """Largest k' ≤ k such that decode steps G … G + k' − 1 find their new blocks free."""
+        if self.pol.reserve_full:
+            return k
+        d, bs, free, cnt, g = self.d_count, self.bs, self.pool.free, self.cnt, self.G
+        if free >= d * (k // bs + 1):
+            return k
+        k0 = (free // d) * bs
+        rem = free - (free // d) * d
+        j = 0
+        while j < bs and rem >= cnt[(1 - g - j) % bs]:
+            rem -= cnt[(1 - g - j) % bs]
+            j += 1
+        return min(k, k0 + j)
+
+    def _blocks_for(self, k: int) -> int:
+        """New blocks decode steps G … G + k − 1 take."""
+        if self.pol.reserve_full:
+            return 0
+        d, bs, cnt, g = self.d_count, self.bs, self.cnt, self.G
+        return (k // bs) * d + sum(cnt[(1 - g - j) % bs] for j in range(k % bs))
+
+    def _spans(self) -> tuple[tuple[float, ...], tuple[float, ...], int]:
+        """(Σ min(L, W_a) at clock G, rows still below W_a, steps until one reaches W_a) per attention term."""
+        g = self.G
+        if not self.step.has_window:
+            s = float(self.d_sumoff + self.d_count * g)
+            return (s,) * len(self.step.windows), (float(self.d_count),) * len(self.step.windows), 1 << 62
+        span, slope, lim = [], [], 1 << 62
+        ctx = [r.off + g for r in self.dec.values()]
+        for w in self.step.windows:
+            if math.isinf(w):
+                span.append(float(sum(ctx)))
+                slope.append(float(len(ctx)))
+                continue
+            below = [c for c in ctx if c < w]
+            span.append(float(sum(below) + w * (len(ctx) - len(below))))
+            slope.append(float(len(below)))
+            if below:
+                lim = min(lim, int(w - max(below)) + 1)
+        return tuple(span), tuple(slope), lim
+
+    def _stretch_limit(self) -> int:
+        """Decode-only steps that may run before the next event (0: take a general step)."""
+        if not self.d_count:
+            return 0
+        k = self._top_gfin() - self.G
+        return self._kv_steps(k)
+
+    def _stretch(self, now: float, k: int) -> float:
+        span, slope, lim = self._spans()
+        k = min(k, lim)
+        st = self.step.decode_affine(self.d_count, span, slope)
+        if not self.waiting:
+            nxt = self._next_entry()
+            if nxt < math.inf:
+                k = st.steps_until(nxt - now, k)
+        total = st.total(k)
+        d, d0 = self.d_count, st.step(0)
+        used0 = self.pool.used
+        self.pool.allocate(self._blocks_for(k))
+        end = now + total
+        for key, c in self.keys.items():
+            self.hist.add(now + d0 - key, c)
+        if k > 1:
+            self.hist.add_range(st.step(1), st.step(k - 1), d * (k - 1), d * (total - d0))
+        self.keys = {end: d}
+        self.dec_time = end
+        self.G += k
+        self.decode_tokens += d * k
+        self._account(end, total, d, 0, k, used0)
+        self._finish_decodes(end)
+        return end
+
+    # ---- one general step -------------------------------------------------------------------
+    def _general(self, now: float) -> float:
+        pol = self.pol
+        prefill_mode = False
+        if pol.prefill_first:
+            prefill_mode = bool(self.prefilling) or bool(self.waiting and self._can_prefill())
+        with_decodes = not prefill_mode or pol.mixed_chunk
+        chunks, need, left, preempted = self._plan_running(with_decodes)
+        self.pool.allocate(need)
+        for r, c in chunks:
+            if not pol.reserve_full:
+                r.blocks = -(-(r.computed + c) // self.bs)
+        if not preempted and (prefill_mode or not pol.prefill_first):
+            left = self._admit_waiting(chunks, left)
+        d = self.d_count if with_decodes else 0
+        if not chunks and not d:
+            raise ScenarioError(
+                "the engine cannot schedule any request: the head of the queue needs more KV blocks or tokens than "
+                "the engine has even when idle; raise gpu_memory_utilization / max_num_batched_tokens or shorten it"
+            )
+        span = self._spans()[0] if d else (0.0,) * len(self.step.windows)
+        if chunks:
+            new = np.fromiter((c for _, c in chunks), np.float64, len(chunks))
+            past = np.fromiter((r.computed for r, _ in chunks), np.float64, len(chunks))
+            dt = self.step.step_time(d, span, new, past)
+        else:
+            dt = self.step.step_time(d, span)
+        end = now + dt
+        used0 = self.pool.used - need
+        if d:
+            self.G += 1
+            self.decode_tokens += d
+            for key, c in self.keys.items():
+                self.hist.add(end - key, c)
+            self.keys = {end: d}
+            self.dec_time = end
+        for r, c in chunks:
+            self._progress(r, c, end)
+        self._account(end, dt, d + len(chunks), sum(c for _, c in chunks), 1, used0)
+        if d:
+            self._finish_decodes(end)
+        return end
+
+    def _can_prefill(self) -> bool:
+        if len(self.running) >= self.max_seqs:
+            return False
+        cost = self._head_cost(self.waiting[0], self.max_tokens)
+        return cost is not None and cost[3] + cost[1] <= self.pool.free
+
+    def _plan_running(self, with_decodes: bool) -> tuple[list[tuple[Req, int]], int, int, bool]:
+        """Chunks of running prefills and the blocks the step needs, preempting the newest on a shortage."""
+        preempted = False
+        bs = self.bs
+        while True:
+            need = self._dec_need(self.G) if with_decodes else 0
+            left = self.max_tokens - (self.d_count if with_decodes else 0)
+            chunks = []
+            for r in self.prefilling:
+                if left <= 0:
+                    break
+                c = min(r.target - r.computed, left)
+                if not self.pol.reserve_full:
+                    need += -(-(r.computed + c) // bs) - r.blocks
+                chunks.append((r, c))
+                left -= c
+            if need <= self.pool.free or not self.running:
+                return chunks, need, left, preempted
+            self._preempt(self.running[-1])
+            preempted = True
+
+    def _admit_waiting(self, chunks: list[tuple[Req, int]], left: int) -> int:
+        pool, bs, waiting = self.pool, self.bs, self.waiting
+        while waiting and left > 0 and len(self.running) < self.max_seqs:
+            r = waiting[0]
+            cost = self._head_cost(r, left)
+            if cost is None:
+                break
+            h, hl, c, fresh = cost
+            if fresh + hl > pool.free:
+                break
+            waiting.popleft()
+            hits = r.hashes[:h]
+            pool.acquire(hits)
+            pool.allocate(fresh)
+            r.named = list(hits)
+            r.blocks = h + fresh
+            r.computed = h * bs
+            if not r.admitted:
+                r.cached = h * bs
+                r.admitted = True
+            r.state = PREFILL
+            self.seq += 1
+            r.seq = self.seq
+            self.running.append(r)
+            self.prefilling.append(r)
+            chunks.append((r, c))
+            left -= c
+        return left
+
+    # ---- state changes ----------------------------------------------------------------------
+    def _progress(self, r: Req, c: int, end: float) -> None:
+        """A prefill chunk of c tokens finished at ``end``: name its full blocks; emit a token when complete."""
+        before = r.computed
+        r.computed += c
+        self.prefill_tokens += c
+        if r.hashes and r.computed // self.bs > before // self.bs:
+            for b in range(max(before // self.bs, len(r.named)), min(r.computed // self.bs, len(r.hashes))):
+                if len(r.named) == b and self.pool.register(r.hashes[b]):
+                    r.named.append(r.hashes[b])
+        if r.computed < r.target:
+            return
+        self.prefilling.remove(r)
+        self.prefill_completions += 1
+        r.gen += 1
+        if r.gen == 1:
+            r.first = end
+        else:
+            self.hist.add(end - r.last_tok, 1)
+        r.last_tok = end
+        if r.gen >= r.output:
+            self._release(r)
+            self._done(r, end)
+            return
+        r.state = DECODE
+        r.off = r.target + 1 - self.G
+        self.d_count += 1
+        self.d_sumoff += r.off
+        self.cnt[r.off % self.bs] += 1
+        self.dec[r.rid] = r
+        r.gfin = self.G + r.output - r.gen
+        heapq.heappush(self.heap, (r.gfin, r.seq, r))
+        self.keys[end] = self.keys.get(end, 0) + 1
+
+    def _leave_decode(self, r: Req) -> None:
+        """Remove a decode row from the aggregate (its generated count and last token time restored)."""
+        self.d_count -= 1
+        self.d_sumoff -= r.off
+        self.cnt[r.off % self.bs] -= 1
+        del self.dec[r.rid]
+        key = r.last_tok if r.last_tok > self.dec_time else self.dec_time
+        c = self.keys[key] - 1
+        if c:
+            self.keys[key] = c
+        else:
+            del self.keys[key]
+        r.last_tok = key
+        r.gen = r.output - (r.gfin - self.G)
+        r.computed = r.off + self.G - 1
+        if not self.pol.reserve_full:
+            r.blocks = -(-r.computed // self.bs)
+
+    def _finish_decodes(self, end: float) -> None:
+        heap, g = self.heap, self.G
+        while heap:
+            gfin, seq, r = heap[0]
+            if r.state != DECODE or r.seq != seq:
+                heapq.heappop(heap)
+                continue
+            if gfin > g:
+                break
+            heapq.heappop(heap)
+            self._leave_decode(r)
+            self._release(r)
+            self._done(r, end)
+
+    def _release(self, r: Req) -> None:
+        self.pool.release(r.blocks - len(r.named), r.named)
+        r.named = []
+        r.blocks = 0
+        self.running.remove(r)
+
+    def _done(self, r: Req, end: float) -> None:
+        r.state = DONE
+        r.finish = end
+        self.completed += 1
+        i = r.rid
+        self.rec_first[i], self.rec_finish[i], self.rec_cached[i], self.rec_preempt[i] = (
+            r.first,
+            end,
+            r.cached,
+            r.preempt,
+        )
+        self.generated += r.gen
+        if self.closed and len(self.send) < self.n:
+            self.send.append(end)
+
+    def _preempt(self, r: Req) -> None:
+        """Free all of r's blocks and put it first in the queue; it recomputes prompt + generated tokens."""
+        if r.state == DECODE:
+            self._leave_decode(r)
+        else:
+            self.prefilling.remove(r)
+        self._release(r)
+        r.state = WAITING
+        r.target = r.prompt + r.gen
+        r.computed = 0
+        r.preempt += 1
+        self.preemptions += 1
+        self.waiting.appendleft(r)

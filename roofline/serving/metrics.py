@@ -1,0 +1,90 @@
+"""Latency statistics of a simulated run, as the common serving benchmarks define them.
+
+* TTFT — arrival (request sent) to first token.
+* TPOT — per request (E2E − TTFT) / (output − 1), over requests with output > 1; then mean and
+  percentiles over requests.
+* ITL — every gap between consecutive tokens of a request, percentiled over all gaps of all
+  requests. Gaps are counted, not stored: a run of k decode steps adds B·k gaps whose values are
+  the step times, into a log-spaced histogram (bin ratio 1.0005, so a percentile is within
+  0.05 % of the value its bin holds; the mean is exact, kept as a sum).
+* E2E — arrival to last token.
+Percentiles use linear interpolation between order statistics (numpy's default), as vLLM's
+``benchmark_serving`` does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+LO_S, HI_S, RATIO = 1e-6, 1e4, 1.0005
+_LOG_R = math.log(RATIO)
+_NBINS = math.ceil(math.log(HI_S / LO_S) / _LOG_R) + 1
+QUANTILES = (50, 90, 99)
+
+
+class GapHistogram:
+    """Weighted log-spaced histogram of inter-token gaps (seconds) with an exact sum."""
+
+    __slots__ = ("counts", "n", "total_s")
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(_NBINS)
+        self.n = 0.0
+        self.total_s = 0.0
+
+    @staticmethod
+    def _bin(x: float) -> int:
+        if x <= LO_S:
+            return 0
+        return min(int(math.log(x / LO_S) / _LOG_R) + 1, _NBINS - 1)
+
+    def add(self, gap_s: float, weight: float = 1.0) -> None:
+        """``weight`` gaps of ``gap_s`` seconds each."""
+        self.counts[self._bin(gap_s)] += weight
+        self.n += weight
+        self.total_s += weight * gap_s
+
+    def add_range(self, lo_s: float, hi_s: float, weight: float, total_s: float) -> None:
+        """``weight`` gaps spread evenly over [lo, hi] whose exact sum is ``total_s``."""
+        self.n += weight
+        self.total_s += total_s
+        i0, i1 = self._bin(lo_s), self._bin(hi_s)
+        if i0 == i1 or hi_s <= lo_s:
+            self.counts[i0] += weight
+            return
+        edges = LO_S * RATIO ** np.arange(i0, i1, dtype=np.float64)  # upper edges of bins i0 … i1 − 1
+        cuts = np.clip(np.concatenate(([lo_s], edges, [hi_s])), lo_s, hi_s)
+        self.counts[i0 : i1 + 1] += weight * np.diff(cuts) / (hi_s - lo_s)
+
+    @property
+    def mean(self) -> float:
+        """Exact mean gap (s)."""
+        return self.total_s / self.n if self.n else float("nan")
+
+    def percentile(self, q: float) -> float:
+        """The q-th percentile (s), geometric midpoint of its bin."""
+        if not self.n:
+            return float("nan")
+        cum = np.cumsum(self.counts)
+        i = int(np.searchsorted(cum, q / 100 * cum[-1], side="left"))
+        return LO_S * RATIO ** (i - 0.5) if i else LO_S
+
+
+def stats(prefix: str, x: np.ndarray) -> dict[str, float]:
+    """``{prefix_mean_s, prefix_p50_s, prefix_p90_s, prefix_p99_s}`` of an array (NaN when empty)."""
+    if x.size == 0:
+        return {f"{prefix}_{k}_s": float("nan") for k in ("mean", "p50", "p90", "p99")}
+    out = {f"{prefix}_mean_s": float(np.mean(x))}
+    for q, v in zip(QUANTILES, np.percentile(x, QUANTILES), strict=True):
+        out[f"{prefix}_p{q}_s"] = float(v)
+    return out
+
+
+def hist_stats(h: GapHistogram) -> dict[str, float]:
+    """ITL entries of the summary from the gap histogram."""
+    out = {"itl_mean_s": h.mean}
+    for q in QUANTILES:
+        out[f"itl_p{q}_s"] = h.percentile(q)
+    return out

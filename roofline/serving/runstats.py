@@ -1,0 +1,115 @@
+"""Run statistics of the engine simulation: time integrals, a bounded timeline, saturation detection.
+
+A mixin of :class:`~roofline.serving.engine_sim.EngineSim`, kept apart so the scheduler reads alone.
+Time integrals: busy seconds, Σ rows·dt (mean batch), Σ KV blocks·dt (midpoint of each event's start and end
+block counts). The timeline keeps one row per event until ``tl_rows`` rows, then drops every other row and
+halves its sampling rate, so its memory stays bounded for any run length.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+from typing import Any
+
+from roofline.serving.kvpool import BlockPool
+
+SAT_WARM, SAT_WINDOW = 100, 200  # completions before and inside the saturation measuring window
+TIMELINE_COLUMNS = ("time_s", "running", "waiting", "kv_blocks_used", "decode_rows", "prefill_tokens", "steps")
+
+
+class RunStats:
+    """Integrals, timeline and saturation checks (state initialised by :meth:`_init_stats`)."""
+
+    pool: BlockPool
+    running: list[Any]
+    waiting: deque[Any]
+    d_count: int
+    n: int
+    arrived: int
+    completed: int
+    closed: bool
+    prefill_tokens: int
+    decode_tokens: int
+    prefill_completions: int
+
+    def _init_stats(self, saturation_queue: int, timeline_rows: int, work_per_req: float) -> None:
+        self.busy_s = self.batch_int = self.kv_int = 0.0
+        self.tl = tuple(array("d") for _ in TIMELINE_COLUMNS)
+        self.tl_rows, self.tl_stride, self.tl_skip = timeline_rows, 1, 0
+        self.sat_queue = saturation_queue
+        self.sat_mark: tuple[float, float, int, int, bool] | None = None
+        self.last_send: tuple[float, int, float] | None = None
+        self.work_per_req = work_per_req
+        self.saturated: str | None = None
+
+    def _account(self, end: float, dt: float, rows: int, prefill_tokens: int, steps: int, used0: int) -> None:
+        self.busy_s += dt
+        self.batch_int += rows * dt
+        self.kv_int += (used0 + self.pool.used) / 2 * dt
+        self.tl_skip += 1
+        if self.tl_skip < self.tl_stride:
+            return
+        self.tl_skip = 0
+        vals = (end, len(self.running), len(self.waiting), self.pool.used, self.d_count, prefill_tokens, steps)
+        for col, v in zip(self.tl, vals, strict=True):
+            col.append(v)
+        if len(self.tl[0]) >= self.tl_rows:  # keep memory bounded: drop every other row, halve the rate
+            for i, col in enumerate(self.tl):
+                self.tl[i][:] = array("d", col[::2])
+            self.tl_stride *= 2
+
+    def _work(self) -> float:
+        """Output tokens emitted so far (decode-row steps + prefill completions); never recomputed."""
+        return float(self.decode_tokens + self.prefill_completions)
+
+    def _saturation(self, now: float) -> bool:
+        """Detect an offered rate above what the engine serves while the queue keeps growing.
+
+        Served rate = output tokens emitted per second / mean output tokens per request (emitted tokens are
+        conserved; work lost to preemption is not counted). It is measured over a window that opens once
+        ``SAT_WARM`` requests have completed since the queue grew long (so the ramp-up, all prefills and no
+        output yet, is left out) and closes after ``SAT_WINDOW`` more completions: while the queue is long
+        the engine is never idle, so this is its capacity at this mix.
+        """
+        arrived, work, done = self.arrived, self._work(), self.completed
+        if self.sat_mark is None:
+            self.sat_mark = (now, work, arrived, done, False)
+            return False
+        t0, w0, a0, d0, warm = self.sat_mark
+        if not warm:
+            if done - d0 >= SAT_WARM:
+                self.sat_mark = (now, work, arrived, done, True)
+            return False
+        if done - d0 < SAT_WINDOW or now <= t0:
+            return False
+        offered, served = (arrived - a0) / (now - t0), (work - w0) / (now - t0) / self.work_per_req
+        if len(self.waiting) >= self.sat_queue and offered > 1.05 * served:
+            self.saturated = self._statement(offered, served, now, len(self.waiting), early=True)
+            return True
+        self.sat_mark = (now, work, arrived, done, True)
+        return False
+
+    def _statement(self, offered: float, served: float, now: float, queued: int, early: bool) -> str:
+        tail = (
+            f"The run stopped early; its metrics cover the {self.completed} requests completed."
+            if early
+            else "Latencies of this run grow with its length and describe no steady state."
+        )
+        return (
+            f"saturated: requests arrive at {offered:.3g}/s but the engine serves about {served:.3g}/s, so the "
+            f"queue grows without bound ({queued} waiting at t = {now:.1f} s); the sustainable rate "
+            f"of this configuration is about {served:.3g} requests/s. {tail}"
+        )
+
+    def final_check(self) -> None:
+        """After an open-loop run: saturated when, at the last arrival, 5 % of the requests still waited
+        and the engine served clearly less than the offered rate."""
+        if self.closed or self.saturated or self.last_send is None or self.n < 20:
+            return
+        t, queued, work = self.last_send
+        if t <= 0 or queued < max(0.05 * self.n, 20):
+            return
+        offered, served = self.n / t, work / t / self.work_per_req
+        if served < 0.95 * offered:
+            self.saturated = self._statement(offered, served, t, queued, early=False)

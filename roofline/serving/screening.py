@@ -1,0 +1,157 @@
+"""Fast screening tier: closed-form mean latencies of an open-loop Poisson stream, vectorised over rates.
+
+For planning over many configurations before the simulator confirms the finalists. Steady state of
+a continuous-batching engine with chunked prefill (prompt P, output O tokens, Poisson rate λ):
+
+* decode steps with N decode rows at mean context L̄ = P + O/2 take d(max(N, 1)); a step that also carries a
+  prefill chunk of c = min(P, budget − N) tokens takes S(N); a prompt needs n = ⌈P / c⌉ such steps;
+* the fraction of steps carrying a prefill is q = λ·n·τ̄, so the mean step time is
+  τ̄ = (1 − q)·d + q·S, i.e. τ̄ = d / (1 − λ·n·(S − d));
+* Little's law for the decode population: N = λ·(O − 1)·τ̄ (each request spends O − 1 steps decoding);
+  N and τ̄ are solved together as a fixed point;
+* TTFT as an M/G/1 queue of prefills (Pollaczek–Khinchine): service X = n·S, ρ = λ·X,
+  W_q = λ·E[X²] / (2(1 − ρ)) with deterministic X, plus the residual of the decode step in progress
+  at arrival, (1 − ρ)·d/2, plus X: TTFT = W_q + (1 − ρ)·d/2 + X;
+* TPOT = τ̄; ITL is the two-mass mixture {d with probability 1 − q, S with q} (mean τ̄);
+  E2E = TTFT + (O − 1)·τ̄.
+
+Capacity: the fixed point exists only while λ·n·(S − d) < 1, N ≤ max_num_seqs and the KV pool holds
+(N + 1)·(P + O) tokens; the largest such λ is the sustainable rate and load = λ / that rate. Beyond it
+the tier reports NaN; ``in_range`` is False from load 0.8 on and where the running set's Poisson
+swings (N + 3√N + 1 requests) would exhaust the KV pool (an engine then preempts). Measured against
+the simulator (tests/test_serving_screening.py): means within 10 % below load 0.8 for prompts that
+fit one step; prompts of thousands of tokens make TPOT 10–30 % low (the mixed steps' share is then
+larger than the mean-value formula gives). Scheduler differences between engines and the tails of
+the distributions are the simulator's job; this tier gives means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.ops.attention import causal_pairs
+from roofline.serving.steptime import PhaseModel, StepModel
+
+#: Loads (rate / sustainable rate) above which the tier says it is out of range: near the knee the
+#: queue is dominated by fluctuations a mean-value model does not carry (the simulator's job).
+RANGE_LOAD = 0.8
+
+
+@dataclass(frozen=True)
+class Screen:
+    """Mean latencies (s) per rate (requests/s): NaN beyond the sustainable rate; ``in_range`` False where
+    the tier should not be trusted (load ≥ 0.8 or KV pressure); ``load`` = rate / sustainable rate."""
+
+    qps: np.ndarray
+    load: np.ndarray
+    in_range: np.ndarray
+    decode_rows: np.ndarray
+    step_s: np.ndarray
+    ttft_mean_s: np.ndarray
+    tpot_mean_s: np.ndarray
+    itl_mean_s: np.ndarray
+    e2e_mean_s: np.ndarray
+    sustainable_qps: float
+
+
+def _table(pm: PhaseModel, x: np.ndarray, which: str) -> np.ndarray:
+    t = pm.token_s if which == "token" else pm.seq_s
+    return np.interp(x, np.arange(t.size, dtype=np.float64), t)
+
+
+def _step(
+    sm: StepModel, n_dec: np.ndarray, ctx: float, chunk: np.ndarray | float | None, past: np.ndarray | None
+) -> np.ndarray:
+    """Step time with ``n_dec`` decode rows at context ``ctx`` and optionally one prefill chunk (vectorised)."""
+    pm = sm.decode if chunk is None else sm.prefill
+    tokens = n_dec + (0.0 if chunk is None else chunk)
+    rows = n_dec + (0.0 if chunk is None else 1.0)
+    gpu = pm.overhead_s + _table(pm, tokens, "token") + _table(pm, rows, "seq")
+    for a, term in enumerate(pm.attn):
+        w = sm.windows[a]
+        span = n_dec * min(ctx, w)
+        pairs = span.copy()
+        if chunk is not None and past is not None:
+            pairs = pairs + causal_pairs(past, np.asarray(chunk, dtype=np.float64), w)
+            span = span + np.minimum(past + chunk, w + chunk - 1)
+        c = term.flops_per_pair * pairs / term.compute_flops_per_s
+        m = (term.act_bytes_per_token * tokens + term.kv_bytes_per_span * span) / term.memory_bytes_per_s
+        gpu = gpu + term.count * (np.maximum(c, m) + term.fixed_s)
+    for st in pm.state:
+        past_rows = n_dec + (0.0 if chunk is None or past is None else (np.asarray(past) > 0).astype(np.float64))
+        c = st.flops_per_token * tokens / st.compute_flops_per_s
+        m = st.act_bytes_per_token * tokens + st.read_bytes_per_row * past_rows + st.write_bytes_per_row * rows
+        gpu = gpu + st.count * (np.maximum(c, m / st.memory_bytes_per_s) + st.fixed_s)
+    cpu = sm.cpu_overhead_s
+    return np.maximum(gpu, cpu) if sm.async_cpu else gpu + cpu
+
+
+def _solve(sm: StepModel, lam: np.ndarray, p: float, o: float, budget: int, iters: int = 200) -> tuple[np.ndarray, ...]:
+    """Fixed point (N, τ̄, d, S, n) for each rate; τ̄ = inf where it diverges."""
+    ctx = p + o / 2
+    n_dec = np.zeros_like(lam)
+    tau = d = s = n = np.zeros_like(lam)
+    for _ in range(iters):
+        chunk = np.clip(budget - np.floor(n_dec), 1, p)
+        n = np.ceil(p / chunk)
+        past = (p - chunk) / 2  # mean cached tokens before a chunk
+        rows = np.maximum(n_dec, 1.0)  # a decoding request never runs in a step of fewer rows than itself
+        d = _step(sm, rows, ctx, None, None)
+        s = _step(sm, n_dec, ctx, p / n, np.minimum(past, p - p / n))
+        gap = 1.0 - lam * n * (s - d)
+        tau = np.where(gap > 0, d / np.where(gap > 0, gap, 1.0), np.inf)
+        new = np.minimum(lam * max(o - 1, 0) * tau, 1e9)
+        if np.allclose(new, n_dec, rtol=1e-10, atol=1e-9):
+            break
+        n_dec = 0.5 * n_dec + 0.5 * new
+    return n_dec, tau, d, s, n
+
+
+def screen(
+    sm: StepModel, qps: np.ndarray, prompt: float, output: float, budget: int, max_seqs: int, kv_tokens: float
+) -> Screen:
+    """Closed-form means for each rate in ``qps`` (see the module docstring)."""
+    lam = np.atleast_1d(np.asarray(qps, dtype=np.float64))
+    n_dec, tau, d, s, n = _solve(sm, lam, prompt, output, budget)
+    ok = np.isfinite(tau) & (n_dec <= max_seqs) & ((n_dec + 1) * (prompt + output) <= kv_tokens)
+    x = n * s
+    rho = lam * x
+    ok &= rho < 1
+    sus = sustainable_qps(sm, prompt, output, budget, max_seqs, kv_tokens)
+    # out of range: near the knee, or Poisson swings of the running set (≈ 3σ = 3√N) would exhaust the KV pool
+    in_range = ok & (lam < RANGE_LOAD * sus) & ((n_dec + 3 * np.sqrt(n_dec) + 1) * (prompt + output) <= kv_tokens)
+    wq = lam * x**2 / (2 * np.where(rho < 1, 1 - rho, 1.0))
+    ttft = wq + (1 - rho) * d / 2 + x
+    nan = np.full_like(lam, np.nan)
+    return Screen(
+        lam, lam / sus, in_range, np.where(ok, n_dec, nan), np.where(ok, tau, nan), np.where(ok, ttft, nan),
+        np.where(ok, tau, nan), np.where(ok, tau, nan), np.where(ok, ttft + max(output - 1, 0) * tau, nan), sus,
+    )  # fmt: skip
+
+
+def sustainable_qps(sm: StepModel, prompt: float, output: float, budget: int, max_seqs: int, kv_tokens: float) -> float:
+    """Largest rate whose fixed point exists within the sequence and KV limits (bisection on a log grid)."""
+    lo, hi = 0.0, 1.0
+    while _feasible(sm, hi, prompt, output, budget, max_seqs, kv_tokens) and hi < 1e7:
+        lo, hi = hi, hi * 2
+    grid = np.linspace(lo, hi, 65)[1:]
+    for _ in range(3):
+        ok = _feasible_vec(sm, grid, prompt, output, budget, max_seqs, kv_tokens)
+        last = int(np.argmin(ok)) if not ok.all() else grid.size
+        a = grid[last - 1] if last > 0 else lo
+        b = grid[min(last, grid.size - 1)]
+        lo, grid = a, np.linspace(a, b, 65)[1:]
+    return float(lo)
+
+
+def _feasible_vec(
+    sm: StepModel, lam: np.ndarray, p: float, o: float, budget: int, max_seqs: int, kv: float
+) -> np.ndarray:  # fmt: skip
+    n_dec, tau, _d, s, n = _solve(sm, lam, p, o, budget)
+    return np.isfinite(tau) & (n_dec <= max_seqs) & ((n_dec + 1) * (p + o) <= kv) & (lam * n * s < 1)
+
+
+def _feasible(sm: StepModel, lam: float, p: float, o: float, budget: int, max_seqs: int, kv: float) -> bool:
+    return bool(_feasible_vec(sm, np.array([lam]), p, o, budget, max_seqs, kv)[0])

@@ -1,0 +1,127 @@
+"""The result of :func:`roofline.simulate`: summary metrics, per-request and per-event tables, plots.
+
+Summary keys (seconds, requests/s, tokens/s), over the completed requests; definitions in
+:mod:`roofline.serving.metrics`. Throughputs divide by the run's duration, from the first request
+sent (t = 0) to the last token, as vLLM's ``benchmark_serving`` does. ``mean_batch``: rows
+(sequences) per forward step, averaged over busy time; ``mean_kv_utilization``: KV blocks held by
+running requests / the pool's blocks, averaged over busy time (cached-but-free prefix blocks do not
+count); ``preemptions``: requests evicted and recomputed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from roofline.serving.engine_sim import EngineSim
+from roofline.serving.metrics import hist_stats, stats
+from roofline.serving.runstats import TIMELINE_COLUMNS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SUMMARY_KEYS = (
+    *(f"{m}_{s}_s" for m in ("ttft", "tpot", "itl", "e2e") for s in ("mean", "p50", "p90", "p99")),
+    "request_throughput_rps", "output_throughput_tok_s", "total_throughput_tok_s", "mean_batch",
+    "mean_kv_utilization", "preemptions",
+)  # fmt: skip
+
+
+@dataclass
+class SimulationResult:
+    """Outcome of one simulated run (see the module docstring for the metric definitions).
+
+    ``saturated`` is None, or a statement that the offered load exceeds what the engine can
+    serve, with the sustainable rate. ``config`` records the inputs and the engine's limits.
+    """
+
+    summary: dict[str, float]
+    requests: pd.DataFrame
+    timeline: pd.DataFrame
+    saturated: str | None
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        s = self.summary
+        head = (
+            f"SimulationResult({self.config.get('label', '')}: {len(self.requests)} requests, "
+            f"TTFT mean {s['ttft_mean_s'] * 1e3:.1f} ms p99 {s['ttft_p99_s'] * 1e3:.1f} ms, "
+            f"TPOT mean {s['tpot_mean_s'] * 1e3:.2f} ms, {s['request_throughput_rps']:.2f} req/s"
+        )
+        return head + (f"; {self.saturated}" if self.saturated else "") + ")"
+
+    def plot(self, path: str | None = None) -> Any:
+        """Latency CDFs (TTFT, TPOT, E2E) and the running/waiting/KV time series; saved to ``path`` if given."""
+        import matplotlib
+
+        if path is not None:
+            matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        r = self.requests
+        for col in ("ttft_s", "tpot_s", "e2e_s"):
+            x = np.sort(r[col].dropna().to_numpy())
+            if x.size:
+                axes[0].plot(x, np.arange(1, x.size + 1) / x.size, label=col[:-2].upper())
+        axes[0].set_xscale("log")
+        axes[0].set_xlabel("seconds")
+        axes[0].set_ylabel("fraction of requests")
+        axes[0].legend()
+        axes[0].set_title("latency CDF")
+        t = self.timeline
+        axes[1].plot(t["time_s"], t["running"], label="running")
+        axes[1].plot(t["time_s"], t["waiting"], label="waiting")
+        ax2 = axes[1].twinx()
+        total = max(self.config.get("kv_blocks", 1), 1)
+        ax2.plot(t["time_s"], t["kv_blocks_used"] / total, color="grey", alpha=0.5, label="KV used")
+        ax2.set_ylabel("KV blocks used (fraction)")
+        axes[1].set_xlabel("time (s)")
+        axes[1].set_ylabel("requests")
+        axes[1].legend(loc="upper left")
+        axes[1].set_title("queue and KV over time")
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(path)
+        return fig
+
+
+def build_result(sim: EngineSim, send_s: np.ndarray, config: dict[str, Any]) -> SimulationResult:
+    """Collect per-request records, the timeline and the summary from a finished simulation."""
+    import pandas as pd
+
+    n = sim.arrived
+    send = np.asarray(sim.send[:n], dtype=np.float64)
+    first, finish = np.array(sim.rec_first[:n], np.float64), np.array(sim.rec_finish[:n], np.float64)
+    prompt, output = np.asarray(sim.prompt[:n], np.int64), np.asarray(sim.output[:n], np.int64)
+    ttft, e2e = first - send, finish - send
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(output > 1, (e2e - ttft) / (output - 1), np.nan)
+    df = pd.DataFrame({
+        "arrival_s": send, "first_token_s": first, "finish_s": finish, "prompt_tokens": prompt,
+        "output_tokens": output, "cached_tokens": np.array(sim.rec_cached[:n], np.int64),
+        "preemptions": np.array(sim.rec_preempt[:n], np.int64),
+        "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e,
+    })  # fmt: skip
+    done = np.isfinite(finish)
+    duration = float(np.max(finish[done])) if done.any() else float("nan")
+    summary: dict[str, float] = {}
+    summary |= stats("ttft", ttft[done])
+    tp = tpot[done]
+    summary |= stats("tpot", tp[np.isfinite(tp)])
+    summary |= hist_stats(sim.hist)
+    summary |= stats("e2e", e2e[done])
+    summary["request_throughput_rps"] = float(done.sum() / duration)
+    summary["output_throughput_tok_s"] = float(output[done].sum() / duration)
+    summary["total_throughput_tok_s"] = float((output[done].sum() + prompt[done].sum()) / duration)
+    busy = sim.busy_s or float("nan")
+    summary["mean_batch"] = sim.batch_int / busy
+    summary["mean_kv_utilization"] = sim.kv_int / busy / max(sim.pool.total, 1)
+    summary["preemptions"] = float(sim.preemptions)
+    summary = {k: summary[k] for k in SUMMARY_KEYS}
+    tl = pd.DataFrame({c: np.array(a, np.float64) for c, a in zip(TIMELINE_COLUMNS, sim.tl, strict=True)})
+    for c in TIMELINE_COLUMNS[1:]:
+        tl[c] = tl[c].astype(np.int64)
+    return SimulationResult(summary, df, tl, sim.saturated, config)

@@ -1,0 +1,349 @@
+"""Step time of an arbitrary continuous-batching step, compiled from the static cost model.
+
+A step runs R rows: decode rows (1 new token after L − 1 cached) and prefill chunks (n new
+tokens after p cached). Its time is that of the op list the builders emit, split three ways:
+
+* **per-token ops** (projections, FFN, MoE, norms, KV write, collectives): their FLOPs and
+  bytes depend only on M = Σ new tokens, so their summed evaluator time is tabulated
+  exactly for every integer M ≤ the engine's token budget (one vectorised evaluator call);
+* **per-sequence ops** (final norm, lm_head, logits gather) depend only on the number of
+  rows R (one sampled position per row), tabulated the same way;
+* **recurrent-state kernels** (linear attention / SSM scans, whose work does not grow with the
+  context): FLOPs and activation bytes ∝ M, state bytes ∝ rows (written by every row, read by rows
+  that continue from a cached state), max(compute, memory) per step — exact likewise;
+* **attention kernels** (one per layer kind): FLOPs = f·Σ pairs, HBM bytes = a·M + k·Σ span
+  with pairs(p, n) = Σ_{i=p+1}^{p+n} min(i, W) (attention ∝ n·(p + n/2) without a window) and
+  span = min(p + n, W + n − 1) (the K/V of the p cached tokens re-read), so the kernel time is
+  max(f·Σpairs / C, (a·M + k·Σspan) / B) + fixed — exact, with the coefficients read off the
+  builder's op records and the evaluator's ceilings.
+
+A step with any prefill row uses the prefill-phase op list (eager launches); a decode-only
+step uses the decode-phase list (CUDA-graph launches when the engine captures graphs). For
+MLA models the decode rows of a mixed step are costed with the prefill-phase (expanded)
+attention. Step time = Σ of the three parts + the profile's per-step overhead + the engine's
+``step_overhead_s`` (or max(GPU time, CPU overhead) under asynchronous scheduling).
+
+For a run of decode-only steps whose contexts all grow by one per step, each attention term is
+max(p + q·j, u + v·j) in the step index j, so a whole stretch sums in closed form.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.evaluate import ceilings, kv_read_factor, launch_overhead_s, op_time
+from roofline.ops.attention import causal_pairs
+from roofline.ops.builder import build_ops
+from roofline.ops.records import Op, Phase
+from roofline.profile import CalibrationProfile
+from roofline.specs.hardware import HardwareSpec
+from roofline.specs.model import ModelSpec
+from roofline.specs.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class AttnTerm:
+    """One attention kernel kind: time = count·(max(fpp·pairs/C, (apt·M + kvb·span)/B) + fixed_s)."""
+
+    count: float
+    flops_per_pair: float
+    act_bytes_per_token: float
+    kv_bytes_per_span: float  # HBM bytes per token of span, including GQA re-reads
+    window: float
+    compute_flops_per_s: float
+    memory_bytes_per_s: float
+    fixed_s: float
+
+    def time_s(self, tokens: float, pairs: float, span: float) -> float:
+        """Seconds of all ``count`` instances for a step with these totals."""
+        c = self.flops_per_pair * pairs / self.compute_flops_per_s
+        m = (self.act_bytes_per_token * tokens + self.kv_bytes_per_span * span) / self.memory_bytes_per_s
+        return self.count * ((c if c > m else m) + self.fixed_s)
+
+
+@dataclass(frozen=True)
+class StateTerm:
+    """A recurrent-state mixer kernel (linear attention / SSM scan): work ∝ tokens, state traffic ∝ rows.
+
+    time = count·(max(fpt·M / C, (apt·M + read·R_past + write·R) / B) + fixed_s), R = rows in the step,
+    R_past = rows continuing from a cached state (decode rows; prefill chunks after past > 0 tokens).
+    """
+
+    count: float
+    flops_per_token: float
+    act_bytes_per_token: float
+    read_bytes_per_row: float
+    write_bytes_per_row: float
+    compute_flops_per_s: float
+    memory_bytes_per_s: float
+    fixed_s: float
+
+    def time_s(self, tokens: float, rows: float, rows_past: float) -> float:
+        """Seconds of all ``count`` instances for a step with these totals."""
+        c = self.flops_per_token * tokens / self.compute_flops_per_s
+        b = self.act_bytes_per_token * tokens + self.read_bytes_per_row * rows_past + self.write_bytes_per_row * rows
+        m = b / self.memory_bytes_per_s
+        return self.count * ((c if c > m else m) + self.fixed_s)
+
+
+@dataclass(frozen=True)
+class PhaseModel:
+    """Compiled cost of one phase: tables over tokens M and rows R, attention and state terms, fixed seconds."""
+
+    token_s: np.ndarray
+    seq_s: np.ndarray
+    attn: tuple[AttnTerm, ...]
+    overhead_s: float
+    state: tuple[StateTerm, ...] = ()
+
+    def state_s(self, tokens: float, rows: float, rows_past: float) -> float:
+        """Seconds of the recurrent-state kernels of a step."""
+        return sum(t.time_s(tokens, rows, rows_past) for t in self.state)
+
+
+def _attn_term(op: Op, hw: HardwareSpec, prof: CalibrationProfile) -> AttnTerm:
+    """Read the affine coefficients off an attention op built at B = 1, n = 1, p = 0 (pairs = span = 1)."""
+    c, bw = ceilings(op, hw, prof)
+    fixed = float(op.comm_bytes) / prof.link_bytes_per_s(hw) + op.collectives * prof.comm.latency_s
+    extra_bytes = float(op.weight_bytes) + float(op.kv_write_bytes)
+    if extra_bytes:
+        raise AssertionError(f"attention op {op.name} carries weight/KV-write bytes; the step model assumes none")
+    return AttnTerm(
+        count=float(op.count), flops_per_pair=float(op.flops), act_bytes_per_token=float(op.act_bytes),
+        kv_bytes_per_span=kv_read_factor(op, prof) * float(op.kv_read_bytes), window=float(op.ctx_cap),
+        compute_flops_per_s=float(c), memory_bytes_per_s=float(bw), fixed_s=fixed + launch_overhead_s(op, prof),
+    )  # fmt: skip
+
+
+def _state_term(op: Op, with_past: Op, hw: HardwareSpec, prof: CalibrationProfile) -> StateTerm:
+    """Coefficients of a state kernel from ops built at B = 1, n = 1 after 0 and after 5 cached tokens."""
+    c, bw = ceilings(op, hw, prof)
+    if float(op.weight_bytes):
+        raise AssertionError(f"state op {op.name} carries weight bytes; the step model assumes none")
+    fixed = float(op.comm_bytes) / prof.link_bytes_per_s(hw) + op.collectives * prof.comm.latency_s
+    return StateTerm(
+        count=float(op.count), flops_per_token=float(op.flops), act_bytes_per_token=float(op.act_bytes),
+        read_bytes_per_row=kv_read_factor(op, prof) * float(with_past.kv_read_bytes),
+        write_bytes_per_row=float(op.kv_write_bytes), compute_flops_per_s=float(c), memory_bytes_per_s=float(bw),
+        fixed_s=fixed + launch_overhead_s(op, prof),
+    )  # fmt: skip
+
+
+def compile_phase(
+    model: ModelSpec,
+    sc: Scenario,
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+    phase: Phase,
+    max_tokens: int,
+    max_rows: int,
+    overhead_s: float,
+) -> PhaseModel:
+    """Tabulate per-token and per-sequence op time for M = 0 … max_tokens, R = 0 … max_rows.
+
+    Ops are classified by building the pass twice over the same M grid, as (1 row × M tokens)
+    and (M rows × 1 token): an op whose time is identical in both depends on M only; any other
+    non-attention op depends on the row count.
+    """
+    n = max(max_tokens, max_rows)
+    grid = np.arange(1, n + 1, dtype=np.float64)
+    zero = np.zeros_like(grid)
+    one_row = build_ops(model, sc, hw, phase, 1.0, grid, zero)
+    many_rows = build_ops(model, sc, hw, phase, grid, np.ones_like(grid), zero)
+    token_s, seq_s = np.zeros(n + 1), np.zeros(n + 1)
+    for a, b in zip(one_row, many_rows, strict=True):
+        if a.kind == "attention":
+            continue
+        ta = a.count * np.broadcast_to(op_time(a, hw, prof).time_s, grid.shape)
+        tb = b.count * np.broadcast_to(op_time(b, hw, prof).time_s, grid.shape)
+        if np.array_equal(ta, tb):
+            token_s[1:] += ta
+        else:
+            seq_s[1:] += tb
+    probe = build_ops(model, sc, hw, phase, 1.0, 1.0, 0.0)
+    past = build_ops(model, sc, hw, phase, 1.0, 1.0, 5.0)
+    attn, state = [], []
+    for op, op5 in zip(probe, past, strict=True):
+        if op.kind != "attention":
+            continue
+        if float(op.flops) == float(op5.flops):  # work independent of the context: a recurrent-state kernel
+            state.append(_state_term(op, op5, hw, prof))
+        else:
+            attn.append(_attn_term(op, hw, prof))
+    return PhaseModel(
+        token_s[: max_tokens + 1].copy(), seq_s[: max_rows + 1].copy(), tuple(attn), overhead_s, tuple(state)
+    )
+
+
+class StepModel:
+    """Step time of any composition for one (model, hardware, tp, precision, engine).
+
+    ``cpu_overhead_s`` is the engine's per-step CPU cost; ``async_cpu`` overlaps it with the
+    GPU (step = max(GPU, CPU)) instead of adding it (step = GPU + CPU).
+    """
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        sc: Scenario,
+        hw: HardwareSpec,
+        prof: CalibrationProfile,
+        max_tokens: int,
+        max_rows: int,
+        cpu_overhead_s: float = 0.0,
+        async_cpu: bool = False,
+    ) -> None:
+        self.max_tokens, self.max_rows = int(max_tokens), int(min(max_rows, max_tokens))
+        self.cpu_overhead_s, self.async_cpu = float(cpu_overhead_s), bool(async_cpu)
+        gpu_overhead = prof.overheads.per_step_s
+        self.prefill = compile_phase(model, sc, hw, prof, "prefill", self.max_tokens, self.max_rows, gpu_overhead)
+        self.decode = compile_phase(model, sc, hw, prof, "decode", self.max_tokens, self.max_rows, gpu_overhead)
+        self.windows = tuple(t.window for t in self.decode.attn)
+        self.has_window = any(math.isfinite(w) for w in self.windows)
+
+    def _finish(self, gpu_s: float) -> float:
+        cpu = self.cpu_overhead_s
+        if self.async_cpu:
+            return gpu_s if gpu_s > cpu else cpu
+        return gpu_s + cpu
+
+    def step_time(
+        self,
+        decode_rows: int,
+        decode_span: tuple[float, ...],
+        prefill_new: np.ndarray | None = None,
+        prefill_past: np.ndarray | None = None,
+    ) -> float:
+        """Seconds of one step.
+
+        ``decode_span[a]`` = Σ over decode rows of min(L, W_a) (L = attended context incl. the new
+        token) for attention term a; ``prefill_new``/``prefill_past``: one entry per prefill chunk.
+        """
+        m = float(decode_rows)
+        rows = decode_rows
+        rows_past = float(decode_rows)
+        pm = self.decode
+        pre_pairs: list[float] = [0.0] * len(self.windows)
+        pre_span: list[float] = [0.0] * len(self.windows)
+        if prefill_new is not None and len(prefill_new):
+            pm = self.prefill
+            new = np.asarray(prefill_new, dtype=np.float64)
+            past = np.asarray(prefill_past, dtype=np.float64)
+            m += float(new.sum())
+            rows += len(new)
+            rows_past += float(np.count_nonzero(past))
+            for a, w in enumerate(self.windows):
+                pre_pairs[a] = float(causal_pairs(past, new, w).sum())
+                pre_span[a] = float(np.minimum(past + new, w + new - 1).sum())
+        mi = int(m)
+        if mi > self.max_tokens or rows > self.max_rows:
+            raise ValueError(
+                f"step of {mi} tokens / {rows} rows exceeds the compiled {self.max_tokens}/{self.max_rows}"
+            )
+        gpu = pm.overhead_s + float(pm.token_s[mi]) + float(pm.seq_s[rows])
+        if pm.state:
+            gpu += pm.state_s(m, rows, rows_past)
+        for a, term in enumerate(pm.attn):
+            s = decode_span[a] if decode_rows else 0.0
+            gpu += term.time_s(m, s + pre_pairs[a], s + pre_span[a])
+        return self._finish(gpu)
+
+    def decode_affine(self, rows: int, span0: tuple[float, ...], slope: tuple[float, ...]) -> DecodeStretch:
+        """Coefficients of a run of decode-only steps: step j has Σspan_a = span0[a] + slope[a]·j."""
+        pm = self.decode
+        const = pm.overhead_s + float(pm.token_s[rows]) + float(pm.seq_s[rows]) + pm.state_s(rows, rows, rows)
+        lines = []
+        for a, t in enumerate(pm.attn):
+            const += t.count * t.fixed_s
+            fc, fb = t.count * t.flops_per_pair / t.compute_flops_per_s, t.count / t.memory_bytes_per_s
+            p, q = fc * span0[a], fc * slope[a]
+            u = fb * (t.act_bytes_per_token * rows + t.kv_bytes_per_span * span0[a])
+            v = fb * t.kv_bytes_per_span * slope[a]
+            lines.append((p, q, u, v))
+        return DecodeStretch(const, tuple(lines), self.cpu_overhead_s, self.async_cpu)
+
+
+def _lin_sum(p: float, q: float, a: int, b: int) -> float:
+    """Σ_{j=a}^{b} (p + q·j); 0 when b < a."""
+    n = b - a + 1
+    return n * p + q * (a + b) * n / 2 if n > 0 else 0.0
+
+
+def sum_max_affine(p: float, q: float, u: float, v: float, k: int) -> float:
+    """Σ_{j=0}^{k−1} max(p + q·j, u + v·j) in closed form (the lines cross at j0 = (u − p)/(q − v))."""
+    dq = q - v
+    if dq == 0.0:
+        return _lin_sum(p, q, 0, k - 1) if p >= u else _lin_sum(u, v, 0, k - 1)
+    j0 = (u - p) / dq
+    if dq > 0:  # first line wins for j ≥ j0
+        c = min(max(math.ceil(j0), 0), k)
+        return _lin_sum(u, v, 0, c - 1) + _lin_sum(p, q, c, k - 1)
+    c = min(max(math.floor(j0) + 1, 0), k)  # first line wins for j ≤ j0
+    return _lin_sum(p, q, 0, c - 1) + _lin_sum(u, v, c, k - 1)
+
+
+@dataclass(frozen=True)
+class DecodeStretch:
+    """Step time d(j) = const + Σ_a max(p_a + q_a·j, u_a + v_a·j) (+ CPU overhead) of decode-only step j."""
+
+    const_s: float
+    lines: tuple[tuple[float, float, float, float], ...]
+    cpu_s: float
+    async_cpu: bool
+
+    def step(self, j: int) -> float:
+        """Seconds of step j."""
+        gpu = self.const_s
+        for p, q, u, v in self.lines:
+            a, b = p + q * j, u + v * j
+            gpu += a if a > b else b
+        if self.async_cpu:
+            return gpu if gpu > self.cpu_s else self.cpu_s
+        return gpu + self.cpu_s
+
+    def total(self, k: int) -> float:
+        """Σ_{j=0}^{k−1} step(j) in closed form (exact; with async CPU overlap, exact while GPU ≥ CPU)."""
+        if k <= 0:
+            return 0.0
+        if self.async_cpu and self.step(k - 1) <= self.cpu_s:
+            return k * self.cpu_s
+        gpu = k * self.const_s
+        for p, q, u, v in self.lines:
+            gpu += sum_max_affine(p, q, u, v, k)
+        if self.async_cpu:
+            return gpu if self.step(0) > self.cpu_s else self._mixed_async(k)
+        return gpu + k * self.cpu_s
+
+    def _mixed_async(self, k: int) -> float:
+        """GPU time grows with j: steps before the GPU overtakes the CPU cost take cpu_s each."""
+        lo, hi = 0, k - 1  # first j with gpu(j) >= cpu
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.step(mid) > self.cpu_s:
+                hi = mid
+            else:
+                lo = mid + 1
+        gpu = (k - lo) * self.const_s
+        for p, q, u, v in self.lines:
+            gpu += sum_max_affine(p, q, u, v, k) - sum_max_affine(p, q, u, v, lo)
+        return lo * self.cpu_s + gpu
+
+    def steps_until(self, dt: float, k_max: int) -> int:
+        """Smallest k ≤ k_max with total(k) ≥ dt (k_max when the stretch ends first)."""
+        if self.total(k_max) < dt:
+            return k_max
+        d0 = self.step(0)
+        hi = min(k_max, max(1, math.ceil(dt / d0)))  # steps only grow: total(hi) ≥ hi·d0 ≥ dt
+        lo = max(0, min(hi - 1, int(dt / self.step(hi - 1)) - 1))
+        if self.total(lo) >= dt:
+            lo = 0
+        while hi - lo > 1:  # invariant: total(lo) < dt <= total(hi)
+            mid = (lo + hi) // 2
+            if self.total(mid) >= dt:
+                hi = mid
+            else:
+                lo = mid
+        return hi

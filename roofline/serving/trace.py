@@ -1,0 +1,146 @@
+"""Trace replay: one request per JSONL line.
+
+Fields (the first name is ours; the others are what common tools write):
+
+* ``arrival_s`` — seconds from the start; also ``arrival_time``, ``time_s``. ``timestamp`` and
+  ``timestamp_ms`` are **milliseconds** (Mooncake traces, NVIDIA genai-perf/aiperf inputs).
+* ``prompt_tokens`` — also ``input_length``, ``input_tokens``, ``prompt_len``, ``num_prompt_tokens``,
+  ``ContextTokens`` (Azure LLM inference traces), ``Request tokens`` (BurstGPT).
+* ``output_tokens`` — also ``output_length``, ``output_len``, ``max_tokens``, ``GeneratedTokens``,
+  ``Response tokens``.
+* optional prefix identity for prefix caching: ``prefix_hashes`` / ``hash_ids`` (a list of ids,
+  one per ``hash_block_tokens`` prompt tokens, 512 in Mooncake traces; equal ids = equal
+  token blocks, chained: block i is shared only if blocks 0…i all are), or ``prompt_token_ids``.
+
+A malformed line raises :class:`~roofline.errors.ScenarioError` naming the line and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from roofline.errors import ScenarioError
+
+ARRIVAL_S = ("arrival_s", "arrival_time", "time_s")
+ARRIVAL_MS = ("timestamp", "timestamp_ms")
+PROMPT = ("prompt_tokens", "input_length", "input_tokens", "prompt_len", "num_prompt_tokens", "ContextTokens",
+          "Request tokens")  # fmt: skip
+OUTPUT = ("output_tokens", "output_length", "output_len", "max_tokens", "GeneratedTokens", "Response tokens")
+HASHES = ("prefix_hashes", "hash_ids")
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Arrival seconds, prompt and output tokens per request (sorted by arrival); hash chains if given."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    hashes: list[tuple[object, ...]] | None
+    hash_block_tokens: int
+
+
+def _pick(row: dict[str, object], names: tuple[str, ...]) -> tuple[str, object] | None:
+    for n in names:
+        if n in row:
+            return n, row[n]
+    return None
+
+
+def _number(v: object, where: str, field: str, integer: bool) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ScenarioError(f"{where}: field {field!r} must be a number (got {v!r})")
+    x = float(v)
+    if x != x or x in (float("inf"), float("-inf")) or x < 0 or (integer and (x < 1 or not x.is_integer())):
+        need = "a whole number >= 1" if integer else "a finite number >= 0"
+        raise ScenarioError(f"{where}: field {field!r} must be {need} (got {v!r})")
+    return x
+
+
+def load_trace(path: str | Path, hash_block_tokens: int = 512) -> Trace:
+    """Parse a JSONL trace (see the module docstring for the fields)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ScenarioError(f"trace file {p} does not exist; give a JSONL file with one request per line")
+    arr: list[float] = []
+    pro: list[float] = []
+    out: list[float] = []
+    hashes: list[tuple[object, ...]] = []
+    any_hash = False
+    with p.open() as fh:
+        for i, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{p.name} line {i}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ScenarioError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(row, dict):
+                raise ScenarioError(f"{where}: expected a JSON object with arrival_s, prompt_tokens, output_tokens")
+            a = _pick(row, ARRIVAL_S)
+            scale = 1.0
+            if a is None:
+                a, scale = _pick(row, ARRIVAL_MS), 1e-3
+            if a is None:
+                raise ScenarioError(f"{where}: missing field 'arrival_s' (seconds from the start, or 'timestamp' ms)")
+            arr.append(_number(a[1], where, a[0], False) * scale)
+            for names, dest in ((PROMPT, pro), (OUTPUT, out)):
+                f = _pick(row, names)
+                if f is None:
+                    raise ScenarioError(f"{where}: missing field {names[0]!r} (also accepted: {', '.join(names[1:])})")
+                dest.append(_number(f[1], where, f[0], True))
+            h = _pick(row, HASHES)
+            ids = row.get("prompt_token_ids")
+            if h is not None:
+                if not isinstance(h[1], list):
+                    raise ScenarioError(f"{where}: field {h[0]!r} must be a list of block ids")
+                hashes.append(tuple(h[1]))
+                any_hash = True
+            elif ids is not None:
+                if not isinstance(ids, list):
+                    raise ScenarioError(f"{where}: field 'prompt_token_ids' must be a list of token ids")
+                hashes.append(("ids", tuple(ids)))
+                any_hash = True
+            else:
+                hashes.append(())
+    if not arr:
+        raise ScenarioError(f"trace file {p} has no requests")
+    order = np.argsort(np.asarray(arr), kind="stable")
+    a0 = np.asarray(arr)[order]
+    hs = [hashes[i] for i in order] if any_hash else None
+    return Trace(a0 - a0[0], np.asarray(pro, dtype=np.int64)[order], np.asarray(out, dtype=np.int64)[order], hs,
+                 hash_block_tokens)  # fmt: skip
+
+
+def block_hashes(entry: tuple[object, ...], prompt: int, block_tokens: int, hash_block_tokens: int) -> tuple:
+    """Chained hashes of the engine's full prompt blocks from one trace entry.
+
+    Trace ids cover ``hash_block_tokens`` tokens each; engine block b (tokens b·bs … (b+1)·bs − 1)
+    is identified by the chain of trace ids up to the one holding its last token and its offset.
+    Token ids hash the actual token chain block by block.
+    """
+    full = prompt // block_tokens
+    if entry and entry[0] == "ids":
+        toks = entry[1]
+        assert isinstance(toks, tuple)
+        out, prev = [], 0
+        for b in range(min(full, len(toks) // block_tokens)):
+            prev = hash((prev, toks[b * block_tokens : (b + 1) * block_tokens]))
+            out.append(prev)
+        return tuple(out)
+    out, prev, last = [], 0, -1
+    for b in range(full):
+        end = (b + 1) * block_tokens - 1
+        j = end // hash_block_tokens
+        if j >= len(entry):
+            break
+        while last < j:
+            last += 1
+            prev = hash((prev, entry[last]))
+        out.append(hash((prev, end % hash_block_tokens)))
+    return tuple(out)

@@ -1,0 +1,59 @@
+"""Memory knee: does the simulator put the TTFT jump of a concurrency sweep in the measured step?
+
+Data: ``qwen3_32b_vllm_sweeps.csv`` (copied verbatim from the shared ``measurements.csv``, source
+AIConfigurator-silicon-sample-sweeps: Qwen3-32B, vLLM 0.12, H100 SXM, tp 2, closed loop at concurrency
+8 … 128; precision not recorded, "likely bf16" per the source note, so bf16 here). The knee is the first
+concurrency step at which mean TTFT grows by more than 3× (KV exhausted: requests queue or are preempted).
+The engine's CPU overheads are the vLLM values fitted in ``validate_simulator.py`` (mean over its folds,
+none of which saw these rows). Run: ``python validation/serving/knee.py``; writes
+``validation/results/serving_knee.csv``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from roofline.serving.simulate import simulate
+
+HERE = Path(__file__).parent
+OUT = HERE.parent / "results" / "serving_knee.csv"
+JUMP = 3.0
+
+
+def knee(conc: np.ndarray, ttft: np.ndarray) -> float:
+    """First concurrency whose TTFT exceeds JUMP × the previous step's (NaN when none)."""
+    hit = np.nonzero(ttft[1:] > JUMP * ttft[:-1])[0]
+    return float(conc[hit[0] + 1]) if hit.size else float("nan")
+
+
+def main() -> None:
+    m = pd.read_csv(HERE / "qwen3_32b_vllm_sweeps.csv")
+    m["concurrency"] = m.qps_or_concurrency.str.extract(r"concurrency (\d+)").astype(int)
+    fits = pd.read_csv(HERE.parent / "results" / "serving_sim.csv")
+    v = fits[fits.engine == "vllm"].groupby("held_out")[["step_overhead_s", "request_overhead_s"]].first().mean()
+    over = {"step_overhead_s": float(v.step_overhead_s), "request_overhead_s": float(v.request_overhead_s)}
+    rows = []
+    for (isl, osl), g in m.groupby(["prompt_len", "output_len"]):
+        piv = g.pivot_table(index="concurrency", columns="metric", values="value")
+        for c, r in piv.iterrows():
+            s = simulate("qwen3-32b", "h100-sxm", engine="vllm", tp=2, concurrency=int(c), prompt_len=int(isl),
+                         output_len=int(osl), num_requests=max(5 * int(c), 50), weight_dtype="bf16",
+                         engine_overrides=over)  # fmt: skip
+            rows.append({"isl": isl, "osl": osl, "concurrency": c, "ttft_meas_ms": r.ttft, "tpot_meas_ms": r.tpot,
+                         "ttft_sim_ms": s.summary["ttft_mean_s"] * 1e3, "tpot_sim_ms": s.summary["tpot_mean_s"] * 1e3,
+                         "preemptions": s.summary["preemptions"]})  # fmt: skip
+    res = pd.DataFrame(rows)
+    OUT.parent.mkdir(exist_ok=True)
+    res.to_csv(OUT, index=False)
+    print(res.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+    for (isl, osl), g in res.groupby(["isl", "osl"]):
+        c = g.concurrency.to_numpy()
+        print(f"ISL {isl} OSL {osl}: measured knee at concurrency {knee(c, g.ttft_meas_ms.to_numpy())}, "
+              f"simulated {knee(c, g.ttft_sim_ms.to_numpy())}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

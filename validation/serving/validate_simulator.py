@@ -1,0 +1,125 @@
+"""Cross-validated accuracy of ``roofline.simulate`` on public closed-loop serving measurements.
+
+Run: ``python validation/serving/validate_simulator.py [--max-per-group N]``. Writes
+``validation/results/serving_sim.csv`` (one row per measurement and fold) and prints median |error|
+of TTFT and TPOT per engine, before and after fitting.
+
+Data: ``aic_silicon_agg.csv`` (see SOURCES.md): TensorRT-LLM, vLLM and SGLang, closed loop at a fixed
+concurrency (``batch_size``) and ISL/OSL. Each row is simulated with the engine's preset at the stated
+tp / ep / precision (fp4 on Hopper = 4-bit weight-only, MXFP4 kernels dequantise to bf16; TensorRT-LLM
+with chunked prefill on — assumed, the benchmark's engine options are not recorded), concurrency C and
+max(5C, 50) requests (at most 12,000), all C clients starting at t = 0 as the benchmark tools do; TTFT and
+TPOT are the means over all requests. With identical lengths the clients stay nearly in lockstep, so each
+wave of C prefills queues behind itself; variants tried (dropping the first two waves; ±5 % output-length
+jitter to desynchronise the clients) move the TTFT error from sim-high to sim-low without lowering it.
+
+Fit (per engine, never on the rows it is scored on): the engine's CPU cost per step
+(``step_overhead_s``) = median over the training rows of (measured − simulated TPOT) with no overhead,
+floored at 0 (TPOT is the mean step time, so a per-step cost adds to it one for one); then the per-request
+overhead (``request_overhead_s``) = median of (measured − simulated TTFT) with that step cost, floored at 0.
+Folds: whole model families held out (every engine has rows of two or more families); an engine with one
+family would hold out whole GPU types instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from roofline.errors import RooflineError
+from roofline.serving.simulate import simulate
+
+HERE = Path(__file__).parent
+OUT = HERE.parent / "results" / "serving_sim.csv"
+
+
+def weight_dtype(row: pd.Series) -> str:
+    """The library's format for the row's precision (fp4 without an fp4 tensor core = 4-bit weight-only)."""
+    if row.precision in ("fp4", "int4") and row.hardware != "b200":
+        return "int4"
+    return "bf16" if row.precision == "bf16" else str(row.precision)
+
+
+def run_row(row: pd.Series, step_s: float, req_s: float) -> tuple[float, float, str]:
+    """(TTFT ms, TPOT ms, note) of one measurement simulated with the given overheads."""
+    c = int(row.batch_size)
+    over = {"step_overhead_s": step_s, "request_overhead_s": req_s}
+    if row.backend == "trtllm":
+        over["chunked_prefill"] = True
+    try:
+        s = simulate(
+            row.spec, row.hardware, engine=row.backend, tp=int(row.tp_size), ep=int(row.moe_ep_size),
+            concurrency=c, prompt_len=int(row.isl), output_len=int(row.osl), num_requests=min(max(5 * c, 50), 12_000),
+            weight_dtype=weight_dtype(row), engine_overrides=over,
+        )  # fmt: skip
+    except RooflineError as exc:
+        return float("nan"), float("nan"), str(exc).split(";")[0][:120]
+    return s.summary["ttft_mean_s"] * 1e3, s.summary["tpot_mean_s"] * 1e3, ""
+
+
+def folds(d: pd.DataFrame) -> list[tuple[str, str, pd.Index, pd.Index]]:
+    """(engine, held-out label, train index, test index) for every fold."""
+    out = []
+    for eng, g in d.groupby("backend"):
+        key = "family" if g.family.nunique() > 1 else "hardware"
+        for held in sorted(g[key].unique()):
+            out.append((str(eng), f"{key}={held}", g.index[g[key] != held], g.index[g[key] == held]))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max-per-group", type=int, default=40, help="rows per (engine, family, GPU), seeded sample")
+    a = ap.parse_args()
+    d = pd.read_csv(HERE / "aic_silicon_agg.csv")
+    d = d.sample(frac=1.0, random_state=0).groupby(["backend", "family", "hardware"]).head(a.max_per_group)
+    d = d.sort_values(["backend", "family", "hardware", "id"]).reset_index(drop=True)
+    t0 = time.perf_counter()
+    base = [run_row(r, 0.0, 0.0) for r in d.itertuples(index=False)]
+    d["ttft0_ms"], d["tpot0_ms"], d["note"] = zip(*base, strict=True)
+    ok = d.ttft0_ms.notna()
+    print(f"{len(d)} rows ({(~ok).sum()} not simulable), baseline pass {time.perf_counter() - t0:.0f} s")
+    rows = []
+    for eng, held, tr, te in folds(d[ok]):
+        step = max(0.0, float(np.median(d.loc[tr, "silicon_tpot_ms"] - d.loc[tr, "tpot0_ms"]))) / 1e3
+        tr_ttft = [run_row(d.loc[i], step, 0.0)[0] for i in tr]
+        req = max(0.0, float(np.median(d.loc[tr, "silicon_ttft_ms"].to_numpy() - np.asarray(tr_ttft)))) / 1e3
+        for i in te:
+            ttft, tpot, _ = run_row(d.loc[i], step, req)
+            r = d.loc[i]
+            rows.append({
+                "engine": eng, "held_out": held, "id": r.id, "family": r.family, "hardware": r.hardware,
+                "isl": r.isl, "osl": r.osl, "concurrency": r.batch_size, "tp": r.tp_size, "ep": r.moe_ep_size,
+                "precision": r.precision, "step_overhead_s": step, "request_overhead_s": req,
+                "ttft_meas_ms": r.silicon_ttft_ms, "tpot_meas_ms": r.silicon_tpot_ms,
+                "ttft_sim0_ms": r.ttft0_ms, "tpot_sim0_ms": r.tpot0_ms, "ttft_sim_ms": ttft, "tpot_sim_ms": tpot,
+            })  # fmt: skip
+    res = pd.DataFrame(rows)
+    for sfx in ("meas", "sim0", "sim"):  # E2E = TTFT + (OSL − 1)·TPOT, the same for measurement and simulation
+        res[f"e2e_{sfx}_ms"] = res[f"ttft_{sfx}_ms"] + (res.osl - 1) * res[f"tpot_{sfx}_ms"]
+    for k in ("ttft", "tpot", "e2e"):
+        res[f"{k}_err0"] = res[f"{k}_sim0_ms"] / res[f"{k}_meas_ms"] - 1
+        res[f"{k}_err"] = res[f"{k}_sim_ms"] / res[f"{k}_meas_ms"] - 1
+    OUT.parent.mkdir(exist_ok=True)
+    res.to_csv(OUT, index=False)
+    summary = res.groupby("engine").agg(
+        rows=("id", "size"),
+        ttft_unfitted=("ttft_err0", lambda x: np.median(np.abs(x))),
+        tpot_unfitted=("tpot_err0", lambda x: np.median(np.abs(x))),
+        ttft_fitted=("ttft_err", lambda x: np.median(np.abs(x))),
+        tpot_fitted=("tpot_err", lambda x: np.median(np.abs(x))),
+        e2e_fitted=("e2e_err", lambda x: np.median(np.abs(x))),
+        ttft_bias=("ttft_err", "median"),
+        tpot_bias=("tpot_err", "median"),
+    )
+    print(summary.to_string(float_format=lambda x: f"{x:.3f}"))
+    print(res.groupby(["engine", "held_out"])[["step_overhead_s", "request_overhead_s"]].first().to_string())
+    print(f"total {time.perf_counter() - t0:.0f} s -> {OUT}")
+
+
+if __name__ == "__main__":
+    main()
