@@ -99,7 +99,7 @@ def report_command(
         max_gpus=max_gpus, prices=parse_prices(price or []), calibration=calibration, kv_dtype=kv_dtype,
         engine=engine, output_path=path, confidence=parse_float_opt(confidence, "--confidence"),
         min_headroom=parse_float_opt(min_headroom, "--min-headroom") if min_headroom is not None else None,
-        usd_per_kwh=parse_float_opt(electricity_price, "--electricity-price") if electricity_price is not None else None,
+        usd_per_kwh=None if electricity_price is None else parse_float_opt(electricity_price, "--electricity-price"),
     )  # fmt: skip
     rep.save(target)
     size_kb = len(rep.html.encode()) / 1e3
@@ -120,7 +120,8 @@ def _workload_help() -> str:
     from roofline.serving.workloads import PRESETS
 
     lines = [f"{w.contents}." for w in PRESETS.values()]
-    return "Workload presets:\n\n" + "\n\n".join(lines) + "\n\ncustom: give --prompt, --output, --qps, --ttft-slo and --tpot-slo."
+    lines.append("custom: give --prompt, --output, --qps, --ttft-slo and --tpot-slo.")
+    return "Workload presets:\n\n" + "\n\n".join(lines)
 
 
 report_command.__doc__ = (report_command.__doc__ or "") + "\n\n" + _workload_help()
