@@ -13,6 +13,7 @@ from roofline.profile import CalibrationProfile
 from roofline.report.content import (
     COLUMNS,
     ReportData,
+    checkpoint_note,
     hardware_rows,
     model_facts,
     recommended_row,
@@ -104,8 +105,11 @@ def build(
     rows = hardware_rows(inp, plan)
     rec = recommended_row(rows)
     sens = sensitivity(inp, plan)
+    from roofline.report.whatif import what_ifs
+
     data = ReportData(
         inputs=inp, plan=plan, rows=rows, recommended=rec, risks=tuple(risks(rows, rec, inp, sens)),
+        whatifs=what_ifs(inp, rec),
         sensitivity=sens, evidence=evidence(inp), reproduce=reproduce(inp, output_path),
     )  # fmt: skip
     html = _html(data, t0)
@@ -154,7 +158,7 @@ def _html(data: ReportData, t0: float) -> str:
         facts=model_facts(inp, kv_bytes), engine_pred=pred, prices=_prices(inp), elapsed=time.perf_counter() - t0,
         tie_note=tie_note(data.rows), rank_rule=RANK_RULE, engine_label=_engine_label(inp),
         headroom_floor=_floor(data), x_limits=_x_limits(data), pareto_empty=empty_reason(data),
-        stress=stress_level(inp.confidence), checkpoint=_checkpoint(inp),
+        stress=stress_level(inp.confidence), checkpoint=checkpoint_note(inp),
     )  # fmt: skip
 
 
@@ -183,21 +187,6 @@ def _floor(data: ReportData) -> float:
     if rec is not None and rec.finalist is not None:
         return rec.finalist.min_headroom
     return float("nan") if data.inputs.min_headroom is None else data.inputs.min_headroom
-
-
-def _checkpoint(inp: Any) -> str:
-    """'' or a sentence on a checkpoint shipped in a format other than bf16/fp16 (e.g. DeepSeek's FP8)."""
-    m = inp.model
-    ck = m.checkpoint
-    groups = [getattr(ck, g) for g in ("attention", "dense_ffn", "routed_experts", "shared_experts")] if ck else []
-    fmts = sorted({str(v) for v in groups} or {str(m.native_dtype)})
-    low = [f for f in fmts if f not in ("bf16", "fp16", "fp32")]
-    if not low:
-        return ""
-    return (
-        f"{m.display_name} ships its checkpoint in {', '.join(fmts).upper()}; "
-        "the default precision ('checkpoint') plans on those formats."
-    )
 
 
 def _prices(inp: Any) -> list[tuple[Any, float | None, str, str]]:

@@ -97,6 +97,7 @@ class ReportData:
     evidence: Any
     reproduce: Any
     seconds: float = 0.0
+    whatifs: tuple[Any, ...] = ()
 
 
 def hw_name(hw: Any) -> str:
@@ -257,3 +258,18 @@ def model_facts(inp: ReportInputs, kv_bytes_per_element: float = 2.0) -> dict[st
         "active_params": float(m.active_param_count()),
         "kv_bytes_per_token": float(kv_bytes_per_token(m, kv_bytes_per_element)),
     }
+
+
+def checkpoint_note(inp: ReportInputs) -> str:
+    """'' or a sentence on a checkpoint shipped in a format other than bf16/fp16 (e.g. DeepSeek's FP8)."""
+    m = inp.model
+    ck = m.checkpoint
+    groups = [getattr(ck, g) for g in ("attention", "dense_ffn", "routed_experts", "shared_experts")] if ck else []
+    fmts = sorted({str(v) for v in groups} or {str(m.native_dtype)})
+    low = [f for f in fmts if f not in ("bf16", "fp16", "fp32")]
+    if not low:
+        return ""
+    return (
+        f"{m.display_name} ships its checkpoint in {', '.join(fmts).upper()}; "
+        "the default precision ('checkpoint') plans on those formats."
+    )
