@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from roofline.boundary.limits import MAX_SWEEP_POINTS
+from roofline.boundary.limits import MAX_API_SWEEP_POINTS
 from roofline.costs import latencies, scenario_costs, step_cost
 from roofline.engine.config import EngineConfig
 from roofline.engine.presets import EngineArg, resolve_engine
@@ -267,10 +267,10 @@ def sweep(
         raise ScenarioError(f"tp must be whole numbers >= 1 (got {tp!r})")
     b, pl, ol = (_axis(x, n) for x, n in ((batch, "batch"), (prompt_len, "prompt_len"), (output_len, "output_len")))
     points = math.prod(a.size for a in (b, pl, ol, tps))
-    if points > MAX_SWEEP_POINTS:
+    if points > MAX_API_SWEEP_POINTS:
         raise ScenarioError(
             f"the sweep grid has {points:,} points (batch × prompt_len × output_len × tp), more than "
-            f"{MAX_SWEEP_POINTS:,} (roofline.boundary.limits); split it into several sweeps"
+            f"{MAX_API_SWEEP_POINTS:,} (roofline.boundary.limits MAX_API_SWEEP_POINTS); split it into several sweeps"
         )
     m, hw, prof = resolve(model, hardware, calibration)
     frames = []

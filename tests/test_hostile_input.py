@@ -244,7 +244,7 @@ API_CASES: list[tuple[str, Any]] = [
     *[
         (f"sweep({kw})", lambda kw=kw: roofline.sweep("llama-2-7b", "h100-sxm", **kw))
         for kw in ({"batch": [[1, 2]]}, {"batch": [0, []]}, {"prompt_len": []}, {"tp": [10**30]}, {"tp": 1.5},
-                   {"batch": list(range(1, 1001)), "prompt_len": list(range(1, 1001)), "output_len": [2, 3]})
+                   {"batch": list(range(1, 2001)), "prompt_len": list(range(1, 2001)), "output_len": [2, 3]})
     ],
 ]  # fmt: skip
 

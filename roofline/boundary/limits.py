@@ -57,6 +57,10 @@ MAX_PARALLEL = 16_384
 MAX_LIST_VALUES = 10_000
 MAX_SWEEP_POINTS = 200_000
 
+#: Points in one ``roofline.sweep`` call from Python (no text rendering): a vectorised grid of
+#: 1,000,000 points takes about 1 s and a 1,000,000-row DataFrame (~0.2 GB); 5,000,000 bounds it to ~1 GB.
+MAX_API_SWEEP_POINTS = 5_000_000
+
 #: Requests per second a plan is asked to serve (the largest public services report
 #: ~10^5 req/s in total), and GPUs a plan may use.
 MAX_QPS = 1e9

@@ -52,7 +52,7 @@ def scenario_title(r: PredictionResult) -> str:
     s = r.summary()
     par = f"tp {s['tp']}" + (f" · pp {s['pp']}" if s["pp"] > 1 else "") + (f" · ep {s['ep']}" if s["ep"] > 1 else "")
     return (
-        f"[bold]{s['model']}[/] on [bold]{s['hardware']}[/] · profile {s['profile']}\n"
+        f"[bold]{s['model']}[/] on [bold]{s['hardware']}[/] · engine {s['engine']} · profile {s['profile']}\n"
         f"batch {s['batch']} · prompt {s['prompt_len']} · output {s['output_len']} · {par} · "
         f"weights {s['weight_dtype']} · KV {s['kv_dtype']}"
     )
@@ -113,8 +113,13 @@ def prediction_table(r: PredictionResult, level: float | None = None) -> Table:
     t.add_section()
     cap = s["memory_capacity_bytes"]
     t.add_row("memory per GPU", fmt_bytes(cap), "visible to the engine")
-    util = s["memory_usable_bytes"] / cap if cap else float("nan")
-    t.add_row("  usable", fmt_bytes(s["memory_usable_bytes"]), f"{pct(util)} memory utilisation")
+    of = {
+        "total": "of total memory",
+        "static_pool": "of total memory for weights + KV",
+        "free_after_load": "of what is free after weights and activations",
+    }[s["engine_memory_fraction_of"]]
+    t.add_row("  usable", fmt_bytes(s["memory_usable_bytes"]),
+              f"{s['engine']}: {pct(s['engine_memory_fraction'])} {of}")  # fmt: skip
     t.add_row("  weights", fmt_bytes(s["weight_bytes_per_gpu"]), f"{s['weight_dtype']}, per GPU")
     t.add_row("  KV cache", fmt_bytes(s["kv_bytes_per_gpu"]), "this batch, per GPU")
     t.add_row("  reserve", fmt_bytes(s["reserve_bytes"]),

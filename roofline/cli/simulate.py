@@ -99,17 +99,22 @@ def simulate_cmd(
     plot: PlotOpt = None,
     json: JsonOpt = False,
     csv: CsvOpt = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")] = False,
 ) -> None:
     """Simulate continuous batching under load: TTFT/TPOT/ITL/E2E percentiles, throughput, KV use.
 
     Exactly one of --qps, --concurrency or --trace. Exit code 1 (after the results) when the offered
     load saturates the engine: the queue grows without bound; the message gives the sustainable rate.
     """
-    from roofline.cli.options import write_frame
+    from roofline.cli.options import output_target, write_frame
     from roofline.serving.simulate import simulate
 
     if json and csv:
         raise OptionError("--json and --csv are exclusive; pick one")
+    # destinations are checked before the simulation runs (roofline.boundary.outputs)
+    req_target = output_target(requests_out, force, "per-request table", "--requests-out")
+    tl_target = output_target(timeline_out, force, "timeline table", "--timeline-out")
+    plot_target = output_target(plot, force, "plot", "--plot")
     n = parse_count_opt(num_requests, "--num-requests")
     kw: dict[str, Any] = {
         "qps": None if qps is None else parse_float_opt(qps, "--qps"),
@@ -128,12 +133,12 @@ def simulate_cmd(
     finally:
         if bar is not None:
             bar[0].stop()
-    if requests_out is not None:
-        write_frame(s.requests, requests_out, None)
-    if timeline_out is not None:
-        write_frame(s.timeline, timeline_out, None)
-    if plot is not None:
-        s.plot(str(plot))
+    if req_target is not None:
+        write_frame(s.requests, req_target, None)
+    if tl_target is not None:
+        write_frame(s.timeline, tl_target, None)
+    if plot_target is not None:
+        s.plot(str(plot_target.path))
     if json:
         cfg = {k: (v if k != "policy" else v.name) for k, v in s.config.items()}
         typer.echo(dumps({"config": cfg, "summary": s.summary, "saturated": s.saturated}))

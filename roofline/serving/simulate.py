@@ -45,7 +45,7 @@ from roofline.serving.trace import block_hashes, load_trace
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
-from roofline.specs.scenario import Scenario
+from roofline.specs.scenario import Scenario, weight_dtype_fields
 
 
 def simulate(
@@ -172,11 +172,11 @@ def replica(
     eng_over, pol_over = split_overrides(dict(engine_overrides or {}))
     eng = resolve_engine(engine, hw, eng_over)
     policy = policy_for(eng.scheduler, pol_over)
-    wd = Precision.parse(weight_dtype or m.native_dtype, "weight_dtype")
+    weights = weight_dtype_fields(weight_dtype)  # None or "checkpoint": the shipped checkpoint, as predict
     kd = Precision.parse(kv_dtype or (m.native_dtype if m.native_dtype in ("bf16", "fp16") else "bf16"), "kv_dtype")
     sc = Scenario(
         batch=1, prompt_len=max(1, round(prompt_mean)), output_len=max(1, round(output_mean)),
-        weight_dtype=wd, kv_dtype=kd, tp=tp, pp=pp, ep=ep, engine=eng,
+        kv_dtype=kd, tp=tp, pp=pp, ep=ep, engine=eng, **weights,
     )  # fmt: skip
     sc.validate_for(m, hw)
     bs = eng.kv_block_tokens

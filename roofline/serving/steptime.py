@@ -30,7 +30,7 @@ max(p + q·j, u + v·j) in the step index j, so a whole stretch sums in closed f
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from roofline.evaluate import ceilings, kv_read_factor, launch_overhead_s, op_ti
 from roofline.ops.attention import causal_pairs
 from roofline.ops.builder import build_ops
 from roofline.ops.records import Op, Phase
-from roofline.profile import CalibrationProfile
+from roofline.profile import CalibrationProfile, Curve
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.scenario import Scenario
@@ -56,10 +56,21 @@ class AttnTerm:
     compute_flops_per_s: float
     memory_bytes_per_s: float
     fixed_s: float
+    prefill_peak_flops_per_s: float = 0.0
+    prefill_curve: Curve | None = None
 
-    def time_s(self, tokens: float, pairs: float, span: float) -> float:
-        """Seconds of all ``count`` instances for a step with these totals."""
-        c = self.flops_per_pair * pairs / self.compute_flops_per_s
+    def compute_ceiling(self, span: np.ndarray | float) -> np.ndarray:
+        """FLOP/s at an attended span: the cap, or the prefill flash-attention curve of the profile
+        (min(cap, peak × curve(span)), as :func:`roofline.evaluate.ceilings` prices prefill attention)."""
+        cap = np.asarray(self.compute_flops_per_s, dtype=np.float64)
+        if self.prefill_curve is None or not self.prefill_peak_flops_per_s:
+            return cap + 0 * np.asarray(span, dtype=np.float64)
+        return np.minimum(cap, self.prefill_peak_flops_per_s * self.prefill_curve(span))
+
+    def time_s(self, tokens: float, pairs: float, span: float, compute_s: float | None = None) -> float:
+        """Seconds of all ``count`` instances for a step with these totals (``compute_s``: the FLOP
+        term already divided by per-row ceilings, when they vary with the span)."""
+        c = self.flops_per_pair * pairs / self.compute_flops_per_s if compute_s is None else compute_s
         m = (self.act_bytes_per_token * tokens + self.kv_bytes_per_span * span) / self.memory_bytes_per_s
         return self.count * ((c if c > m else m) + self.fixed_s)
 
@@ -90,14 +101,38 @@ class StateTerm:
 
 
 @dataclass(frozen=True)
+class SpanTerm:
+    """A non-attention op whose traffic grows with the attended span Σ(past + new) of the rows, e.g.
+    MLA prefill reading the expanded per-head K/V of every attended token (``attn.mla_prefill_kv``).
+
+    ``probe`` is the op built for one row, one new token, no past (span 1); a step with Σspan S is
+    that op with S times its bytes and FLOPs, timed by the evaluator itself (exact, including the
+    transfer-size curve).
+    """
+
+    probe: Op
+    hw: HardwareSpec
+    prof: CalibrationProfile
+
+    def time_s(self, span: float) -> float:
+        """Seconds of all instances for a step whose rows attend ``span`` tokens in total."""
+        if span <= 0:
+            return 0.0
+        o = self.probe
+        scaled = replace(o, flops=o.flops * span, act_bytes=o.act_bytes * span, kv_read_bytes=o.kv_read_bytes * span)
+        return float(o.count * op_time(scaled, self.hw, self.prof).time_s)
+
+
+@dataclass(frozen=True)
 class PhaseModel:
-    """Compiled cost of one phase: tables over tokens M and rows R, attention and state terms, fixed seconds."""
+    """Compiled cost of one phase: tables over tokens M and rows R, attention, state and span terms."""
 
     token_s: np.ndarray
     seq_s: np.ndarray
     attn: tuple[AttnTerm, ...]
     overhead_s: float
     state: tuple[StateTerm, ...] = ()
+    span: tuple[SpanTerm, ...] = ()
 
     def state_s(self, tokens: float, rows: float, rows_past: float) -> float:
         """Seconds of the recurrent-state kernels of a step."""
@@ -105,8 +140,15 @@ class PhaseModel:
 
 
 def _attn_term(op: Op, hw: HardwareSpec, prof: CalibrationProfile) -> AttnTerm:
-    """Read the affine coefficients off an attention op built at B = 1, n = 1, p = 0 (pairs = span = 1)."""
-    c, bw = ceilings(op, hw, prof)
+    """Read the affine coefficients off an attention op built at B = 1, n = 1, p = 0 (pairs = span = 1).
+
+    A prefill-phase kernel's compute ceiling depends on its span (the profile's flash-attention
+    curve); the term keeps the cap and the curve and :meth:`StepModel.step_time` applies it per row.
+    """
+    _, bw = ceilings(op, hw, prof)
+    c = prof.compute_ceiling(hw, op.dtype) * prof.attention.compute_efficiency
+    curve = None if op.context_dependent else prof.attention.prefill_curve(float(np.max(op.k)))
+    peak = hw.peak_flops_per_s(op.dtype) if curve is not None else None
     fixed = float(op.comm_bytes) / prof.link_bytes_per_s(hw) + op.collectives * prof.comm.latency_s
     extra_bytes = float(op.weight_bytes) + float(op.kv_write_bytes)
     if extra_bytes:
@@ -115,6 +157,7 @@ def _attn_term(op: Op, hw: HardwareSpec, prof: CalibrationProfile) -> AttnTerm:
         count=float(op.count), flops_per_pair=float(op.flops), act_bytes_per_token=float(op.act_bytes),
         kv_bytes_per_span=kv_read_factor(op, prof) * float(op.kv_read_bytes), window=float(op.ctx_cap),
         compute_flops_per_s=float(c), memory_bytes_per_s=float(bw), fixed_s=fixed + launch_overhead_s(op, prof),
+        prefill_peak_flops_per_s=float(peak or 0.0), prefill_curve=curve if peak else None,
     )  # fmt: skip
 
 
@@ -153,9 +196,17 @@ def compile_phase(
     zero = np.zeros_like(grid)
     one_row = build_ops(model, sc, hw, phase, 1.0, grid, zero)
     many_rows = build_ops(model, sc, hw, phase, grid, np.ones_like(grid), zero)
+    probe = build_ops(model, sc, hw, phase, 1.0, 1.0, 0.0)
+    past = build_ops(model, sc, hw, phase, 1.0, 1.0, 5.0)
     token_s, seq_s = np.zeros(n + 1), np.zeros(n + 1)
-    for a, b in zip(one_row, many_rows, strict=True):
+    spans: list[SpanTerm] = []
+    for a, b, op, op5 in zip(one_row, many_rows, probe, past, strict=True):
         if a.kind == "attention":
+            continue
+        if float(op.memory_bytes) != float(op5.memory_bytes) or float(op.flops) != float(op5.flops):
+            if phase == "decode":
+                raise NotImplementedError(f"decode op {op.name} grows with the context outside attention")
+            spans.append(SpanTerm(op, hw, prof))
             continue
         ta = a.count * np.broadcast_to(op_time(a, hw, prof).time_s, grid.shape)
         tb = b.count * np.broadcast_to(op_time(b, hw, prof).time_s, grid.shape)
@@ -163,8 +214,6 @@ def compile_phase(
             token_s[1:] += ta
         else:
             seq_s[1:] += tb
-    probe = build_ops(model, sc, hw, phase, 1.0, 1.0, 0.0)
-    past = build_ops(model, sc, hw, phase, 1.0, 1.0, 5.0)
     attn, state = [], []
     for op, op5 in zip(probe, past, strict=True):
         if op.kind != "attention":
@@ -174,7 +223,12 @@ def compile_phase(
         else:
             attn.append(_attn_term(op, hw, prof))
     return PhaseModel(
-        token_s[: max_tokens + 1].copy(), seq_s[: max_rows + 1].copy(), tuple(attn), overhead_s, tuple(state)
+        token_s[: max_tokens + 1].copy(),
+        seq_s[: max_rows + 1].copy(),
+        tuple(attn),
+        overhead_s,
+        tuple(state),
+        tuple(spans),
     )
 
 
@@ -228,6 +282,7 @@ class StepModel:
         pm = self.decode
         pre_pairs: list[float] = [0.0] * len(self.windows)
         pre_span: list[float] = [0.0] * len(self.windows)
+        pre_compute: list[float | None] = [None] * len(self.windows)
         if prefill_new is not None and len(prefill_new):
             pm = self.prefill
             new = np.asarray(prefill_new, dtype=np.float64)
@@ -236,19 +291,33 @@ class StepModel:
             rows += len(new)
             rows_past += float(np.count_nonzero(past))
             for a, w in enumerate(self.windows):
-                pre_pairs[a] = float(causal_pairs(past, new, w).sum())
-                pre_span[a] = float(np.minimum(past + new, w + new - 1).sum())
+                pairs_r = causal_pairs(past, new, w)
+                span_r = np.minimum(past + new, w + new - 1)
+                pre_pairs[a] = float(pairs_r.sum())
+                pre_span[a] = float(span_r.sum())
+                term = pm.attn[a]
+                if term.prefill_curve is not None:  # per-row ceiling; decode rows at their mean span
+                    flops = term.flops_per_pair * pairs_r / term.compute_ceiling(span_r)
+                    s = decode_span[a] if decode_rows else 0.0
+                    dec = term.flops_per_pair * s / float(term.compute_ceiling(s / decode_rows)) if s else 0.0
+                    pre_compute[a] = float(flops.sum()) + dec
         mi = int(m)
         if mi > self.max_tokens or rows > self.max_rows:
             raise ValueError(
                 f"step of {mi} tokens / {rows} rows exceeds the compiled {self.max_tokens}/{self.max_rows}"
             )
         gpu = pm.overhead_s + float(pm.token_s[mi]) + float(pm.seq_s[rows])
+        if pm.span and prefill_new is not None and len(prefill_new):
+            # Σ attended tokens: chunks attend past + new; decode rows their context (the widest term's span)
+            full = max(range(len(self.windows)), key=lambda a: self.windows[a]) if self.windows else None
+            dec = decode_span[full] if decode_rows and full is not None else 0.0
+            total = float(np.sum(np.asarray(prefill_past) + np.asarray(prefill_new))) + dec
+            gpu += sum(s.time_s(total) for s in pm.span)
         if pm.state:
             gpu += pm.state_s(m, rows, rows_past)
         for a, term in enumerate(pm.attn):
             s = decode_span[a] if decode_rows else 0.0
-            gpu += term.time_s(m, s + pre_pairs[a], s + pre_span[a])
+            gpu += term.time_s(m, s + pre_pairs[a], s + pre_span[a], pre_compute[a])
         return self._finish(gpu)
 
     def decode_affine(self, rows: int, span0: tuple[float, ...], slope: tuple[float, ...]) -> DecodeStretch:

@@ -49,8 +49,10 @@ from roofline.boundary.inputs import expand_user, read_text
 from roofline.boundary.limits import MAX_LAYERS
 from roofline.errors import SpecError
 from roofline.specs import hf_families as families
+from roofline.specs.hf_adapters import ADAPTERS
 from roofline.specs.hf_config import _MISSING, _Config
-from roofline.specs.hf_families import ADAPTERS, NOT_MODELLED
+from roofline.specs.hf_families import NOT_MODELLED
+from roofline.specs.hf_fields import _DEEPSEEK, _attention, _dtype, _moe
 from roofline.specs.model import ModelSpec
 from roofline.specs.quant import checkpoint_spec
 from roofline.specs.validation import validate_spec
@@ -92,19 +94,8 @@ _BY_MODEL_TYPE = {
     "qwen3_vl_moe_text": "Qwen3MoeForCausalLM",
     "kimi_k2": "DeepseekV3ForCausalLM",
 }
-_DEEPSEEK = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM")
-_QWEN = ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiMoForCausalLM")
 _TIED_DEFAULT = {"Gemma2ForCausalLM": True}
 _NORMS_PER_LAYER = {"Gemma2ForCausalLM": 4}
-_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-_ATTENTION_BIAS = (
-    "LlamaForCausalLM",
-    "Qwen3ForCausalLM",
-    "Qwen3MoeForCausalLM",
-    "Gemma2ForCausalLM",
-    "GptOssForCausalLM",
-)
-_LAYER_TYPES = {"sliding_attention": "local", "full_attention": "global"}
 _MAX_LAYERS = MAX_LAYERS
 _WRAPPER = "__roofline_wrapper__"  # private key: the multimodal wrapper class a text_config came from
 
@@ -184,163 +175,6 @@ def _architecture(raw: dict[str, Any], origin: str) -> tuple[dict[str, Any], str
 
 
 # ---- architecture pieces ----------------------------------------------------------------
-def _mla(c: _Config) -> dict[str, Any] | None:
-    """MLA ranks for DeepSeek-V3, else None."""
-    if c.arch not in _DEEPSEEK:
-        return None
-    if c.typed("attention_bias", bool, False):
-        raise c._fail("attention_bias", "true is not supported for MLA (no MLA bias terms in the spec)")
-    return {
-        "q_lora_rank": c.opt_int("q_lora_rank"),
-        "kv_lora_rank": c.integer("kv_lora_rank"),
-        "qk_rope_head_dim": c.integer("qk_rope_head_dim"),
-        "qk_nope_head_dim": c.integer("qk_nope_head_dim"),
-        "v_head_dim": c.integer("v_head_dim"),
-    }
-
-
-def _attention(c: _Config, hidden: int, num_layers: int) -> dict[str, Any]:
-    """The ``attention`` block: heads, head_dim, biases, sinks, MLA and sliding window."""
-    heads = c.integer("num_attention_heads")
-    kv_heads = c.opt_int("num_key_value_heads") or heads
-    mla = _mla(c)
-    if mla is not None:
-        kind, head_dim = "mla", mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
-    else:
-        kind = "mha" if kv_heads == heads else "mqa" if kv_heads == 1 else "gqa"
-        head_dim = c.opt_int("head_dim") or hidden // heads
-        if c.data.get("head_dim") is None and hidden % heads:
-            raise c._fail("head_dim", f"is absent and num_attention_heads ({heads}) does not divide {hidden}")
-    bias = c.typed("attention_bias", bool, False) and c.arch in _ATTENTION_BIAS
-    window, pattern = _window(c, num_layers)
-    return {
-        "kind": kind,
-        "num_heads": heads,
-        "num_kv_heads": kv_heads,
-        "head_dim": head_dim,
-        "qkv_bias": bias
-        or c.arch == "Qwen2ForCausalLM"
-        or (c.arch == "MiMoForCausalLM" and c.typed("attention_bias", bool, True)),
-        "o_bias": bias,
-        "sinks": c.arch == "GptOssForCausalLM",
-        "qk_norm": c.arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"),
-        "sliding_window": window,
-        "layer_pattern": pattern,
-        "mla": mla,
-    }
-
-
-def _layer_kinds(c: _Config, num_layers: int) -> list[str]:
-    """'local'/'global' per layer, per the architecture's sliding-window semantics."""
-    if c.arch in _DEEPSEEK:  # GLM-5.2's layer_types say 'deepseek_sparse_attention'; the sparsity is in layers
-        return ["global"] * num_layers
-    qwen = c.arch in _QWEN
-    if qwen and not (c.typed("use_sliding_window", bool, False) and c.data.get("sliding_window") is not None):
-        return ["global"] * num_layers  # never from sliding_window alone
-    if c.data.get("layer_types") is not None or c.arch == "GptOssForCausalLM":
-        types = c.raw("layer_types")
-        ok = isinstance(types, list) and len(types) == num_layers
-        if not ok or any(not isinstance(t, str) or t not in _LAYER_TYPES for t in types):
-            raise c._fail("layer_types", f"must list {num_layers} entries of {sorted(_LAYER_TYPES)}")
-        return [_LAYER_TYPES[t] for t in types]
-    if qwen:
-        first = c.integer("max_window_layers", default=num_layers, minimum=0)
-        return ["global" if i < first else "local" for i in range(num_layers)]
-    if c.arch == "Gemma2ForCausalLM":
-        return ["local" if i % 2 == 0 else "global" for i in range(num_layers)]
-    if c.arch in ("MistralForCausalLM", "MixtralForCausalLM", "Phi3ForCausalLM"):
-        return ["global" if c.data.get("sliding_window") is None else "local"] * num_layers
-    return ["global"] * num_layers
-
-
-def _period(kinds: list[str]) -> tuple[str, ...]:
-    """Shortest prefix that repeats cyclically into ``kinds``."""
-    n = len(kinds)
-    for p in range(1, n + 1):
-        if all(kinds[i] == kinds[i % p] for i in range(n)):
-            return tuple(kinds[:p])
-    return tuple(kinds)
-
-
-def _window(c: _Config, num_layers: int) -> tuple[int | None, tuple[str, ...] | None]:
-    """``(sliding_window, layer_pattern)``: both None for all-global attention."""
-    kinds = _layer_kinds(c, num_layers)
-    if "local" not in kinds:
-        return None, None
-    window = c.integer("sliding_window")
-    return window, None if "global" not in kinds else _period(kinds)
-
-
-def _moe_layers(c: _Config, num_layers: int) -> list[bool]:
-    """Whether each layer's FFN is a mixture of experts."""
-    if c.arch in ("MixtralForCausalLM", "GptOssForCausalLM"):
-        return [True] * num_layers
-    if c.arch == "Qwen3MoeForCausalLM":
-        dense = set(c.int_list("mlp_only_layers"))
-        step = c.integer("decoder_sparse_step", default=1)
-        return [i not in dense and (i + 1) % step == 0 for i in range(num_layers)]
-    if c.arch in _DEEPSEEK:
-        first = c.integer("first_k_dense_replace", minimum=0)
-        freq = c.integer("moe_layer_freq", default=1)
-        return [i >= first and i % freq == 0 for i in range(num_layers)]
-    return [False] * num_layers
-
-
-def _first_dense(c: _Config, is_moe: list[bool]) -> int | None:
-    """Number of leading dense layers, None without MoE; error if dense layers are not leading."""
-    if not any(is_moe):
-        return None
-    k = is_moe.index(True)
-    if not all(is_moe[k:]):
-        dense = [i for i, m in enumerate(is_moe) if not m]
-        raise SpecError(
-            f"{c.origin} ({c.arch}): dense FFN layers {dense} are not a leading block; roofline can only model "
-            "the first N layers dense and the rest MoE (check mlp_only_layers, decoder_sparse_step, moe_layer_freq)"
-        )
-    return k
-
-
-def _top_k(c: _Config) -> int:
-    """``num_experts_per_tok`` (or gpt-oss ``experts_per_token``; both must agree)."""
-    values = {c.integer(k) for k in ("num_experts_per_tok", "experts_per_token") if k in c.data}
-    if not values:
-        c.raw("num_experts_per_tok")  # raises: missing
-    if len(values) > 1:
-        raise c._fail("experts_per_token", f"disagrees with num_experts_per_tok ({sorted(values)})")
-    return values.pop()
-
-
-def _moe(c: _Config, num_layers: int) -> dict[str, Any] | None:
-    """The ``moe`` block, or None for a dense model."""
-    first = _first_dense(c, _moe_layers(c, num_layers))
-    if first is None:
-        return None
-    moe: dict[str, Any] = {"top_k": _top_k(c), "first_dense_layers": first}
-    if c.arch in ("MixtralForCausalLM", "GptOssForCausalLM"):
-        moe["num_experts"] = c.integer("num_local_experts")
-        moe["expert_intermediate_size"] = c.integer("intermediate_size")
-    else:
-        moe["num_experts"] = c.integer("num_experts" if c.arch == "Qwen3MoeForCausalLM" else "n_routed_experts")
-        moe["expert_intermediate_size"] = c.integer("moe_intermediate_size")
-    if c.arch in _DEEPSEEK:
-        shared = c.integer("n_shared_experts", minimum=0)
-        if shared:
-            moe["num_shared_experts"] = 1
-            moe["shared_intermediate_size"] = shared * moe["expert_intermediate_size"]
-        moe["router_bias"] = True  # e_score_correction_bias
-    if c.arch == "GptOssForCausalLM":
-        moe["router_bias"] = moe["expert_bias"] = True
-    return moe
-
-
-def _dtype(c: _Config) -> str:
-    key = "torch_dtype" if "torch_dtype" in c.data else "dtype"
-    raw = c.typed(key, str, "bfloat16")
-    if raw not in _DTYPES:
-        raise c._fail(key, f"is {raw!r}; supported: {', '.join(_DTYPES)}")
-    return _DTYPES[raw]
-
-
 def _notes(c: _Config) -> str:
     """Facts worth keeping that the schema has no field for."""
     notes = []
