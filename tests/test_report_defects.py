@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -103,10 +104,12 @@ def _sens(change: str) -> SensitivityRow:
 def test_risk_box_never_states_an_upside(report: Any) -> None:
     """First edition: 'if bandwidth is 15 % above the profile, the plan needs 3 × H200' as the main risk."""
     d = report.data
-    out = risks(d.rows, d.recommended, d.inputs, [d.sensitivity[0], _sens("fewer GPUs")])
-    assert not any("above the profile" in text for _, text in out)
-    out = risks(d.rows, d.recommended, d.inputs, [d.sensitivity[0], _sens("more GPUs")])
-    assert any("above the profile" in text for _, text in out)  # a downside is kept
+    for change in ("fewer GPUs", "other hardware"):
+        out = risks(d.rows, d.recommended, d.inputs, [d.sensitivity[0], _sens(change)])
+        assert not any("above the profile" in text for _, text in out)  # 'other hardware' when faster: no risk
+    below = replace(_sens("more GPUs"), description="achieved HBM bandwidth is 15% below the profile")
+    out = risks(d.rows, d.recommended, d.inputs, [d.sensitivity[0], below])
+    assert any("below the profile" in text for _, text in out)  # a downside is kept
     main = d.risks[0][1]
     assert "suffice" not in main and "save" not in main
     assert re.search(r"\d+% (over|short)|[+]\d+% over the planned", main), main  # by how much

@@ -8,7 +8,8 @@ Sources, most severe first:
    first is named with its excess over the SLO (or its shortfall under the planned load).
 2. **Traffic.** Above the knee (mean TTFT twice its zero-load value) latency grows quickly; above
    capacity requests queue without bound. The box says how far above the planned load each is.
-3. **Sensitivity downsides** (±15 % bandwidth/compute) that need more GPUs or other hardware.
+3. **Sensitivity downsides**: bandwidth or compute 15 % below the profile needing more GPUs, other hardware
+   or no plan (a variant above the profile is an upside, never listed).
 4. **Unmeasured profile.** The ceilings were not measured on the target machines.
 
 An upside (a case where fewer GPUs would do) is never a risk and is left to the Sensitivity table.
@@ -89,7 +90,8 @@ def risks(
         return [(9.0, "No hardware meets the SLOs for this workload; see the reasons in the comparison table.")]
     out = [r for r in (model_error_risk(rec, inp), traffic_risk(rec, inp)) if r is not None]
     for s in sens:
-        if not s.changes_choice or s.label == "datasheet" or not s.downside:
+        # a risk is a shortfall (ceilings below the profile) that worsens the answer, never a cheaper outcome
+        if not s.changes_choice or not s.downside or "below" not in s.description:
             continue
         if s.hardware is None:
             out.append((1.5, f"If the {s.description}, no configuration meets the SLOs; measure before buying."))
