@@ -104,7 +104,7 @@ def build(
     plan = run_plan(inp)
     rows = hardware_rows(inp, plan)
     rec = recommended_row(rows)
-    sens = sensitivity(inp, plan)
+    sens = sensitivity(inp, plan, rec.finalist if rec is not None else None)
     from roofline.report.whatif import what_ifs
 
     data = ReportData(

@@ -33,7 +33,8 @@ def rank_key(f: Finalist) -> tuple[float, int, float, int]:
     return (math.inf if cost is None else cost, f.gpus, f.tpot_s, f.candidate.tp)
 
 
-def _cost(c: Candidate) -> float:
+def planner_cost(c: Candidate) -> float:
+    """A candidate's planner $/hour (inf when unpriced): a lower bound of its simulator-sized cost."""
     return math.inf if c.usd_per_hour is None else float(c.usd_per_hour)
 
 
@@ -46,8 +47,8 @@ def size_hardware(
     wl = inp.workload
     best: Finalist | None = None
     reasons: list[str] = []
-    for c in sorted((c for c in cands if c.feasible), key=lambda c: (_cost(c), c.gpus)):
-        if best is not None and (_cost(c), c.gpus) > (_best_cost(best), best.gpus):
+    for c in sorted((c for c in cands if c.feasible), key=lambda c: (planner_cost(c), c.gpus)):
+        if best is not None and (planner_cost(c), c.gpus) > (sized_cost(best), best.gpus):
             break
         try:
             f = size_finalist(
@@ -76,7 +77,8 @@ def size_hardware(
     return best, "; ".join(reasons)
 
 
-def _best_cost(f: Finalist) -> float:
+def sized_cost(f: Finalist) -> float:
+    """A sized deployment's GPU $/hour (inf when unpriced), comparable with :func:`planner_cost`."""
     cost = f.usd_per_hour
     return math.inf if cost is None else float(cost)
 

@@ -173,8 +173,11 @@ def size_finalist(
     knee = float(grid[over[0]]) if over.size else sus
     h_min = c.error_margin if min_headroom is None else min_headroom
     h_min = 0.0 if not math.isfinite(h_min) else max(h_min, 0.0)
-    f_ttft = float(upper_factors("ttft_s", np.asarray([""]), confidence)[0])
-    f_tpot = float(upper_factors("tpot_s", np.asarray([""]), confidence)[0])
+    from roofline.profile import load_profile
+
+    prof = load_profile(calibration)  # a measured profile widens the interval by its run-to-run spread
+    f_ttft = float(upper_factors("ttft_s", np.asarray([""]), confidence, prof)[0])
+    f_tpot = float(upper_factors("tpot_s", np.asarray([""]), confidence, prof)[0])
     first = max(c.replicas, math.ceil(qps * (1.0 + h_min) / sus)) if sus > 0 else c.replicas
     replicas, res, ok, why = first, None, False, ""
     for replicas in range(first, first + MAX_EXTRA + 1):
