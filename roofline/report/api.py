@@ -140,9 +140,10 @@ def _kwh(x: float | None) -> float | None:
 
 def _html(data: ReportData, t0: float) -> str:
     from roofline.report.charts import color, empty_reason, report_charts
+    from roofline.report.loadcharts import load_charts
     from roofline.report.templating import render_template
 
-    charts = report_charts(data)
+    charts = {**load_charts(data), **report_charts(data)}
     inp = data.inputs
     kv_bytes = 2.0
     pred = (

@@ -303,10 +303,9 @@ def memory_figure(data: ReportData) -> Figure:
 
 
 def report_charts(data: ReportData) -> dict[str, str]:
-    """Every report chart as inline SVG, keyed by chart id."""
-    from roofline.report.loadcharts import load_charts
-
-    charts = load_charts(data)
+    """The Pareto, memory and roofline charts as inline SVG, keyed by chart id (latency-vs-load charts:
+    :func:`roofline.report.loadcharts.load_charts`)."""
+    charts = {}
     if any(r.prediction is not None for r in data.rows):
         charts["memory"] = figure_svg(memory_figure(data), "memory", "Memory per GPU")
         planned = _planned(data)

@@ -192,9 +192,12 @@ def row_values(inp: ReportInputs, f: Finalist) -> dict[str, float]:
 
 def hardware_rows(inp: ReportInputs, plan_result: PlanResult) -> tuple[HardwareRow, ...]:
     """One row per hardware: its cheapest simulator-sized deployment (see :mod:`roofline.report.sizing`)."""
-    from roofline.report.sizing import finalists, rank_key
+    from roofline.report.sizing import rank_key, size_hardware
 
-    sized = finalists(inp, plan_result)
+    sized = {
+        hw.name: size_hardware(inp, hw, [c for c in plan_result.candidates if hw_name(c.hardware) == hw.name])
+        for hw in inp.hardware
+    }
     rows = []
     for hw in inp.hardware:
         f, why = sized[hw.name]

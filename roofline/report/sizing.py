@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from roofline.errors import RooflineError
 
 if TYPE_CHECKING:
     from roofline.report.content import ReportInputs
     from roofline.serving.finalists import Finalist
-    from roofline.serving.planner import Candidate, PlanResult
+    from roofline.serving.planner import Candidate
     from roofline.specs.hardware import HardwareSpec
 
 RANK_RULE = (
@@ -81,14 +81,3 @@ def sized_cost(f: Finalist) -> float:
     """A sized deployment's GPU $/hour (inf when unpriced), comparable with :func:`planner_cost`."""
     cost = f.usd_per_hour
     return math.inf if cost is None else float(cost)
-
-
-def finalists(inp: ReportInputs, plan: PlanResult) -> dict[str, tuple[Finalist | None, str]]:
-    """{hardware slug: (its simulator-sized deployment or None, why not)} for every report hardware."""
-    from roofline.report.content import hw_name
-
-    out: dict[str, tuple[Any, str]] = {}
-    for hw in inp.hardware:
-        cands = [c for c in plan.candidates if hw_name(c.hardware) == hw.name]
-        out[hw.name] = size_hardware(inp, hw, cands)
-    return out
