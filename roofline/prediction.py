@@ -25,6 +25,7 @@ from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
 from roofline.specs.scenario import Scenario, weight_dtype_fields
+from roofline.specs.speculative import SpeculativeConfig
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -116,11 +117,15 @@ def predict(
     cuda_graphs: bool | None = None,
     calibration: ProfileArg = None,
     scenario: Scenario | None = None,
+    speculative: SpeculativeConfig | str | None = None,
 ) -> PredictionResult:
     """Predict one static batch: TTFT, TPOT, E2E, throughput, memory and max batch.
 
     Options are those of :func:`make_scenario`; ``scenario`` replaces them all. Memory and
     ``max_batch`` follow the engine (default preset ``vllm``) and do not depend on ``batch``.
+    ``speculative`` (a :class:`SpeculativeConfig` or its text, e.g. ``"eagle:k=4,alpha=0.8"``)
+    decodes with draft-and-verify steps (:mod:`roofline.speculation.decode`); ``result.speculative``
+    then holds the verify/draft split and the speedup over plain decoding.
     """
     if scenario is not None and not isinstance(scenario, Scenario):
         raise ScenarioError(f"scenario must be a roofline Scenario (see make_scenario), got {type(scenario).__name__}")
@@ -134,7 +139,12 @@ def predict(
         engine_overrides=engine_overrides, cuda_graphs=cuda_graphs,
     )  # fmt: skip
     sc.validate_for(m, hw)
-    return evaluate_scenario(m, hw, sc, prof)
+    r = evaluate_scenario(m, hw, sc, prof)
+    if speculative is None:
+        return r
+    from roofline.speculation.decode import with_speculation
+
+    return with_speculation(r, speculative)
 
 
 def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: CalibrationProfile) -> PredictionResult:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from roofline.published.uncertainty import Interval
+    from roofline.speculation.decode import SpeculativeDecode
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class PredictionResult:
     bound_decode: str
     ops_fn: Callable[[], pd.DataFrame] = field(repr=False, compare=False)
     steps_fn: Callable[[], np.ndarray] = field(repr=False, compare=False)
+    speculative: SpeculativeDecode | None = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
     def ops(self) -> pd.DataFrame:
@@ -134,6 +136,7 @@ class PredictionResult:
             "bound_prefill": self.bound_prefill,
             "bound_decode": self.bound_decode,
             "link_notes": "; ".join(self.link_notes),
+            **(self.speculative.summary() if self.speculative is not None else {}),
         }
 
     @property

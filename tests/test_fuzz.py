@@ -14,8 +14,8 @@ numbers, fractions, booleans, non-ASCII digits, empty strings, long ranges, alia
 nesting, duplicate keys, non-UTF-8 bytes, huge integers, wrong types. Runs are derandomized (the
 same cases every run, so CI is reproducible) and take seconds, well under two minutes; raise
 ``FUZZ_SCALE`` locally to explore more (``FUZZ_SCALE=20`` runs 20× the cases with fresh random
-seeds). The serving simulator's inputs (traces, distributions) are not covered yet: that module
-does not exist on this branch.
+seeds). The serving simulator's inputs are covered too: trace files (arbitrary JSON lines and
+bytes) and the simulate command's rates, length distributions, request counts and engines.
 """
 
 from __future__ import annotations
@@ -378,3 +378,54 @@ def test_output_paths_are_checked_without_writing(path: str) -> None:
 
     with contextlib.suppress(RooflineError):
         check_output(path, force=False)
+
+
+# ---- the serving simulator's inputs: traces, length distributions, rates ------------------------
+TRACE_LINE = st.one_of(
+    JSON_VALUE.map(json.dumps),
+    st.fixed_dictionaries(
+        {"arrival_s": JSON_VALUE, "prompt_tokens": JSON_VALUE, "output_tokens": JSON_VALUE},
+        optional={"prefix_hashes": JSON_VALUE, "timestamp": JSON_VALUE},
+    ).map(json.dumps),
+    st.text(max_size=40),
+)
+
+
+@settings(FUZZ, max_examples=40 * SCALE)
+@given(lines=st.lists(TRACE_LINE, max_size=6), raw=st.binary(max_size=30))
+def test_trace_loader_raises_only_project_errors(tmp_path_factory: Any, lines: list[str], raw: bytes) -> None:
+    """A JSONL trace with arbitrary lines (and a tail of arbitrary bytes) loads or names the line."""
+    from roofline.serving.trace import load_trace
+
+    path = tmp_path_factory.mktemp("trace") / "t.jsonl"
+    path.write_bytes("\n".join(lines).encode("utf-8", "surrogatepass") + b"\n" + raw)
+    with contextlib.suppress(RooflineError):
+        tr = load_trace(path)
+        assert all(math.isfinite(x) and x >= 0 for x in tr.arrival_s)
+        assert all(x >= 1 for x in tr.prompt_tokens) and all(x >= 1 for x in tr.output_tokens)
+
+
+LENGTHS = st.sampled_from([
+    "512", "lognormal:1024:0.5", "uniform:1:100", "normal:300:50", "normal:10:1e9", "lognormal:0:1",
+    "uniform:5:1", "lognormal:1e30:0.1", "gamma:1:2", "file:/dev/zero", "file:", ":", "1e30", "-5", "nan",
+    "lognormal:nan:1", "uniform:1", "١٢٣", "",
+])  # fmt: skip
+
+
+@settings(FUZZ, max_examples=30 * SCALE)
+@given(
+    mode=st.sampled_from(["--qps", "--concurrency"]),
+    rate=st.sampled_from(["0.5", "2", "1e12", "0", "-1", "nan", "inf", "1e-300", "4", "x"]),
+    prompt=LENGTHS,
+    output=LENGTHS,
+    n=st.sampled_from(["20", "0", "1e30", "3000000", "50", "-3", "1.5"]),
+    extra=st.sampled_from([[], ["--arrival", "gamma", "--arrival-cv", "0"], ["--arrival", "bursty"],
+                           ["--prefix-share", "1.5"], ["--prefix-share", "0.5"], ["--engine", "trtllm"]]),
+)  # fmt: skip
+def test_simulate_cli_never_fails_internally(
+    mode: str, rate: str, prompt: str, output: str, n: str, extra: list[str]
+) -> None:
+    """The simulate command answers every workload, however hostile, with a result or a usage/infeasible
+    error (exit 0, 1 or 2), within the per-case time and memory budget."""
+    args = ["simulate", "llama-3.1-8b", "h100-sxm", mode, rate, "--prompt", prompt, "--output", output, "-N", n]
+    invoke([*args, *extra])

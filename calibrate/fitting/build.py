@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from calibrate.fitting.fit import FitResult
+from calibrate.fitting.residuals import residual_table
 from calibrate.measure.runner import RunConfig, RunResult
 from roofline.errors import CalibrationError
 from roofline.profile import Attention, CalibrationProfile, Ceiling, Comm, Curve, Overheads
@@ -120,8 +121,28 @@ def build_profile(fit: FitResult, run: RunResult, cfg: RunConfig) -> Calibration
     embedded = None if hw is not None else measured_spec(fit, run)
     ref_hw = hw or embedded
     assert ref_hw is not None
-    notes = list(run.notes) + fit.notes
-    what = "datasheet" if hw is not None else "measured best (no datasheet)"
+    return fitted_profile(
+        fit, ref_hw, name=f"measured-{run.target.label}", device=run.target.label, hardware=embedded,
+        provenance=_provenance(run, cfg, fit), notes=list(run.notes) + fit.notes,
+        what="datasheet" if hw is not None else "measured best (no datasheet)",
+    )  # fmt: skip
+
+
+def fitted_profile(
+    fit: FitResult,
+    ref_hw: HardwareSpec,
+    *,
+    name: str,
+    device: str,
+    hardware: HardwareSpec | None = None,
+    provenance: dict[str, Any] | None = None,
+    notes: list[str] | None = None,
+    what: str = "datasheet",
+) -> CalibrationProfile:
+    """The CalibrationProfile of ``fit`` against ``ref_hw``'s peaks, with its residuals: every record the
+    fit used, costed by the real evaluator under this very profile (:mod:`calibrate.fitting.residuals`)."""
+    assert fit.gemm_curve is not None and fit.memory is not None
+    notes = list(notes or [])
     compute = {}
     for d, c in fit.compute.items():
         if d not in COMPUTE_DTYPES:
@@ -155,16 +176,16 @@ def build_profile(fit: FitResult, run: RunResult, cfg: RunConfig) -> Calibration
             ),
         )
     curves = {d: {"x": list(c.x), "y": list(c.y)} for d, c in fit.gemm_curves_by_dtype.items()}
-    residuals: dict[str, Any] = {**fit.residuals, "gemm_m_efficiency_by_dtype": curves}
+    residuals: dict[str, Any] = {"gemm_m_efficiency_by_dtype": curves}
     if fit.rejected:
         residuals["rejected"] = fit.rejected
     if notes:
         residuals["notes"] = notes
-    return CalibrationProfile(
-        name=f"measured-{run.target.label}",
-        device=run.target.label,
-        provenance=_provenance(run, cfg, fit),
-        hardware=embedded,
+    profile = CalibrationProfile(
+        name=name,
+        device=device,
+        provenance=provenance or {},
+        hardware=hardware,
         compute=compute,
         gemm_m_efficiency=Curve(
             x=fit.gemm_curve.x,
@@ -207,6 +228,8 @@ def build_profile(fit: FitResult, run: RunResult, cfg: RunConfig) -> Calibration
         comm=comm,
         residuals=residuals,
     )
+    suites = residual_table(fit.records, profile, ref_hw)
+    return profile.model_copy(update={"residuals": {**suites, **residuals}})
 
 
 def _provenance(run: RunResult, cfg: RunConfig, fit: FitResult) -> dict[str, Any]:

@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from calibrate.fitting.residuals import residual_table
 from calibrate.fitting.timemodel import CurveFit, Params, fixed_s, kv_factor, predict_transfer_core
 from calibrate.measure.records import Record
 from roofline.published.monotone import bucket_log2, isotonic_increasing, monotone_log_fit, thin_knots
@@ -74,7 +73,7 @@ class FitResult:
     overhead_detail: dict[str, float] = field(default_factory=dict)
     comm_detail: dict[str, Any] = field(default_factory=dict)
     prefill_rates: dict[tuple[str, int], list[tuple[float, float]]] = field(default_factory=dict)
-    residuals: dict[str, dict[str, float]] = field(default_factory=dict)
+    records: list[Record] = field(default_factory=list)  # the sanitised records the fit used
     rejected: list[dict[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -370,5 +369,5 @@ def fit(records: list[Record], primary_dtype: str | None = "bf16") -> FitResult:
     comm_bps, latency = fit_comm(good, p, res)
     res.params = replace(p, attention_compute=ac, attention_memory=am, gqa_kv_reuse=reuse, comm_bps=comm_bps,
                          comm_latency_s=latency)  # fmt: skip
-    res.residuals = residual_table(good, res.params)
+    res.records = good  # residuals are computed on the built profile (calibrate.fitting.build)
     return res

@@ -1,6 +1,8 @@
-"""The time model a profile encodes, restated in numpy for fitting and residuals.
+"""The algebra the fitter solves, in numpy: the time model a profile encodes, term by term.
 
-It mirrors ``roofline.evaluate.op_time`` so that fitted parameters plug in unchanged:
+The fit (:mod:`calibrate.fitting.fit`) inverts these terms to find the parameters; the finished
+profile is then checked by roofline's own evaluator (:mod:`calibrate.fitting.residuals`), so any
+drift between this algebra and ``roofline.evaluate.op_time`` shows up in the residuals:
 
     gemm       t = max(F / (C_dtype · g(M)), B_moved / (BW · s(B_moved))) + k · kernels
     elementwise/copy/reduction
@@ -74,41 +76,6 @@ def predict_transfer_core(p: Params, nbytes: float) -> float:
     return nbytes / (p.memory_bps * s)
 
 
-def predict_gemm(p: Params, dtype: str, m: float, flops: float, nbytes: float, fixed: float) -> float | None:
-    """Modelled seconds of one GEMM (None when the dtype or memory ceiling is missing)."""
-    c = p.compute.get(dtype)
-    if c is None or p.memory_bps is None:
-        return None
-    g = float(p.gemm_curve(m)) if p.gemm_curve is not None else 1.0
-    return max(flops / (c * g), predict_transfer_core(p, nbytes)) + fixed
-
-
-def predict_transfer(p: Params, nbytes: float, fixed: float) -> float | None:
-    """Modelled seconds of a memory-bound kernel moving ``nbytes``."""
-    if p.memory_bps is None:
-        return None
-    return predict_transfer_core(p, nbytes) + fixed
-
-
 def kv_factor(reuse: float, q_per_kv: FloatOrArray) -> FloatOrArray:
     """HBM reads per cached K/V byte: 1 + (1 − reuse)·(q_per_kv − 1)."""
     return 1.0 + (1.0 - reuse) * (q_per_kv - 1.0)
-
-
-def predict_attention(
-    p: Params, dtype: str, flops: float, nbytes: float, kv_bytes: float, q_per_kv: float, fixed: float
-) -> float | None:
-    """Modelled seconds of one attention kernel (``nbytes`` includes ``kv_bytes`` read once)."""
-    c = p.compute.get(dtype)
-    if c is None or p.memory_bps is None:
-        return None
-    comp = flops / (c * p.attention_compute)
-    moved = nbytes + (kv_factor(p.gqa_kv_reuse, q_per_kv) - 1.0) * kv_bytes
-    return max(comp, moved / (p.memory_bps * p.attention_memory)) + fixed
-
-
-def predict_collective(p: Params, wire_bytes: float, fixed: float) -> float | None:
-    """Modelled seconds of one collective."""
-    if p.comm_bps is None:
-        return None
-    return wire_bytes / p.comm_bps + p.comm_latency_s + fixed

@@ -123,6 +123,8 @@ def _register() -> None:
     from roofline.cli.predict import compare_cmd, predict_cmd, sweep_cmd
     from roofline.cli.report import report_command
     from roofline.cli.simulate import simulate_cmd
+    from roofline.cli.simulate_ext import plan_disagg_cmd, simulate_disagg_cmd
+    from roofline.cli.spec_plan import spec_plan_cmd
     from roofline.cli.validation import accuracy_command, validate_command
 
     app.command("predict", no_args_is_help=True)(predict_cmd)
@@ -130,6 +132,9 @@ def _register() -> None:
     app.command("compare", no_args_is_help=True)(compare_cmd)
     app.command("plan", no_args_is_help=True)(plan_cmd)
     app.command("simulate", no_args_is_help=True)(simulate_cmd)
+    app.command("spec-plan", no_args_is_help=True)(spec_plan_cmd)
+    app.command("simulate-disagg", no_args_is_help=True)(simulate_disagg_cmd)
+    app.command("plan-disagg", no_args_is_help=True)(plan_disagg_cmd)
     app.add_typer(hardware_app, name="hardware")
     app.add_typer(model_app, name="model")
     app.command("schema", no_args_is_help=True)(schema_cmd)

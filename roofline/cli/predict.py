@@ -124,6 +124,18 @@ def interval_fields(r: PredictionResult, level: float) -> dict[str, Any]:
 
 
 Csv = Annotated[bool, typer.Option("--csv", help="Print CSV (same fields as --json).")]
+Spec = Annotated[
+    str | None,
+    typer.Option(
+        "--spec",
+        metavar="METHOD[:KEY=VAL,...]",
+        help="Speculative decoding. METHOD: draft | eagle | mtp | medusa | ngram; "
+        "keys: k (speculated tokens, default 4), "
+        "alpha (per-token acceptance) or tau (mean tokens per step, 1..k+1), verify (tree size, default k+1), "
+        "layers (head/MTP layers per draft step), model (draft model, draft only), overhead (seconds per step). "
+        "E.g. eagle:k=4,alpha=0.8 or draft:model=llama-3.1-8b,k=5,tau=3.",
+    ),
+]
 
 
 def scenario_kwargs(
@@ -162,6 +174,7 @@ def predict_cmd(
     memory_utilization: MemUtil = None,
     cuda_graphs: Graphs = None,
     ops: Annotated[bool, typer.Option("--ops", help="Add the per-op breakdown.")] = False,
+    spec: Spec = None,
     level: Level = "0.8",
     json: Json = False,
     csv: Csv = False,
@@ -178,7 +191,7 @@ def predict_cmd(
     b, p, o = (parse_count_opt(v, n) for v, n in ((batch, "--batch"), (prompt, "--prompt"), (output, "--output")))
     kw = scenario_kwargs(tp, pp, ep, weight_dtype, kv_dtype, engine, engine_set, memory_utilization, cuda_graphs)
     lv = parse_level(level, "--level")
-    r = predict(model, hardware, b, p, o, calibration=calibration, **kw)
+    r = predict(model, hardware, b, p, o, calibration=calibration, speculative=spec, **kw)
     if json:
         doc: dict[str, Any] = {**r.summary(), **interval_fields(r, lv)}
         if ops:
@@ -198,6 +211,10 @@ def predict_cmd(
         con.print(prediction_table(r, lv))
         for note in r.link_notes:
             con.print(f"[yellow]⚠ slow link:[/] {note}")
+        if r.speculative is not None:
+            from roofline.cli.render_spec import speculative_table
+
+            con.print(speculative_table(r.speculative))
         if ops and r.fits:
             for table in ops_tables(r.ops):
                 con.print(table)
@@ -212,6 +229,13 @@ def _no_fit_message(r: PredictionResult) -> str:
     ctx = s["prompt_len"] + s["output_len"]
     where = f"{s['model']} at batch {s['batch']}, context {ctx} on {s['hardware']} (tp={s['tp']}, {s['weight_dtype']})"
     more = f"; at most {r.max_batch} sequences of {ctx} tokens fit, try --batch {r.max_batch}" if r.max_batch else ""
+    if r.speculative is not None and bool(r.memory.fits):
+        from roofline.units import fmt_bytes
+
+        return (f"{where}: the drafter ({r.speculative.config.label()}) needs "
+                f"{fmt_bytes(r.speculative.draft_bytes_per_gpu)} per GPU but the batch leaves "
+                f"{fmt_bytes(float(r.memory.free_bytes))} of the KV budget free; use a smaller draft model, a "
+                "smaller --batch or more --tp")  # fmt: skip
     return f"{where} {no_fit_reason(r.model, r.hardware, r.scenario)}{more}"
 
 

@@ -69,6 +69,14 @@ TlOut = Annotated[
 PlotOpt = Annotated[
     Path | None, typer.Option("--plot", metavar="FILE", help="Save latency CDFs and queue/KV time series (PNG).")
 ]
+SpecOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--spec", metavar="METHOD[:KEY=VAL,...]",
+        help="Speculative decoding with acceptance sampled per request and step (grammar as `roofline predict "
+        "--spec`, e.g. eagle:k=4,alpha=0.8); not with --pp/--ep/--prefix-share.",
+    ),
+]  # fmt: skip
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON: config, summary, saturation.")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print the summary as one CSV row.")]
 
@@ -97,6 +105,7 @@ def simulate_cmd(
     requests_out: ReqOut = None,
     timeline_out: TlOut = None,
     plot: PlotOpt = None,
+    spec: SpecOpt = None,
     json: JsonOpt = False,
     csv: CsvOpt = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")] = False,
@@ -122,6 +131,12 @@ def simulate_cmd(
         "trace": trace,
     }
     bar = _progress(n) if sys.stderr.isatty() and not (json or csv) else None
+    if spec is not None:
+        from roofline.cli.simulate_spec import simulate_spec
+
+        if pp != 1 or ep != 1 or float(prefix_share) != 0:
+            raise OptionError("--spec simulates tp-only replicas without prefix sharing; drop --pp/--ep/--prefix-share")
+        simulate = simulate_spec(spec)
     try:
         s = simulate(
             model, hardware, engine=engine, tp=tp, pp=pp, ep=ep, prompt_len=_length(prompt, "--prompt"),

@@ -23,38 +23,20 @@ import heapq
 import math
 from array import array
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 
 import numpy as np
 
 from roofline.errors import ScenarioError
 from roofline.serving.kvpool import BlockPool
+from roofline.serving.lifecycle import DECODE, PREFILL, Req, RequestLifecycle
 from roofline.serving.metrics import GapHistogram
 from roofline.serving.policy import Policy
 from roofline.serving.runstats import RunStats
 from roofline.serving.steptime import StepModel
 
-WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
 
-
-class Req:
-    """Mutable state of one request (times in seconds, counts in tokens)."""
-
-    __slots__ = ("admitted", "blocks", "cached", "computed", "entry", "finish", "first", "gen", "gfin",
-                 "hashes", "last_tok", "named", "off", "output", "preempt", "prompt", "rid", "seq", "state",
-                 "target")  # fmt: skip
-
-    def __init__(self, rid: int, prompt: int, output: int, entry: float, hashes: Sequence[Hashable]) -> None:
-        self.rid, self.prompt, self.output, self.entry, self.hashes = rid, prompt, output, entry, hashes
-        self.gen = self.computed = self.blocks = self.preempt = self.cached = self.seq = self.off = self.gfin = 0
-        self.target = prompt
-        self.named: list[Hashable] = []
-        self.state = WAITING
-        self.first = self.finish = self.last_tok = math.nan
-        self.admitted = False
-
-
-class EngineSim(RunStats):
+class EngineSim(RequestLifecycle, RunStats):
     """One engine replica serving a request stream (see the module docstring)."""
 
     def __init__(
@@ -366,104 +348,3 @@ class EngineSim(RunStats):
             chunks.append((r, c))
             left -= c
         return left
-
-    # ---- state changes ----------------------------------------------------------------------
-    def _progress(self, r: Req, c: int, end: float) -> None:
-        """A prefill chunk of c tokens finished at ``end``: name its full blocks; emit a token when complete."""
-        before = r.computed
-        r.computed += c
-        self.prefill_tokens += c
-        if r.hashes and r.computed // self.bs > before // self.bs:
-            for b in range(max(before // self.bs, len(r.named)), min(r.computed // self.bs, len(r.hashes))):
-                if len(r.named) == b and self.pool.register(r.hashes[b]):
-                    r.named.append(r.hashes[b])
-        if r.computed < r.target:
-            return
-        self.prefilling.remove(r)
-        self.prefill_completions += 1
-        r.gen += 1
-        if r.gen == 1:
-            r.first = end
-        else:
-            self.hist.add(end - r.last_tok, 1)
-        r.last_tok = end
-        if r.gen >= r.output:
-            self._release(r)
-            self._done(r, end)
-            return
-        r.state = DECODE
-        r.off = r.target + 1 - self.G
-        self.d_count += 1
-        self.d_sumoff += r.off
-        self.cnt[r.off % self.bs] += 1
-        self.dec[r.rid] = r
-        r.gfin = self.G + r.output - r.gen
-        heapq.heappush(self.heap, (r.gfin, r.seq, r))
-        self.keys[end] = self.keys.get(end, 0) + 1
-
-    def _leave_decode(self, r: Req) -> None:
-        """Remove a decode row from the aggregate (its generated count and last token time restored)."""
-        self.d_count -= 1
-        self.d_sumoff -= r.off
-        self.cnt[r.off % self.bs] -= 1
-        del self.dec[r.rid]
-        key = r.last_tok if r.last_tok > self.dec_time else self.dec_time
-        c = self.keys[key] - 1
-        if c:
-            self.keys[key] = c
-        else:
-            del self.keys[key]
-        r.last_tok = key
-        r.gen = r.output - (r.gfin - self.G)
-        r.computed = r.off + self.G - 1
-        if not self.pol.reserve_full:
-            r.blocks = -(-r.computed // self.bs)
-
-    def _finish_decodes(self, end: float) -> None:
-        heap, g = self.heap, self.G
-        while heap:
-            gfin, seq, r = heap[0]
-            if r.state != DECODE or r.seq != seq:
-                heapq.heappop(heap)
-                continue
-            if gfin > g:
-                break
-            heapq.heappop(heap)
-            self._leave_decode(r)
-            self._release(r)
-            self._done(r, end)
-
-    def _release(self, r: Req) -> None:
-        self.pool.release(r.blocks - len(r.named), r.named)
-        r.named = []
-        r.blocks = 0
-        self.running.remove(r)
-
-    def _done(self, r: Req, end: float) -> None:
-        r.state = DONE
-        r.finish = end
-        self.completed += 1
-        i = r.rid
-        self.rec_first[i], self.rec_finish[i], self.rec_cached[i], self.rec_preempt[i] = (
-            r.first,
-            end,
-            r.cached,
-            r.preempt,
-        )
-        self.generated += r.gen
-        if self.closed and len(self.send) < self.n:
-            self.send.append(end)
-
-    def _preempt(self, r: Req) -> None:
-        """Free all of r's blocks and put it first in the queue; it recomputes prompt + generated tokens."""
-        if r.state == DECODE:
-            self._leave_decode(r)
-        else:
-            self.prefilling.remove(r)
-        self._release(r)
-        r.state = WAITING
-        r.target = r.prompt + r.gen
-        r.computed = 0
-        r.preempt += 1
-        self.preemptions += 1
-        self.waiting.appendleft(r)

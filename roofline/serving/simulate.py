@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from roofline.boundary.limits import MAX_SIM_REQUESTS
 from roofline.engine.config import EngineConfig
 from roofline.engine.presets import EngineArg, resolve_engine
 from roofline.errors import ScenarioError
@@ -226,6 +227,11 @@ def _workload(
         return tr.arrival_s, tr.prompt_tokens, tr.output_tokens, tr.hashes
     if not isinstance(n, int | np.integer) or isinstance(n, bool) or n < 1:
         raise ScenarioError(f"num_requests must be a whole number >= 1 (got {n!r})")
+    if n > MAX_SIM_REQUESTS:
+        raise ScenarioError(
+            f"num_requests={n:,} exceeds {MAX_SIM_REQUESTS:,} (roofline.boundary.limits MAX_SIM_REQUESTS); "
+            "percentiles settle long before that: simulate fewer requests"
+        )
     pl, ol = parse_length(prompt_len, "prompt_len"), parse_length(output_len, "output_len")
     send = None
     if qps is not None:

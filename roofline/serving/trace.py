@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from roofline.boundary.limits import MAX_SIM_REQUESTS
 from roofline.errors import ScenarioError
 
 ARRIVAL_S = ("arrival_s", "arrival_time", "time_s")
@@ -71,11 +72,18 @@ def load_trace(path: str | Path, hash_block_tokens: int = 512) -> Trace:
     out: list[float] = []
     hashes: list[tuple[object, ...]] = []
     any_hash = False
-    with p.open() as fh:
+    with p.open(encoding="utf-8", errors="surrogateescape") as fh:
         for i, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             where = f"{p.name} line {i}"
+            if len(arr) >= MAX_SIM_REQUESTS:
+                raise ScenarioError(
+                    f"{where}: the trace holds more than {MAX_SIM_REQUESTS:,} requests "
+                    "(roofline.boundary.limits MAX_SIM_REQUESTS); split it"
+                )
+            if any("\udc80" <= ch <= "\udcff" for ch in line):
+                raise ScenarioError(f"{where}: not UTF-8 text; a trace is JSON Lines in UTF-8")
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:

@@ -1,0 +1,162 @@
+"""``roofline simulate-disagg`` and ``roofline plan-disagg``: disaggregated serving runs and P:D sizing.
+
+Heavy libraries are imported inside the commands.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from roofline.cli.options import OptionError, console, dumps, parse_count_opt, parse_engine_set, parse_float_opt
+from roofline.cli.predict import ModelArg
+from roofline.cli.simulate import (
+    ArrivalOpt,
+    CvOpt,
+    EngineOpt,
+    EngineSetOpt,
+    JsonOpt,
+    NumOpt,
+    OutputOpt,
+    PromptOpt,
+    SeedOpt,
+    WOpt,
+    _length,
+)
+
+DisaggOpt = Annotated[
+    str,
+    typer.Option(
+        "--disagg", metavar="prefill=HW:tpTxN,decode=HW:tpTxN[,...]",
+        help="Pools and link: prefill=HW:tpT[epE]xN,decode=HW:tpT[epE]xN[,link=BANDWIDTH][,latency=DURATION]"
+        "[,first=prefill|decode]; link defaults to the hardware's scale-out bandwidth, else 50 GB/s per GPU "
+        "(400 Gb/s ConnectX-7 per GPU, DGX H100); first = the side that emits the first token (prefill: the KV "
+        "transfer lands in the first inter-token gap; decode: in TTFT). E.g. "
+        "prefill=h100-sxm:tp4x2,decode=h100-sxm:tp8x1,first=decode",
+    ),
+]  # fmt: skip
+
+
+def simulate_disagg_cmd(
+    model: ModelArg,
+    disagg: DisaggOpt,
+    engine: EngineOpt = "vllm",
+    engine_set: EngineSetOpt = None,
+    qps: Annotated[str, typer.Option("--qps", metavar="RATE", help="Open loop: requests per second.")] = "1",
+    arrival: ArrivalOpt = "poisson",
+    arrival_cv: CvOpt = "1",
+    prompt: PromptOpt = "1024",
+    output: OutputOpt = "256",
+    num_requests: NumOpt = "2000",
+    seed: SeedOpt = 0,
+    weight_dtype: WOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Prefill/decode disaggregated serving: a prefill pool, a decode pool and the KV transfer between them.
+
+    Prints TTFT/TPOT/ITL/E2E percentiles, KV transfer time (queueing on the link included), throughput
+    per GPU, and the P:D ratio.
+    """
+    from rich.table import Table
+
+    from roofline.cli.render import num
+    from roofline.serving.disagg_sim import simulate_disagg
+
+    rate = parse_float_opt(qps, "--qps")
+    if not rate > 0:
+        raise OptionError(f"--qps must be positive, got {qps}")
+    r = simulate_disagg(
+        model, disagg, engine=engine, qps=rate, arrival=arrival, arrival_cv=parse_float_opt(arrival_cv, "--arrival-cv"),
+        prompt_len=_length(prompt, "--prompt"), output_len=_length(output, "--output"),
+        num_requests=parse_count_opt(num_requests, "--num-requests"), seed=seed, weight_dtype=weight_dtype,
+        engine_overrides=parse_engine_set(engine_set),
+    )  # fmt: skip
+    s = r.summary
+    if json:
+        cfg = {k: (v.label() if k == "disagg" else v) for k, v in r.config.items()}
+        typer.echo(dumps({"config": cfg, "summary": s}))
+        return
+    con = console()
+    con.print(f"{r.config['label']}; {r.config['gpus']} GPUs; link {num(r.config['link_bytes_per_s'] / 1e9)} GB/s "
+              f"per GPU; {r.config['engine']}")  # fmt: skip
+    t = Table()
+    for col in ("metric", "mean", "p50", "p90", "p99"):
+        t.add_column(col, justify="left" if col == "metric" else "right")
+    for key, label in (("ttft", "TTFT (ms)"), ("tpot", "TPOT (ms)"), ("itl", "ITL (ms)"), ("e2e", "E2E (ms)"),
+                       ("kv_transfer", "KV transfer (ms)")):  # fmt: skip
+        t.add_row(label, *(num(s[f"{key}_{q}_s"] * 1e3) for q in ("mean", "p50", "p90", "p99")))
+    t.add_section()
+    t.add_row("P:D ratio", r.config["ratio"], "", "", "")
+    t.add_row("requests/s", num(s["request_throughput_rps"]), "", "", "")
+    t.add_row("output tokens/s per GPU", num(s["output_throughput_tok_s_per_gpu"]), "", "", "")
+    t.add_row("decode mean batch", num(s["decode_mean_batch"]), "", "", "")
+    t.add_row("completed", f"{s['completed']:.0f}", "", "", "")
+    con.print(t)
+
+
+def plan_disagg_cmd(
+    model: ModelArg,
+    hardware: Annotated[str, typer.Argument(help="Hardware of both pools (slug or alias).")],
+    qps: Annotated[str, typer.Option("--qps", metavar="RATE", help="Offered requests per second.")],
+    ttft: Annotated[str, typer.Option("--ttft", metavar="DURATION", help="TTFT SLO, e.g. 500ms.")] = "1s",
+    tpot: Annotated[str, typer.Option("--tpot", metavar="DURATION", help="TPOT SLO, e.g. 20ms.")] = "50ms",
+    percentile: Annotated[int, typer.Option("--percentile", help="SLO percentile: 50, 90 or 99.")] = 90,
+    tp_prefill: Annotated[int, typer.Option("--tp-prefill", help="tp of a prefill instance.")] = 1,
+    tp_decode: Annotated[int, typer.Option("--tp-decode", help="tp of a decode instance.")] = 1,
+    tp_colocated: Annotated[int, typer.Option("--tp-colocated", help="tp of a co-located replica.")] = 1,
+    p_max: Annotated[int, typer.Option("--p-max", help="Most prefill instances tried.")] = 4,
+    d_max: Annotated[int, typer.Option("--d-max", help="Most decode instances tried.")] = 4,
+    n_max: Annotated[int, typer.Option("--n-max", help="Most co-located replicas tried.")] = 8,
+    first: Annotated[
+        str, typer.Option("--first", help="Side that emits the first token: prefill | decode.")
+    ] = "prefill",
+    engine: EngineOpt = "vllm",
+    prompt: PromptOpt = "1024",
+    output: OutputOpt = "256",
+    num_requests: NumOpt = "1000",
+    json: JsonOpt = False,
+) -> None:
+    """Size the P:D ratio for a load and SLOs and compare with co-located replicas (GPUs, $/h, KV transfer)."""
+    from dataclasses import asdict
+
+    from rich.table import Table
+
+    from roofline.cli.render import num
+    from roofline.serving.disagg_plan import plan_disagg
+    from roofline.units import parse_duration
+
+    pl = plan_disagg(
+        model, hardware, parse_float_opt(qps, "--qps"), tp_prefill=tp_prefill, tp_decode=tp_decode,
+        tp_colocated=tp_colocated, p_max=p_max, d_max=d_max, n_max=n_max, ttft_slo_s=parse_duration(ttft),
+        tpot_slo_s=parse_duration(tpot), percentile=percentile, first_token=first,
+        prompt_len=_length(prompt, "--prompt"), output_len=_length(output, "--output"),
+        num_requests=parse_count_opt(num_requests, "--num-requests"), engine=engine,
+    )  # fmt: skip
+    bd, bc = pl.best_disagg, pl.best_colocated
+    if json:
+        typer.echo(dumps({"best_disagg": bd and asdict(bd), "best_colocated": bc and asdict(bc),
+                          "disagg": [asdict(c) for c in pl.disagg],
+                          "colocated": [asdict(c) for c in pl.colocated]}))  # fmt: skip
+        return
+    t = Table(
+        title=f"deployments meeting p{percentile} TTFT ≤ {ttft}, TPOT ≤ {tpot} at {qps} req/s", title_justify="left"
+    )
+    for col in (
+        "deployment",
+        "GPUs",
+        "$/h",
+        f"TTFT p{percentile} ms",
+        f"TPOT p{percentile} ms",
+        "KV transfer ms",
+        "meets",
+    ):
+        t.add_column(col, justify="left" if col == "deployment" else "right")
+    for c in sorted(pl.disagg + pl.colocated, key=lambda c: (not c.ok, c.gpus, c.tpot_s)):
+        mark = "best" if c in (bd, bc) else ("yes" if c.ok else "no")
+        t.add_row(c.label, str(c.gpus), num(c.usd_per_hour) if c.usd_per_hour else "", num(c.ttft_s * 1e3),
+                  num(c.tpot_s * 1e3), num(c.kv_transfer_s * 1e3) if c.kv_transfer_s else "", mark)  # fmt: skip
+    con = console()
+    con.print(t)
+    if bd is None and bc is None:
+        raise OptionError("no deployment tried meets the SLOs; raise --p-max/--d-max/--n-max or relax --ttft/--tpot")

@@ -1,0 +1,108 @@
+"""Size the prefill:decode ratio for a load and SLOs, and compare with co-located serving at equal SLOs.
+
+For an offered rate X (open loop, the workload of :func:`simulate_disagg`) and SLOs on a TTFT and a TPOT
+percentile, every P:D pair with P ≤ p_max prefill and D ≤ d_max decode instances is simulated; a pair
+meets the SLOs when all requests complete and both percentiles are within their limits. The plan is the
+pair with the fewest GPUs (P·tp_p + D·tp_d; ties: lower TPOT percentile). Co-located serving runs N
+replicas of tp_c GPUs, each taking X/N (round-robin split of a Poisson stream is Poisson at X/N); its plan
+is the smallest N that meets the same SLOs. Cost per hour = GPUs × the hardware's listed price (when the
+spec carries one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from roofline.errors import RooflineError
+from roofline.serving.disagg_sim import simulate_disagg
+from roofline.serving.simulate import simulate
+from roofline.specs.disagg import DisaggConfig, Pool
+from roofline.specs.library import hardware as load_hardware
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One evaluated deployment: label, GPUs, latency percentiles (s), KV transfer mean (s), meets SLOs."""
+
+    label: str
+    gpus: int
+    ttft_s: float
+    tpot_s: float
+    kv_transfer_s: float
+    ok: bool
+    usd_per_hour: float | None
+
+
+@dataclass(frozen=True)
+class DisaggPlan:
+    """All candidates of both kinds and the cheapest that meet the SLOs (None: none does)."""
+
+    disagg: tuple[Candidate, ...]
+    colocated: tuple[Candidate, ...]
+
+    @staticmethod
+    def _pick(cands: tuple[Candidate, ...]) -> Candidate | None:
+        ok = [c for c in cands if c.ok]
+        return min(ok, key=lambda c: (c.gpus, c.tpot_s)) if ok else None
+
+    @property
+    def best_disagg(self) -> Candidate | None:
+        """Cheapest disaggregated deployment that meets the SLOs."""
+        return self._pick(self.disagg)
+
+    @property
+    def best_colocated(self) -> Candidate | None:
+        """Cheapest co-located deployment that meets the SLOs."""
+        return self._pick(self.colocated)
+
+
+def plan_disagg(
+    model: Any,
+    hardware: str,
+    qps: float,
+    *,
+    tp_prefill: int = 1,
+    tp_decode: int = 1,
+    tp_colocated: int = 1,
+    p_max: int = 4,
+    d_max: int = 4,
+    n_max: int = 8,
+    ttft_slo_s: float = 1.0,
+    tpot_slo_s: float = 0.05,
+    percentile: int = 90,
+    first_token: str = "prefill",
+    link: float | None = None,
+    prompt_len: Any = 1024,
+    output_len: Any = 256,
+    num_requests: int = 1000,
+    engine: Any = "vllm",
+    seed: int = 0,
+) -> DisaggPlan:
+    """Evaluate every P:D pair and co-located replica count (see the module docstring); percentile ∈ {50, 90, 99}."""
+    if percentile not in (50, 90, 99):
+        raise RooflineError(f"percentile must be 50, 90 or 99, got {percentile}")
+    price = load_hardware(hardware).price
+    usd = price.usd_per_gpu_hour if price is not None else None
+    q = f"p{percentile}"
+    kw = dict(prompt_len=prompt_len, output_len=output_len, num_requests=num_requests, engine=engine, seed=seed)
+    dis = []
+    for p in range(1, p_max + 1):
+        for d in range(1, d_max + 1):
+            cfg = DisaggConfig(Pool(hardware, tp_prefill, p), Pool(hardware, tp_decode, d), link,
+                               first_token=first_token)  # type: ignore[arg-type]  # fmt: skip
+            r = simulate_disagg(model, cfg, qps=qps, **kw)
+            s = r.summary
+            ttft, tpot = s[f"ttft_{q}_s"], s[f"tpot_{q}_s"]
+            ok = s["completed"] == r.config["num_requests"] and ttft <= ttft_slo_s and tpot <= tpot_slo_s
+            g = cfg.prefill.gpus + cfg.decode.gpus
+            dis.append(Candidate(f"{p}P:{d}D", g, ttft, tpot, s["kv_transfer_mean_s"], bool(ok),
+                                 None if usd is None else g * usd))  # fmt: skip
+    col = []
+    for n in range(1, n_max + 1):
+        sim = simulate(model, hardware, tp=tp_colocated, qps=qps / n, **kw)
+        ttft, tpot = sim.summary[f"ttft_{q}_s"], sim.summary[f"tpot_{q}_s"]
+        ok = not sim.saturated and ttft <= ttft_slo_s and tpot <= tpot_slo_s
+        g = n * tp_colocated
+        col.append(Candidate(f"{n}× tp{tp_colocated}", g, ttft, tpot, 0.0, bool(ok), None if usd is None else g * usd))
+    return DisaggPlan(tuple(dis), tuple(col))

@@ -1,0 +1,247 @@
+"""Prefill/decode disaggregation in the serving simulator: two pools and the KV transfer between them.
+
+A request (open loop: Poisson/gamma/constant arrivals or a trace) goes to prefill instance
+i mod P (round-robin, ASSUMED; routers may balance by load), whose engine runs only its prefill
+(output 1 token; the prefill pool's engine, tp and hardware). Its prompt KV then moves to decode
+instance j mod D, j its rank in prefill-completion order, over the link between the pools:
+
+* bytes: per GPU, the KV that one sender GPU holds of the P prompt tokens at the prefill tp, and one
+  receiver GPU at the decode tp (``kv_bytes_per_sequence_per_gpu``; MLA latents, replicated across tp,
+  count on every GPU); every GPU sends/receives its share on its own link, so the transfer takes
+  latency + max(send, receive bytes per GPU) / link bandwidth per GPU;
+* contention: each prefill instance's send side and each decode instance's receive side carry one
+  transfer at a time, FIFO in order of prefill completion (start = max(ready, sender free, receiver
+  free)); concurrent transfers thus queue rather than share.
+
+The decode instance then admits the request with its P prompt tokens already cached: one step
+computes the first token's KV (a 1-token chunk after P cached ones) and emits token 2; decode steps
+follow as in :class:`~roofline.serving.engine_sim.EngineSim`. A preempted request recomputes locally.
+``first_token = prefill``: token 1 reaches the client when the prefill finishes, so the transfer
+lands in the first inter-token gap; ``decode``: token 1 is returned with the KV, when the transfer ends,
+so the transfer lands in TTFT. Prefill KV blocks are released when the prefill completes (the
+sender's copy during the transfer is not held against its pool: ASSUMED).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from roofline.errors import ScenarioError
+from roofline.memory import kv_bytes_per_sequence_per_gpu
+from roofline.serving.engine_sim import EngineSim
+from roofline.serving.lifecycle import Req
+from roofline.serving.metrics import GapHistogram, hist_stats, stats
+from roofline.specs.disagg import DEFAULT_LINK_BYTES_PER_S, DisaggConfig
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class DecodeSideSim(EngineSim):
+    """An engine whose requests arrive with ``pre[i]`` prompt tokens already in their KV cache (transferred)."""
+
+    def __init__(self, *args: Any, pre: np.ndarray, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.pre = [int(x) for x in pre]
+
+    def _head_cost(self, r: Req, budget: int) -> tuple[int, int, int, int] | None:
+        pre = self.pre[r.rid]
+        if not pre:
+            return super()._head_cost(r, budget)
+        new = r.target - pre
+        if not self.chunked and new > budget:
+            return None
+        c = new if new < budget else budget
+        if c < new and len(self.prefilling) >= self.max_partial:
+            return None
+        bs = self.bs
+        fresh = -(-(r.prompt + r.output) // bs) if self.pol.reserve_full else -(-(pre + c) // bs)
+        return 0, 0, c, fresh
+
+    def _admit_waiting(self, chunks: list[tuple[Req, int]], left: int) -> int:
+        n0 = len(chunks)
+        left = super()._admit_waiting(chunks, left)
+        for r, _ in chunks[n0:]:
+            pre = self.pre[r.rid]
+            if pre:
+                r.computed = pre
+                r.cached = pre
+        return left
+
+    def _preempt(self, r: Req) -> None:
+        self.pre[r.rid] = 0  # the transferred KV is dropped; the request recomputes prompt + generated tokens
+        super()._preempt(r)
+
+
+@dataclass(frozen=True)
+class DisaggResult:
+    """Summary metrics (keys as :class:`~roofline.serving.simresult.SimulationResult`'s, plus KV transfer
+    and per-GPU figures), per-request arrays and the configuration of a disaggregated run."""
+
+    summary: dict[str, float]
+    config: dict[str, Any]
+    arrays: dict[str, np.ndarray] = field(repr=False)
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        """One row per request: arrival, prefill done, transfer start/end, first token, finish, latencies."""
+        import pandas as pd
+
+        return pd.DataFrame(self.arrays)
+
+
+def transfer_seconds(bytes_send: np.ndarray, bytes_recv: np.ndarray, link_bytes_per_s: float) -> np.ndarray:
+    """Link-busy seconds of each transfer: max(send, receive bytes per GPU) / per-GPU bandwidth (latency apart)."""
+    return np.maximum(bytes_send, bytes_recv) / link_bytes_per_s
+
+
+def schedule_transfers(
+    ready: np.ndarray, busy: np.ndarray, src: np.ndarray, n_dst: int, n_src: int, latency_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, destination) of each transfer, FIFO in ready order on each sender and receiver.
+
+    Destination = rank in ready order mod n_dst; start = max(ready, sender free, receiver free);
+    the link is busy for ``busy`` seconds; the KV lands ``latency_s`` after that.
+    """
+    order = np.argsort(ready, kind="stable")
+    start, end = np.empty_like(ready), np.empty_like(ready)
+    dst = np.empty(len(ready), dtype=np.int64)
+    send_free, recv_free = [0.0] * n_src, [0.0] * n_dst
+    for rank, i in enumerate(order):
+        d, s = rank % n_dst, int(src[i])
+        t0 = max(float(ready[i]), send_free[s], recv_free[d])
+        t1 = t0 + float(busy[i])
+        send_free[s] = recv_free[d] = t1
+        start[i], end[i], dst[i] = t0, t1 + latency_s, d
+    return start, end, dst
+
+
+def simulate_disagg(
+    model: Any,
+    disagg: DisaggConfig | str,
+    engine: Any = "vllm",
+    *,
+    qps: float | None = None,
+    trace: Any = None,
+    prompt_len: Any = 1024,
+    output_len: Any = 256,
+    num_requests: int = 2000,
+    seed: int = 0,
+    arrival: str = "poisson",
+    arrival_cv: float = 1.0,
+    engine_overrides: Any = None,
+    weight_dtype: Any = None,
+    kv_dtype: Any = None,
+    calibration: Any = None,
+) -> DisaggResult:
+    """Serve an open-loop stream on a prefill pool and a decode pool (see the module docstring)."""
+    from roofline.serving import simulate as base
+
+    cfg = DisaggConfig.parse(disagg) if isinstance(disagg, str) else disagg
+    if (qps is None) == (trace is None):
+        raise ScenarioError("disaggregated simulation is open loop: give exactly one of qps= or trace=")
+    rng = np.random.default_rng(seed)
+    send, prompt, output, _ = base._workload(qps, None, trace, prompt_len, output_len, num_requests, arrival,
+                                             arrival_cv, rng, 512)  # fmt: skip
+    assert send is not None
+    n = len(prompt)
+    kw = dict(engine_overrides=engine_overrides, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+              calibration=calibration, prompt_mean=float(prompt.mean()), output_mean=float(output.mean()))  # fmt: skip
+    rp = base.replica(model, cfg.prefill.hardware, engine, cfg.prefill.tp, ep=cfg.prefill.ep, **kw)
+    rd = base.replica(model, cfg.decode.hardware, engine, cfg.decode.tp, ep=cfg.decode.ep, **kw)
+    link = cfg.link_bytes_per_s or rd.hardware.scale_out_bandwidth_per_direction_bytes_per_s or DEFAULT_LINK_BYTES_PER_S
+    t_wall = time.perf_counter()
+
+    # 1. prefill pool: round-robin, output 1 token each
+    src = np.arange(n) % cfg.prefill.count
+    prefill_done = np.full(n, np.nan)
+    for j in range(cfg.prefill.count):
+        idx = np.flatnonzero(src == j)
+        if not len(idx):
+            continue
+        e = rp.engine
+        base._check_requests(rp.model.max_position_embeddings, prompt[idx], np.ones(len(idx), dtype=prompt.dtype),
+                             e.kv_block_tokens, rp.kv_blocks, e.max_num_batched_tokens, e.chunked_prefill,
+                             rp.model.name)  # fmt: skip
+        sim = EngineSim(
+            rp.step, rp.policy, block_tokens=e.kv_block_tokens, total_blocks=rp.kv_blocks,
+            max_tokens=e.max_num_batched_tokens, max_seqs=rp.step.max_rows, chunked=e.chunked_prefill,
+            max_partial=e.max_partial_prefills, prompt=prompt[idx], output=np.ones(len(idx), dtype=prompt.dtype),
+            hashes=None, send_s=send[idx], concurrency=None, request_overhead_s=e.request_overhead_s,
+        )  # fmt: skip
+        sim.run()
+        prefill_done[idx] = np.frombuffer(sim.rec_first, dtype=np.float64)[: len(idx)]
+    ok = np.isfinite(prefill_done)
+
+    # 2. KV transfers
+    p = prompt.astype(np.float64)
+    b_send = np.asarray(kv_bytes_per_sequence_per_gpu(rp.model, rp.scenario, p), dtype=np.float64)
+    b_recv = np.asarray(kv_bytes_per_sequence_per_gpu(rd.model, rd.scenario, p), dtype=np.float64)
+    busy = transfer_seconds(b_send, b_recv, link)
+    ready = np.where(ok, prefill_done, np.inf)
+    t_start, t_end, dst = schedule_transfers(ready, busy, src, cfg.decode.count, cfg.prefill.count, cfg.latency_s)
+
+    # 3. decode pool: requests arrive at transfer end with P tokens cached, emit tokens 2 … O
+    tok2, finish = np.full(n, np.nan), np.full(n, np.nan)
+    hist = GapHistogram()
+    decode_busy = decode_batch = 0.0
+    for d in range(cfg.decode.count):
+        idx = np.flatnonzero((dst == d) & ok & (output > 1))
+        idx = idx[np.argsort(t_end[idx], kind="stable")]
+        if not len(idx):
+            continue
+        e = rd.engine
+        sim = DecodeSideSim(
+            rd.step, rd.policy, block_tokens=e.kv_block_tokens, total_blocks=rd.kv_blocks,
+            max_tokens=e.max_num_batched_tokens, max_seqs=rd.step.max_rows, chunked=e.chunked_prefill,
+            max_partial=e.max_partial_prefills, prompt=prompt[idx] + 1, output=output[idx] - 1, hashes=None,
+            send_s=t_end[idx], concurrency=None, request_overhead_s=0.0, pre=prompt[idx],
+        )  # fmt: skip
+        sim.run()
+        k = len(idx)
+        tok2[idx] = np.frombuffer(sim.rec_first, dtype=np.float64)[:k]
+        finish[idx] = np.frombuffer(sim.rec_finish, dtype=np.float64)[:k]
+        hist.counts += sim.hist.counts
+        hist.n += sim.hist.n
+        hist.total_s += sim.hist.total_s
+        decode_busy += sim.busy_s
+        decode_batch += sim.batch_int
+    one = ok & (output == 1)
+    first = prefill_done if cfg.first_token == "prefill" else t_end
+    finish = np.where(one, first, finish)
+    wall = time.perf_counter() - t_wall
+
+    # 4. metrics
+    gap1 = tok2 - first
+    for g in gap1[np.isfinite(gap1)]:
+        hist.add(float(g))
+    done = np.isfinite(finish)
+    ttft, e2e = first - send, finish - send
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(output > 1, (finish - first) / (output - 1), np.nan)
+    xfer = t_end - prefill_done
+    duration = float(np.max(finish[done]) - np.min(send)) if done.any() else float("nan")
+    gpus = cfg.prefill.gpus + cfg.decode.gpus
+    summary: dict[str, float] = {}
+    summary |= stats("ttft", ttft[done])
+    summary |= stats("tpot", tpot[done & np.isfinite(tpot)])
+    summary |= hist_stats(hist)
+    summary |= stats("e2e", e2e[done])
+    summary |= stats("kv_transfer", xfer[done])
+    summary["kv_transfer_link_mean_s"] = float(np.mean(busy[done])) if done.any() else float("nan")
+    summary["kv_transfer_bytes_per_gpu_mean"] = float(np.mean(np.maximum(b_send, b_recv)))
+    summary["completed"] = float(done.sum())
+    summary["request_throughput_rps"] = float(done.sum() / duration)
+    summary["output_throughput_tok_s"] = float(output[done].sum() / duration)
+    summary["output_throughput_tok_s_per_gpu"] = summary["output_throughput_tok_s"] / gpus
+    summary["decode_mean_batch"] = decode_batch / decode_busy if decode_busy else float("nan")
+    config = {"label": f"{rp.model.name}: {cfg.label()}", "disagg": cfg, "ratio": cfg.ratio, "gpus": gpus,
+              "link_bytes_per_s": link, "engine": rp.engine.label, "wall_s": wall, "num_requests": n}  # fmt: skip
+    arrays = {"arrival_s": send, "prefill_done_s": prefill_done, "transfer_start_s": t_start,
+              "transfer_end_s": t_end, "first_token_s": first, "finish_s": finish, "prompt_tokens": prompt,
+              "output_tokens": output, "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "kv_transfer_s": xfer}  # fmt: skip
+    return DisaggResult(summary, config, arrays)

@@ -1,0 +1,116 @@
+"""DisaggConfig: prefill/decode disaggregation as a serving option, and its CLI grammar.
+
+Prefill and decode run on separate pools of engine instances; each request's prompt KV cache moves
+from its prefill instance to its decode instance over the link between them.
+
+CLI grammar (``--disagg``)::
+
+    prefill=HW:tpTxN,decode=HW:tpTxN[,link=BANDWIDTH][,latency=DURATION][,first=prefill|decode]
+
+``HW`` a hardware name; ``tpTxN``: N instances of T GPUs each (``tp4x2`` = two tp-4 instances);
+``tpTepExN`` also spreads the experts of a MoE model over E GPUs (``tp8ep8x1``).
+``link``: per-GPU bandwidth of the path between the pools, per direction (default: the hardware's
+``scale_out_bandwidth_per_direction``, else 50 GB/s — one 400 Gb/s ConnectX-7 port per GPU, NVIDIA
+DGX H100 datasheet "8x single-port NVIDIA ConnectX-7 400Gb/s InfiniBand/Ethernet").
+``latency``: fixed seconds per transfer (default 0.1 ms, ASSUMED: RDMA registration and block-descriptor
+exchange per request; moves TTFT or the first ITL by that much).
+``first``: which side emits the first token (default ``prefill``): ``prefill`` puts the KV transfer into
+the first inter-token gap, ``decode`` into TTFT.
+
+e.g. ``prefill=h100-sxm:tp4x2,decode=h100-sxm:tp8x1,link=50GB/s,first=decode``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from roofline.errors import ScenarioError
+from roofline.units import UnitError, parse_duration, parse_quantity
+
+DEFAULT_LINK_BYTES_PER_S = 50e9  # 400 Gb/s per GPU: NVIDIA DGX H100 datasheet, 8x ConnectX-7 400Gb/s
+DEFAULT_LATENCY_S = 1e-4  # ASSUMED per-transfer setup (see the module docstring)
+GRAMMAR = (
+    "prefill=HW:tpT[epE]xN,decode=HW:tpT[epE]xN[,link=BANDWIDTH][,latency=DURATION][,first=prefill|decode], "
+    "e.g. prefill=h100-sxm:tp4x2,decode=h100-sxm:tp8x1,link=50GB/s"
+)
+_POOL = re.compile(r"^\s*([A-Za-z0-9.\-]+)\s*:\s*tp(\d+)(?:ep(\d+))?(?:x(\d+))?\s*$")
+
+
+@dataclass(frozen=True)
+class Pool:
+    """``count`` engine instances of ``tp`` GPUs of ``hardware`` (experts over ``ep`` of them)."""
+
+    hardware: str
+    tp: int = 1
+    count: int = 1
+    ep: int = 1
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the whole pool."""
+        return self.tp * self.count
+
+    def label(self) -> str:
+        """``h100-sxm:tp4x2`` (``tp8ep8x2`` with expert parallelism)."""
+        ep = f"ep{self.ep}" if self.ep > 1 else ""
+        return f"{self.hardware}:tp{self.tp}{ep}x{self.count}"
+
+
+@dataclass(frozen=True)
+class DisaggConfig:
+    """Prefill pool, decode pool, the link between them and the side that emits the first token."""
+
+    prefill: Pool
+    decode: Pool
+    link_bytes_per_s: float | None = None
+    latency_s: float = DEFAULT_LATENCY_S
+    first_token: Literal["prefill", "decode"] = "prefill"
+
+    def __post_init__(self) -> None:
+        for side, p in (("prefill", self.prefill), ("decode", self.decode)):
+            if p.tp < 1 or p.count < 1 or p.ep < 1:
+                raise ScenarioError(f"--disagg {side}: tp and instance count must be >= 1, got {p.label()}. {GRAMMAR}")
+        if self.link_bytes_per_s is not None and not self.link_bytes_per_s > 0:
+            raise ScenarioError(f"--disagg link must be a positive bandwidth, got {self.link_bytes_per_s}. {GRAMMAR}")
+        if not self.latency_s >= 0:
+            raise ScenarioError(f"--disagg latency must be >= 0, got {self.latency_s}. {GRAMMAR}")
+        if self.first_token not in ("prefill", "decode"):
+            raise ScenarioError(f"--disagg first must be prefill or decode, got {self.first_token!r}. {GRAMMAR}")
+
+    @property
+    def ratio(self) -> str:
+        """P:D as instance counts, e.g. ``2P:1D``."""
+        return f"{self.prefill.count}P:{self.decode.count}D"
+
+    def label(self) -> str:
+        """One-line description."""
+        pools = f"prefill {self.prefill.label()}, decode {self.decode.label()}"
+        return f"{pools} ({self.ratio}), first token {self.first_token}"
+
+    @classmethod
+    def parse(cls, text: str, option: str = "--disagg") -> DisaggConfig:
+        """Read the grammar of the module docstring."""
+        kw: dict[str, str] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            key, eq, val = part.partition("=")
+            key = key.strip().lower()
+            if not eq or key not in ("prefill", "decode", "link", "latency", "first"):
+                raise ScenarioError(f"{option}: cannot read {part!r}. {GRAMMAR}")
+            kw[key] = val.strip()
+        pools = {}
+        for side in ("prefill", "decode"):
+            if side not in kw:
+                raise ScenarioError(f"{option}: the {side} pool is missing. {GRAMMAR}")
+            m = _POOL.match(kw[side])
+            if not m:
+                raise ScenarioError(f"{option}: cannot read the {side} pool {kw[side]!r}; write HW:tpTxN. {GRAMMAR}")
+            pools[side] = Pool(m.group(1).lower(), int(m.group(2)), int(m.group(4) or 1), int(m.group(3) or 1))
+        try:
+            link = parse_quantity(kw["link"], "bytes_per_s") if "link" in kw else None
+            lat = parse_duration(kw["latency"]) if "latency" in kw else DEFAULT_LATENCY_S
+        except UnitError as e:
+            raise ScenarioError(f"{option}: {e}. {GRAMMAR}") from e
+        first = kw.get("first", "prefill").lower()
+        return cls(pools["prefill"], pools["decode"], link, lat, first)  # type: ignore[arg-type]

@@ -1,0 +1,196 @@
+"""Accuracy of the disaggregated serving model on AIConfigurator's public disaggregated silicon rows.
+
+Run: ``python validation/serving/validate_disagg.py [--max-per-group N] [--pick]``. ``--pick`` first copies
+the usable rows of ``/work/shared/validation/serving/aic_silicon_sample.csv`` (ai-dynamo/aiconfigurator @
+095f58a5, ``aic-core/src/aiconfigurator_core/systems/silicon_sample.csv``, Apache-2.0) into
+``aic_silicon_disagg.csv`` here. Writes ``validation/results/serving_disagg.csv`` and prints the median
+|error| of TTFT and TPOT per engine.
+
+Rows kept: mode disagg; H100/H200/B200; both pools without attention data parallelism, pp 1, tp <= 8,
+experts tp-sharded (moe_ep 1) or fully expert-parallel (moe_ep = tp); a library model (same families as
+``pick_rows.py``). Each row: prefill pool ``prefill_num_workers`` × tp ``prefill_tp_size``, decode pool
+``decode_num_workers`` × tp ``decode_tp_size``; ISL/OSL fixed; closed loop of C clients, C =
+``decode_batch_size`` × ``decode_num_workers`` (ASSUMED: the file leaves ``batch_size`` empty for these rows
+and its decode batch is read as per decode worker).
+
+Two predictions, nothing fitted (every row out-of-sample; the engines' CPU costs are the presets'):
+
+* static: TPOT = ``predict(batch=decode_batch_size, tp=decode tp, ep=decode ep)`` — a decode pool sees no
+  prefill chunks, so its step is a pure decode step at that batch; TTFT = prefill of one request (batch 1)
+  + the KV transfer at the default link (50 GB/s per GPU, latency 0.1 ms);
+* simulated (the first ``--max-per-group`` rows per (engine, model, GPU)): :func:`simulate_disagg` in open
+  loop at the request rate X that satisfies Little's law X · mean E2E = C (bisection on X, constant
+  arrivals), first token on the prefill side;
+* simulated with fit (``simfit``): the same with each engine's CPU step and request overheads fitted on the
+  AGGREGATED rows only (:func:`agg_overheads`) — held out by serving mode: no disaggregated row is fitted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from roofline.errors import RooflineError
+from roofline.memory import kv_bytes_per_sequence_per_gpu
+from roofline.prediction import predict
+from roofline.serving.disagg_sim import simulate_disagg
+from roofline.specs.disagg import DEFAULT_LATENCY_S, DEFAULT_LINK_BYTES_PER_S, DisaggConfig, Pool
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from pick_rows import FAMILY, HW, SPEC  # noqa: E402
+from validate_simulator import weight_dtype  # noqa: E402
+
+ROWS = HERE / "aic_silicon_disagg.csv"
+OUT = HERE.parent / "results" / "serving_disagg.csv"
+SRC = Path("/work/shared/validation/serving/aic_silicon_sample.csv")
+
+
+def pick() -> None:
+    """Copy the usable disaggregated rows (columns verbatim, plus family/spec/hardware)."""
+    d = pd.read_csv(SRC)
+    keep = (d["mode"] == "disagg") & d.model_path.isin(list(FAMILY)) & d.system.isin(list(HW)) & d.precision.notna()
+    keep &= d.decode_batch_size.notna() & d.prefill_num_workers.notna() & d.decode_num_workers.notna()
+    for s in ("prefill", "decode"):
+        tp, ep = d[f"{s}_tp_size"], d[f"{s}_moe_ep_size"].fillna(0)
+        keep &= (d[f"{s}_attention_dp_size"].fillna(0) <= 1) & (d[f"{s}_pp_size"].fillna(1) == 1) & (tp <= 8)
+        keep &= (ep <= 1) | (ep == tp)
+    cols = ["id", "backend", "backend_version", "model_path", "system", "precision", "isl", "osl",
+            "prefill_batch_size", "prefill_num_workers", "prefill_tp_size", "prefill_moe_ep_size",
+            "decode_batch_size", "decode_num_workers", "decode_tp_size", "decode_moe_ep_size",
+            "silicon_ttft_ms", "silicon_tpot_ms"]  # fmt: skip
+    out = d.loc[keep, cols].copy()
+    for s in ("prefill", "decode"):
+        out[f"{s}_moe_ep_size"] = out[f"{s}_moe_ep_size"].fillna(0).clip(lower=1).astype(int)
+    out["family"] = out.model_path.map(FAMILY)
+    out["spec"] = out.family.map(SPEC)
+    out["hardware"] = out.system.map(HW)
+    out.to_csv(ROWS, index=False)
+    print(f"{len(out)} rows -> {ROWS}")
+
+
+def config(row: pd.Series) -> DisaggConfig:
+    """The row's pools at the default link."""
+    p = Pool(row.hardware, int(row.prefill_tp_size), int(row.prefill_num_workers), int(row.prefill_moe_ep_size))
+    d = Pool(row.hardware, int(row.decode_tp_size), int(row.decode_num_workers), int(row.decode_moe_ep_size))
+    return DisaggConfig(p, d)
+
+
+def static(row: pd.Series) -> tuple[float, float]:
+    """(TTFT ms, TPOT ms) from the static model (see the module docstring)."""
+    wd = weight_dtype(row)
+    dec = predict(row.spec, row.hardware, int(row.decode_batch_size), int(row.isl), int(row.osl),
+                  tp=int(row.decode_tp_size), ep=int(row.decode_moe_ep_size), weight_dtype=wd,
+                  engine=row.backend)  # fmt: skip
+    pre = predict(row.spec, row.hardware, 1, int(row.isl), 2, tp=int(row.prefill_tp_size),
+                  ep=int(row.prefill_moe_ep_size), weight_dtype=wd, engine=row.backend)  # fmt: skip
+    per_gpu = max(float(kv_bytes_per_sequence_per_gpu(pre.model, pre.scenario, int(row.isl))),
+                  float(kv_bytes_per_sequence_per_gpu(dec.model, dec.scenario, int(row.isl))))  # fmt: skip
+    xfer = per_gpu / DEFAULT_LINK_BYTES_PER_S + DEFAULT_LATENCY_S  # as the simulator's transfer, no queueing
+    return (pre.ttft_s + xfer) * 1e3, dec.tpot_s * 1e3
+
+
+def agg_overheads() -> dict[str, tuple[float, float]]:
+    """Per engine (step_overhead_s, request_overhead_s) fitted on the AGGREGATED rows only.
+
+    From ``validation/results/serving_sim.csv`` (``validate_simulator.py``, no disaggregated row in it):
+    step = median(measured − simulated-without-overhead TPOT), request = median(measured − simulated TTFT),
+    both floored at 0, as that script fits them per fold.
+    """
+    path = HERE.parent / "results" / "serving_sim.csv"
+    if not path.exists():
+        return {}
+    d = pd.read_csv(path)
+    out = {}
+    for eng, g in d.groupby("engine"):
+        step = max(0.0, float(np.nanmedian(g.tpot_meas_ms - g.tpot_sim0_ms)) / 1e3)
+        req = max(0.0, float(np.nanmedian(g.ttft_meas_ms - g.ttft_sim_ms)) / 1e3)
+        out[str(eng)] = (step, req)
+    return out
+
+
+def simulated(
+    row: pd.Series, overheads: tuple[float, float] | None = None, iters: int = 7
+) -> tuple[float, float, float]:
+    """(TTFT ms, TPOT ms, request rate) at the Little's-law rate for concurrency C (bisection in log X)."""
+    c = int(row.decode_batch_size) * int(row.decode_num_workers)
+    cfg = config(row)
+    over: dict[str, object] = {"chunked_prefill": True} if row.backend == "trtllm" else {}
+    if overheads is not None:
+        over |= {"step_overhead_s": overheads[0], "request_overhead_s": overheads[1]}
+    n = int(min(max(3 * c, 120), 1500))
+
+    def run(x: float, num: int) -> tuple[float, float, float]:
+        r = simulate_disagg(row.spec, cfg, engine=row.backend, qps=x, arrival="constant", prompt_len=int(row.isl),
+                            output_len=int(row.osl), num_requests=num, weight_dtype=weight_dtype(row),
+                            engine_overrides=over)  # fmt: skip
+        s = r.summary
+        return s["ttft_mean_s"], s["tpot_mean_s"], s["e2e_mean_s"]
+
+    e2e0 = run(1e-3, 1)[2]
+    hi, lo = c / e2e0, c / e2e0 / 50  # at hi, X·E2E ≥ C since E2E ≥ its unloaded value
+    best = (math.nan, math.nan, math.nan)
+    for _ in range(iters):
+        x = math.sqrt(lo * hi)
+        ttft, tpot, e2e = run(x, n)
+        best = (ttft * 1e3, tpot * 1e3, x)
+        if x * e2e > c or not math.isfinite(e2e):
+            hi = x
+        else:
+            lo = x
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max-per-group", type=int, default=4, help="simulated rows per (engine, model, GPU)")
+    ap.add_argument("--pick", action="store_true", help="re-copy the rows from the shared sample first")
+    a = ap.parse_args()
+    if a.pick or not ROWS.exists():
+        pick()
+    d = pd.read_csv(ROWS).sort_values(["backend", "family", "hardware", "id"]).reset_index(drop=True)
+    sim_idx = set(
+        d.sample(frac=1.0, random_state=0).groupby(["backend", "family", "hardware"]).head(a.max_per_group).index
+    )
+    fitted = agg_overheads()
+    print("engine overheads fitted on the aggregated rows (step s, request s):", fitted)
+    res = []
+    for i, row in d.iterrows():
+        rec = {"id": row.id, "backend": row.backend, "family": row.family, "hardware": row.hardware,
+               "ratio": f"{row.prefill_num_workers}P:{row.decode_num_workers}D",
+               "measured_ttft_ms": row.silicon_ttft_ms, "measured_tpot_ms": row.silicon_tpot_ms}  # fmt: skip
+        try:
+            rec["static_ttft_ms"], rec["static_tpot_ms"] = static(row)
+            if i in sim_idx:
+                rec["sim_ttft_ms"], rec["sim_tpot_ms"], rec["sim_qps"] = simulated(row)
+                if row.backend in fitted:
+                    rec["simfit_ttft_ms"], rec["simfit_tpot_ms"], rec["simfit_qps"] = simulated(
+                        row, fitted[row.backend]
+                    )
+        except RooflineError as exc:
+            rec["note"] = str(exc).split(";")[0][:120]
+        res.append(rec)
+    out = pd.DataFrame(res)
+    for kind in ("static", "sim", "simfit"):
+        for m in ("ttft", "tpot"):
+            if f"{kind}_{m}_ms" in out:
+                out[f"{kind}_{m}_err"] = out[f"{kind}_{m}_ms"] / out[f"measured_{m}_ms"] - 1
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    out.to_csv(OUT, index=False)
+    print(f"{len(out)} rows; {out.get('note', pd.Series(dtype=str)).notna().sum()} not modelled")
+    cols = [c for c in out if c.endswith("_err")]
+    g = out.groupby("backend")[cols].agg(lambda x: float(np.nanmedian(np.abs(x))) if x.notna().any() else np.nan)
+    n = out.groupby("backend")[cols].count()
+    print("median |error| by engine (rows):")
+    print(pd.concat({"median_abs_err": g.round(3), "rows": n}, axis=1).to_string())
+    s = out[cols].agg(lambda x: float(np.nanmedian(np.abs(x))))
+    print("all engines:", s.round(3).to_dict())
+
+
+if __name__ == "__main__":
+    main()
