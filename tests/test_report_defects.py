@@ -228,3 +228,25 @@ def test_energy_is_board_power_times_time(report: Any) -> None:
     assert math.isclose(
         f.usd_per_million_output_tokens, (f.usd_per_hour + f.energy_usd_per_hour) / (10 * 256 * 3600) * 1e6
     )
+
+
+def test_what_if_rows_state_the_change_in_gpus_cost_and_latency(report: Any) -> None:
+    """Each lever of the founding brief is a row: FP8 weights and KV, a shorter prompt, larger tp, speculation,
+    disaggregation. A row with numbers has Δ GPUs and Δ cost against the recommendation; one without says why."""
+    rec = report.data.recommended
+    labels = [w.label for w in report.data.whatifs]
+    assert labels == ["FP8 weights", "FP8 KV cache", "Prompt reduction", "Larger tp", "Speculative decoding",
+                      "Disaggregation"]  # fmt: skip
+    for w in report.data.whatifs:
+        if math.isfinite(w.gpus):
+            assert w.delta_gpus == w.gpus - rec.finalist.gpus
+            assert w.delta_usd_per_hour == pytest.approx(w.usd_per_hour - rec.values["usd_per_hour"])
+            assert math.isfinite(w.ttft_s) and math.isfinite(w.tpot_s)
+        else:
+            assert w.note
+    by = {w.label: w for w in report.data.whatifs}
+    # a shorter prompt never needs more GPUs; speculation at the same GPUs shortens TPOT (τ > 1)
+    assert by["Prompt reduction"].gpus <= rec.finalist.gpus
+    spec = by["Speculative decoding"]
+    assert spec.gpus <= rec.finalist.gpus and (spec.gpus < rec.finalist.gpus or spec.tpot_s < rec.finalist.tpot_s)
+    assert 'id="whatif-table"' in report.html

@@ -39,7 +39,12 @@ def planner_cost(c: Candidate) -> float:
 
 
 def size_hardware(
-    inp: ReportInputs, hw: HardwareSpec, cands: Sequence[Candidate], *, curve: bool = True
+    inp: ReportInputs,
+    hw: HardwareSpec,
+    cands: Sequence[Candidate],
+    *,
+    curve: bool = True,
+    speculative: str | None = None,
 ) -> tuple[Finalist | None, str]:
     """Cheapest simulator-confirmed deployment on ``hw`` from the planner's ``cands`` (or None and why)."""
     from roofline.serving.finalists import load_points, size_finalist
@@ -56,6 +61,7 @@ def size_hardware(
                 ttft_slo_s=wl.ttft_slo_s, tpot_slo_s=wl.tpot_slo_s, ttft_pct=wl.ttft_pct, tpot_pct=wl.tpot_pct,
                 confidence=inp.confidence, min_headroom=inp.min_headroom, engine=inp.engine,
                 calibration=inp.profile, tdp_watts=hw.tdp_watts, usd_per_kwh=inp.usd_per_kwh, curve=False,
+                speculative=speculative,
             )  # fmt: skip
         except RooflineError as exc:
             reasons.append(f"{c.label}: {exc}")

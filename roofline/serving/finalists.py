@@ -157,8 +157,14 @@ def size_finalist(
     num_requests: int = 1000,
     seed: int = 0,
     curve: bool = True,
+    speculative: str | None = None,
 ) -> Finalist:
-    """Re-size planner candidate ``c`` on the simulator (module docstring); ``min_headroom`` None: c.error_margin."""
+    """Re-size planner candidate ``c`` on the simulator (module docstring); ``min_headroom`` None: c.error_margin.
+
+    ``speculative`` (e.g. ``"eagle:k=3,alpha=0.7"``) runs the sizing on the speculative-decoding simulator
+    (:func:`roofline.serving.speculative_sim.simulate_speculative`); capacity and knee stay those of plain
+    decoding from the screening tier (it has no speculative form), a conservative bound when speculation pays.
+    """
     from roofline.published.uncertainty import upper_factors
     from roofline.serving.screening import screen
     from roofline.serving.simulate import replica, simulate
@@ -180,9 +186,17 @@ def size_finalist(
     f_tpot = float(upper_factors("tpot_s", np.asarray([""]), confidence, prof)[0])
     first = max(c.replicas, math.ceil(qps * (1.0 + h_min) / sus)) if sus > 0 else c.replicas
     replicas, res, ok, why = first, None, False, ""
+    run: Any = simulate
+    if speculative is not None:
+        from roofline.serving.speculative_sim import simulate_speculative
+
+        def run(model: Any, hardware: Any, **k: Any) -> Any:
+            k.pop("pp", None)
+            return simulate_speculative(model, hardware, speculative, **k)
+
     for replicas in range(first, first + MAX_EXTRA + 1):
-        s = simulate(model, c.hardware, qps=qps / replicas, prompt_len=prompt_len, output_len=output_len,
-                     num_requests=num_requests, seed=seed, **kw)  # fmt: skip
+        s = run(model, c.hardware, qps=qps / replicas, prompt_len=prompt_len, output_len=output_len,
+                num_requests=num_requests, seed=seed, **kw)  # fmt: skip
         r = s.requests
         ttft, tpot = _pct(r["ttft_s"].to_numpy(), ttft_pct), _pct(r["tpot_s"].to_numpy(), tpot_pct)
         res = (s, ttft, tpot)
