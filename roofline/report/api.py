@@ -16,6 +16,7 @@ from roofline.report.content import (
     checkpoint_note,
     hardware_rows,
     model_facts,
+    precision_label,
     recommended_row,
     resolve_inputs,
     run_plan,
@@ -157,7 +158,8 @@ def _html(data: ReportData, t0: float) -> str:
         "report.html.j2", d=data, inp=inp, wl=inp.workload, rec=data.recommended, columns=COLUMNS,
         colors={r.hardware.name: color(i) for i, r in enumerate(data.rows)}, charts=charts,
         facts=model_facts(inp, kv_bytes), engine_pred=pred, prices=_prices(inp), elapsed=time.perf_counter() - t0,
-        tie_note=tie_note(data.rows), rank_rule=RANK_RULE, engine_label=_engine_label(inp),
+        tie_note=tie_note(data.rows), precision_label=lambda p: precision_label(inp, p),
+        rank_rule=RANK_RULE, engine_label=_engine_label(inp),
         headroom_floor=_floor(data), x_limits=_x_limits(data), pareto_empty=empty_reason(data),
         stress=stress_level(inp.confidence), checkpoint=checkpoint_note(inp),
     )  # fmt: skip

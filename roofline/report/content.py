@@ -276,3 +276,12 @@ def checkpoint_note(inp: ReportInputs) -> str:
         f"{m.display_name} ships its checkpoint in {', '.join(fmts).upper()}; "
         "the default precision ('checkpoint') plans on those formats."
     )
+
+
+def precision_label(inp: ReportInputs, precision: str) -> str:
+    """A plan's weight precision as read: 'checkpoint (bf16)', 'checkpoint (fp8-block)' or the format given."""
+    if precision != "checkpoint":
+        return precision
+    from roofline.serving.finalists import checkpoint_format
+
+    return f"checkpoint ({checkpoint_format(inp.model) or inp.model.native_dtype})"
