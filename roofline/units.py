@@ -105,8 +105,14 @@ def parse_count(text: str | int) -> int:
     return int(v)
 
 
-def fmt_bytes(n: float, binary: bool = False) -> str:
-    """Format bytes with a labelled prefix: decimal GB by default, GiB when ``binary``."""
+#: The project's one convention for printed memory sizes (CLI, API card, report): binary prefixes,
+#: GiB = 2**30 bytes. Rates (bandwidth TB/s, FLOP/s) stay decimal, as datasheets give them.
+MEMORY_SIZES_BINARY = True
+
+
+def fmt_bytes(n: float, binary: bool = MEMORY_SIZES_BINARY) -> str:
+    """Format a memory size with a labelled prefix: binary (GiB = 2**30 B) by default, decimal GB when
+    ``binary`` is False (only where a datasheet's decimal figure is shown next to it)."""
     if binary:
         for unit, f in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
             if abs(n) >= f:

@@ -77,7 +77,7 @@ def test_predict_csv_matches_api_exactly() -> None:
 def test_predict_table_and_ops() -> None:
     res = run("predict", M8, H100, "--ops")
     assert res.exit_code == 0
-    for word in ("TTFT", "TPOT", "tok/s", "KV per token", "weights", "reserve", "free", "max batch", "GB", "GiB",
+    for word in ("TTFT", "TPOT", "tok/s", "KV per token", "weights", "reserve", "free", "max batch", "GiB",
                  "compute-bound", "memory-bound", "attn.qkv_proj", "share"):  # fmt: skip
         assert word in res.stdout, word
     doc = json.loads(run("predict", M8, H100, "--ops", "--json").stdout)
@@ -89,7 +89,7 @@ def test_predict_does_not_fit_prints_memory_then_exit_1() -> None:
     assert res.exit_code == 1
     no_traceback(res)
     assert "weights" in res.stdout and "free" in res.stdout
-    assert res.stderr.startswith("error: ") and "does not fit: short by" in res.stderr and "GB" in res.stderr
+    assert res.stderr.startswith("error: ") and "does not fit: short by" in res.stderr and "GiB" in res.stderr
     assert "--tp" in res.stderr
     doc = json.loads(run("predict", "llama-3.1-405b", "l4", "--json").stdout)
     assert doc["fits"] is False and doc["ttft_s"] is None and doc["missing_bytes"] > 0

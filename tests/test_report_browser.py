@@ -155,6 +155,12 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
             " scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth,"
             " title: document.title, scripts: document.scripts.length})"
         )
+        # every <text> box of every chart, in page pixels: (chart index, text, left, top, right, bottom)
+        text_boxes = js(
+            "[...document.querySelectorAll('svg.chart')].flatMap((svg, i) => [...svg.querySelectorAll('text')]"
+            ".filter(t => t.textContent.trim()).map(t => { const r = t.getBoundingClientRect();"
+            " return [i, t.textContent.trim(), r.left, r.top, r.right, r.bottom]; }))"
+        )
         png = base64.b64decode(cdp.send("Page.captureScreenshot", {"format": "png"}, session=s)["data"])
         cdp.send("Emulation.setEmulatedMedia", {"media": "print"}, session=s)
         breaks = js(
@@ -167,7 +173,10 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         }, session=s)["data"])  # fmt: skip
         (tmp / "screenshot.png").write_bytes(png)
         (tmp / "report.pdf").write_bytes(pdf)
-        yield {"dom": dom, "png": png, "pdf": pdf, "breaks": breaks, "svg_css": svg_css, "events": list(cdp.events)}
+        yield {
+            "dom": dom, "text_boxes": text_boxes, "png": png, "pdf": pdf, "breaks": breaks, "svg_css": svg_css,
+            "events": list(cdp.events),
+        }  # fmt: skip
     finally:
         cdp.close()
 
@@ -192,7 +201,8 @@ def test_no_console_error_or_exception(loaded: dict[str, Any]) -> None:
 def test_every_section_and_chart_renders(loaded: dict[str, Any]) -> None:
     dom = loaded["dom"]
     assert dom["ids"] == SECTIONS
-    assert len(dom["charts"]) == 4 and min(dom["charts"]) > 500  # rendered, laid out at page width
+    # 3 latency-vs-load, Pareto, memory, roofline; rendered, laid out at page width
+    assert len(dom["charts"]) == 6 and min(dom["charts"]) > 500
     assert dom["rows"] == 3
     assert dom["scripts"] == 0
     assert dom["scrollWidth"] <= dom["innerWidth"]  # nothing overflows horizontally at 1280 px
@@ -216,3 +226,19 @@ def test_prints_to_a_sane_pdf_with_whole_charts_and_tables(loaded: dict[str, Any
     assert 2 <= pages <= 20, pages
     assert set(loaded["breaks"]) == {"avoid"}
     assert set(loaded["svg_css"]) == {"100%"}
+
+
+def test_no_two_chart_labels_overlap(loaded: dict[str, Any]) -> None:
+    """Label bounding boxes as the browser lays them out: no two texts of a chart intersect (1 px tolerance)."""
+    boxes = loaded["text_boxes"]
+    assert len(boxes) > 50
+    clashes = []
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            if a[0] != b[0]:
+                continue
+            w = min(a[4], b[4]) - max(a[2], b[2])
+            h = min(a[5], b[5]) - max(a[3], b[3])
+            if w > 1 and h > 1:
+                clashes.append((a[1], b[1]))
+    assert clashes == []

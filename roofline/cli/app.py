@@ -91,7 +91,8 @@ app = typer.Typer(
     cls=RooflineGroup,
     name="roofline",
     help="Analytical LLM-inference performance model: latency, throughput, memory and capacity plans.\n\n"
-    "Sizes: 2k = 2000 tokens; durations: 500ms, 0.5s. Bytes print as GB (1e9) or GiB (2^30), always labelled.",
+    "Sizes: 2k = 2000 tokens; durations: 500ms, 0.5s. Memory sizes print in GiB (2^30 bytes); "
+    "rates in decimal units (TB/s).",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",

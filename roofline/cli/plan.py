@@ -72,6 +72,14 @@ def plan_cmd(
         ),
     ] = None,
     json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+    simulate: Annotated[
+        bool,
+        typer.Option(
+            "--simulate",
+            help="Re-size the 3 cheapest candidates on the serving simulator at the planned load "
+            "(TTFT P99, TPOT P90 at the --confidence upper bound, default 0.8; headroom ≥ the model's error).",
+        ),
+    ] = False,
 ) -> None:
     """How many GPUs of which kind serve --qps requests within the TTFT and TPOT SLOs, cheapest first.
 
@@ -101,8 +109,12 @@ def plan_cmd(
         engine_overrides=parse_engine_set(engine_set),
         confidence=parse_level(confidence, "--confidence") if confidence is not None else None,
     )
+    sized = _simulated(model, res, engine, calibration, confidence) if simulate and res.recommended else []
     if json:
-        typer.echo(dumps(res.to_dict()))
+        doc = res.to_dict()
+        if simulate:
+            doc["simulated"] = [_sized_dict(f) for f in sized]
+        typer.echo(dumps(doc))
     else:
         from roofline.cli.render import plan_tables, usd
 
@@ -123,8 +135,44 @@ def plan_cmd(
                     f"[dim]no price known for {', '.join(unpriced)}: ranked after priced hardware by GPUs; "
                     f"pass --price NAME=USD to compare[/]"
                 )
+        for f in sized:
+            state = "meets" if f.meets_slo else "[red]misses[/]"
+            cost = f", {usd(f.usd_per_hour)}/hour" if f.usd_per_hour is not None else ""
+            con.print(
+                f"[bold]simulated:[/] {f.candidate.label}: {f.replicas} replicas = {f.gpus} GPUs{cost}; at the planned "
+                f"load TTFT P{f.ttft_pct:g} {f.ttft_s * 1e3:.0f} ms, TPOT P{f.tpot_pct:g} {f.tpot_s * 1e3:.1f} ms "
+                f"({state} the SLOs at the {100 * f.confidence:.0f} % bound), capacity {f.capacity_rps:.3g} req/s, "
+                f"headroom {100 * f.headroom:.0f}%"
+            )
     if res.recommended is None:
         raise InfeasibleError(res.explain_infeasible())
+
+
+def _simulated(model: str, res: Any, engine: str, calibration: str | None, confidence: str | None) -> list[Any]:
+    """size_finalist for the 3 cheapest feasible candidates (roofline.serving.finalists)."""
+    from roofline.cli.predict import parse_level
+    from roofline.serving.finalists import size_finalist
+    from roofline.specs.library import hardware as load_hardware
+
+    level = parse_level(confidence, "--confidence") if confidence is not None else 0.8
+    out = []
+    for c in [c for c in res.candidates if c.feasible][:3]:
+        out.append(size_finalist(
+            model, c, qps=res.qps, prompt_len=res.prompt_len, output_len=res.output_len, ttft_slo_s=res.ttft_slo_s,
+            tpot_slo_s=res.tpot_slo_s, confidence=level, engine=engine, calibration=calibration,
+            tdp_watts=load_hardware(c.hardware).tdp_watts, curve=False,
+        ))  # fmt: skip
+    return out
+
+
+def _sized_dict(f: Any) -> dict[str, Any]:
+    """JSON fields of one simulator-sized candidate (seconds, requests/s, USD)."""
+    keys = ("replicas", "gpus", "ttft_pct", "tpot_pct", "ttft_s", "tpot_s", "ttft_upper_s", "tpot_upper_s",
+            "confidence", "meets_slo", "min_headroom", "usd_per_hour", "usd_per_million_output_tokens",
+            "kwh_per_million_output_tokens", "reason")  # fmt: skip
+    d: dict[str, Any] = {"label": f.candidate.label, **{k: getattr(f, k) for k in keys}}
+    d |= {"capacity_rps": f.capacity_rps, "knee_rps": f.knee_rps, "headroom": f.headroom}
+    return d
 
 
 def _confidence_note(rec: Any) -> str:

@@ -1,6 +1,6 @@
 """Rich tables for the CLI: thin renderers of PredictionResult, ops frames and comparisons.
 
-Bytes are decimal (kB, MB, GB = 1e3, 1e6, 1e9 B) unless labelled KiB/MiB/GiB; durations carry
+Memory sizes are binary (KiB, MiB, GiB = 2^10, 2^20, 2^30 B; ``roofline.units.fmt_bytes``); durations carry
 their unit. Nothing here computes physics: values come from ``PredictionResult`` fields.
 """
 
@@ -107,14 +107,12 @@ def prediction_table(r: PredictionResult, level: float | None = None) -> Table:
                   f"{num(s['throughput_tok_s_per_gpu'])} tok/s per GPU ({_plural(s['num_gpus'], 'GPU')})")  # fmt: skip
         t.add_row("total throughput", f"{num(s['total_throughput_tok_s'])} tok/s", "prompt + output tokens")
         t.add_section()
-    t.add_row(
-        "KV per token", fmt_bytes(s["kv_bytes_per_token"]), f"{fmt_bytes(s['kv_bytes_per_token'], True)}, whole model"
-    )
+    t.add_row("KV per token", fmt_bytes(s["kv_bytes_per_token"]), "whole model")
     t.add_row("KV per sequence", fmt_bytes(s["kv_bytes_per_sequence"]), f"at context {ctx}")
     t.add_row("KV total", fmt_bytes(s["kv_cache_bytes"]), f"batch {s['batch']}, all GPUs")
     t.add_section()
     cap = s["memory_capacity_bytes"]
-    t.add_row("memory per GPU", fmt_bytes(cap), fmt_bytes(cap, True))
+    t.add_row("memory per GPU", fmt_bytes(cap), "visible to the engine")
     of = {
         "total": "of total memory",
         "static_pool": "of total memory for weights + KV",

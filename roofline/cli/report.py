@@ -46,6 +46,17 @@ def report_command(
         typer.Option("--engine", "-e", metavar="NAME", help="Serving engine: vllm (default), sglang, trtllm, ideal."),
     ] = "vllm",
     calibration: Annotated[str | None, typer.Option("--calibration", "-c", help="Calibration profile YAML.")] = None,
+    confidence: Annotated[
+        str, typer.Option("--confidence", help="Level at whose upper error bound the SLOs must hold (0.5-0.99).")
+    ] = "0.8",
+    min_headroom: Annotated[
+        str | None,
+        typer.Option("--min-headroom", help="Least spare capacity, e.g. 0.3 (default: the model's 80% error bound)."),
+    ] = None,
+    electricity_price: Annotated[
+        str | None,
+        typer.Option("--electricity-price", help="USD per kWh; adds board power × time to the cost, e.g. 0.12."),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="HTML file to write (default reports/MODEL-WORKLOAD.html).")
     ] = None,
@@ -86,15 +97,31 @@ def report_command(
         tpot_slo_s=parse_duration_opt(tpot_slo, "--tpot-slo") if tpot_slo is not None else None,
         precision=parse_names(precision) or ["checkpoint"], tp_options=parse_int_list(tp, "--tp") if tp else None,
         max_gpus=max_gpus, prices=parse_prices(price or []), calibration=calibration, kv_dtype=kv_dtype,
-        engine=engine, output_path=path,
+        engine=engine, output_path=path, confidence=parse_float_opt(confidence, "--confidence"),
+        min_headroom=parse_float_opt(min_headroom, "--min-headroom") if min_headroom is not None else None,
+        usd_per_kwh=None if electricity_price is None else parse_float_opt(electricity_price, "--electricity-price"),
     )  # fmt: skip
     rep.save(target)
     size_kb = len(rep.html.encode()) / 1e3
     rec = rep.data.recommended
     if rec is not None and rec.candidate is not None:
-        c = rec.candidate
-        cost = f", ${c.usd_per_hour:,.2f}/hour" if c.usd_per_hour is not None else ""
-        verdict = f"recommends {c.gpus} × {rec.hardware.display_name} (tp {c.tp}){cost}"
+        c, fin = rec.candidate, rec.finalist
+        gpus = fin.gpus if fin is not None else c.gpus
+        usd = rec.values.get("usd_per_hour")
+        cost = f", ${usd:,.2f}/hour" if usd is not None and usd == usd else ""
+        verdict = f"recommends {gpus} × {rec.hardware.display_name} (tp {c.tp}){cost}"
     else:
         verdict = "no configuration meets the SLOs (the report explains why)"
     typer.echo(f"wrote {path} ({size_kb:,.0f} kB in {time.perf_counter() - t0:.1f} s): {verdict}")
+
+
+def _workload_help() -> str:
+    """One paragraph per workload preset: what it contains (appended to the command's help)."""
+    from roofline.serving.workloads import PRESETS
+
+    lines = [f"{w.contents}." for w in PRESETS.values()]
+    lines.append("custom: give --prompt, --output, --qps, --ttft-slo and --tpot-slo.")
+    return "Workload presets:\n\n" + "\n\n".join(lines)
+
+
+report_command.__doc__ = (report_command.__doc__ or "") + "\n\n" + _workload_help()

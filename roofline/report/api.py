@@ -13,12 +13,17 @@ from roofline.profile import CalibrationProfile
 from roofline.report.content import (
     COLUMNS,
     ReportData,
+    checkpoint_note,
     hardware_rows,
     model_facts,
+    precision_label,
+    recommended_row,
     resolve_inputs,
-    risks,
     run_plan,
+    tie_note,
 )
+from roofline.report.risks import stress_level
+from roofline.report.sizing import RANK_RULE
 from roofline.serving.workloads import resolve_workload
 from roofline.specs.model import ModelSpec
 
@@ -68,6 +73,9 @@ def build(
     calibration: CalibrationProfile | str | Path | None = None,
     kv_dtype: str | None = None,
     engine: str = "vllm",
+    confidence: float = 0.8,
+    min_headroom: float | None = None,
+    usd_per_kwh: float | None = None,
     output_path: str | Path | None = None,
 ) -> Report:
     """Plan ``model`` for ``workload`` on each ``hardware`` and render the full HTML report.
@@ -75,7 +83,10 @@ def build(
     ``workload`` is a preset (chat, rag, summarize) whose fields the keyword arguments
     override, or ``custom`` with every field given. SLOs are in seconds; ``prices`` map
     hardware slugs to USD per GPU-hour; ``kv_dtype`` None is the engine default (bf16);
-    ``engine`` is the serving-engine preset (vllm, sglang, trtllm, ideal).
+    ``engine`` is the serving-engine preset (vllm, sglang, trtllm, ideal). ``confidence`` is the level
+    at whose upper error bound the simulated percentile SLOs must hold; ``min_headroom`` the least spare
+    capacity (None: the model's 80 % error bound on throughput); ``usd_per_kwh`` adds electricity
+    (board power × time, an upper bound) to the cost.
     ``output_path`` only names the file in the report's "Reproduce" command.
     """
     t0 = time.perf_counter()
@@ -84,28 +95,56 @@ def build(
     )
     inp = resolve_inputs(
         model, hardware, wl, precisions=precision, tp_options=tp_options, max_gpus=max_gpus, prices=prices,
-        calibration=calibration, kv_dtype=kv_dtype, engine=engine,
+        calibration=calibration, kv_dtype=kv_dtype, engine=engine, confidence=_level(confidence),
+        min_headroom=_headroom(min_headroom), usd_per_kwh=_kwh(usd_per_kwh),
     )  # fmt: skip
     from roofline.report.evidence import evidence, reproduce
+    from roofline.report.risks import risks
     from roofline.report.sensitivity import sensitivity
 
     plan = run_plan(inp)
     rows = hardware_rows(inp, plan)
-    rec = next((r for r in rows if r.feasible and r.candidate is plan.recommended), None)
-    sens = sensitivity(inp, plan)
+    rec = recommended_row(rows)
+    sens = sensitivity(inp, plan, rec.finalist if rec is not None else None)
+    from roofline.report.whatif import what_ifs
+
     data = ReportData(
         inputs=inp, plan=plan, rows=rows, recommended=rec, risks=tuple(risks(rows, rec, inp, sens)),
+        whatifs=what_ifs(inp, rec),
         sensitivity=sens, evidence=evidence(inp), reproduce=reproduce(inp, output_path),
     )  # fmt: skip
     html = _html(data, t0)
     return Report(replace(data, seconds=time.perf_counter() - t0), html)
 
 
+def _level(x: float) -> float:
+    from roofline.published.uncertainty import check_level
+
+    return check_level(x)
+
+
+def _headroom(x: float | None) -> float | None:
+    from roofline.errors import ScenarioError
+
+    if x is not None and (isinstance(x, bool) or not isinstance(x, int | float) or not 0 <= x <= 10):
+        raise ScenarioError(f"min_headroom must be a fraction between 0 and 10 (0.25 = 25 % spare), got {x!r}")
+    return None if x is None else float(x)
+
+
+def _kwh(x: float | None) -> float | None:
+    from roofline.errors import ScenarioError
+
+    if x is not None and (isinstance(x, bool) or not isinstance(x, int | float) or not 0 <= x < 100):
+        raise ScenarioError(f"usd_per_kwh must be an electricity price in USD per kWh, e.g. 0.12, got {x!r}")
+    return None if x is None else float(x)
+
+
 def _html(data: ReportData, t0: float) -> str:
-    from roofline.report.charts import color, report_charts
+    from roofline.report.charts import color, empty_reason, report_charts
+    from roofline.report.loadcharts import load_charts
     from roofline.report.templating import render_template
 
-    charts = report_charts(data)
+    charts = {**load_charts(data), **report_charts(data)}
     inp = data.inputs
     kv_bytes = 2.0
     pred = (
@@ -119,7 +158,38 @@ def _html(data: ReportData, t0: float) -> str:
         "report.html.j2", d=data, inp=inp, wl=inp.workload, rec=data.recommended, columns=COLUMNS,
         colors={r.hardware.name: color(i) for i, r in enumerate(data.rows)}, charts=charts,
         facts=model_facts(inp, kv_bytes), engine_pred=pred, prices=_prices(inp), elapsed=time.perf_counter() - t0,
+        tie_note=tie_note(data.rows), precision_label=lambda p: precision_label(inp, p),
+        rank_rule=RANK_RULE, engine_label=_engine_label(inp),
+        headroom_floor=_floor(data), x_limits=_x_limits(data), pareto_empty=empty_reason(data),
+        stress=stress_level(inp.confidence), checkpoint=checkpoint_note(inp),
     )  # fmt: skip
+
+
+def _x_limits(data: ReportData) -> dict[str, float]:
+    """Right end of each latency-vs-load chart's axis (the caption states it)."""
+    from roofline.report.loadcharts import x_limit
+
+    q = data.inputs.workload.qps
+    return {
+        r.hardware.name: x_limit(q, r.finalist.knee_rps, r.finalist.capacity_rps)
+        for r in data.rows
+        if r.finalist is not None
+    }
+
+
+def _engine_label(inp: Any) -> str:
+    """The engine preset and version, e.g. 'vllm 0.11' (per hardware it may differ only in memory settings)."""
+    from roofline.engine.presets import resolve_engine
+
+    return str(resolve_engine(inp.engine, inp.hardware[0]).label) if inp.hardware else str(inp.engine)
+
+
+def _floor(data: ReportData) -> float:
+    """The minimum headroom the recommendation was held to (the model's 80 % bound unless given)."""
+    rec = data.recommended
+    if rec is not None and rec.finalist is not None:
+        return rec.finalist.min_headroom
+    return float("nan") if data.inputs.min_headroom is None else data.inputs.min_headroom
 
 
 def _prices(inp: Any) -> list[tuple[Any, float | None, str, str]]:

@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from roofline.report.content import HardwareRow, ReportData
     from roofline.result import PredictionResult
     from roofline.serving.planner import Candidate
-    from roofline.specs.hardware import HardwareSpec
 
+#: planned-point marker per hardware in the Pareto chart: distinct shapes, so points never read as one.
+MARKERS = ("*", "D", "s", "^", "P", "X", "v", "h")
 PALETTE = ("#2563eb", "#dc2626", "#059669", "#7c3aed", "#d97706", "#0891b2", "#db2777", "#4b5563")
 PHASE_STYLE = {"prefill": ("#2563eb", "o"), "decode": ("#ea580c", "^")}
 RC: dict[str, Any] = {
@@ -189,39 +190,6 @@ def _planned(data: ReportData) -> list[tuple[int, HardwareRow, Candidate, Predic
     ]
 
 
-def _curve(data: ReportData, hw: HardwareSpec, c: Candidate) -> Any:
-    from roofline.report.curves import replica_curve
-
-    return replica_curve(data.inputs, hw, tp=c.tp, precision=c.precision, kv_dtype=c.kv_dtype, extra=(c.batch,))
-
-
-def latency_figure(data: ReportData) -> Figure:
-    """TTFT and full-load TPOT against batch at each hardware's planned configuration, with the SLOs."""
-    wl = data.inputs.workload
-    with style("latency"):
-        fig, (a1, a2) = new_figure(9.6, 3.3, 2)
-        for i, row, c, _ in _planned(data):
-            df = _curve(data, row.hardware, c)
-            lab = f"{row.hardware.display_name} (tp {c.tp})"
-            a1.plot(df["batch"], df["ttft_s"] * 1e3, color=color(i), lw=1.5, label=lab)
-            a2.plot(df["batch"], df["tpot_s"] * 1e3, color=color(i), lw=1.5, label=lab)
-            at = df[df["batch"] == c.batch]
-            a1.plot(at["batch"], at["ttft_s"] * 1e3, "o", mfc="white", mec=color(i), mew=1.5, ms=7, zorder=4)
-            a2.plot(at["batch"], at["tpot_s"] * 1e3, "o", mfc="white", mec=color(i), mew=1.5, ms=7, zorder=4)
-        for ax, slo, name in ((a1, wl.ttft_slo_s, "TTFT"), (a2, wl.tpot_slo_s, "TPOT at full load")):
-            ax.axhline(slo * 1e3, color="#111827", ls="--", lw=1)
-            ax.annotate(f"SLO {slo * 1e3:g} ms", (0.01, slo * 1e3), xycoords=("axes fraction", "data"),
-                        xytext=(2, 3), textcoords="offset points", fontsize=7.5)  # fmt: skip
-            plain_log(ax, "x", base=2)
-            ax.set_xlabel("batch (sequences in flight per replica)")
-            ax.set_title(f"{name} against batch (circle: planned batch)", loc="left")
-            ax.set_ylim(0, max(slo * 1e3 * 2.0, 1e-9))
-        a1.set_ylabel("TTFT (ms)")
-        a2.set_ylabel("TPOT (ms)")
-        a2.legend(loc="upper left")
-    return fig
-
-
 def _frontier(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Points not dominated (higher x and higher y both better), sorted by x."""
     order = np.argsort(-x, kind="stable")
@@ -238,6 +206,7 @@ def pareto_figure(data: ReportData) -> Figure:
     """Output tokens/s per GPU against tokens/s per user over batch × tp: the frontier per hardware."""
     from roofline.errors import RooflineError
     from roofline.report.curves import replica_curve
+    from roofline.serving.planner import tokens_per_s_per_gpu
 
     inp = data.inputs
     wl = inp.workload
@@ -264,24 +233,31 @@ def pareto_figure(data: ReportData) -> Figure:
             row = data.rows[i]
             if row.candidate is not None and row.feasible:
                 c = row.candidate
-                ax.plot([1 / c.tpot_full_load_s], [row.values["tok_s_per_gpu"]], "*", color=color(i), ms=12,
-                        mec="white", mew=0.6, zorder=4)  # fmt: skip
+                rps = tokens_per_s_per_gpu(c.replica_rps, wl.output_len, c.tp * c.pp)
+                ax.plot([1 / c.tpot_full_load_s], [float(rps)], MARKERS[i % len(MARKERS)], color=color(i), ms=10,
+                        mec="white", mew=0.8, zorder=4, label=f"{hw.display_name}: planned batch")  # fmt: skip
         slo = 1.0 / wl.tpot_slo_s
-        ax.axvline(slo, color="#111827", ls="--", lw=1)
+        ax.axvline(slo, color="#111827", ls="--", lw=1, label=f"TPOT SLO: {slo:.3g} tok/s per user")
         ax.axvspan(0, slo, color="#f3f4f6", zorder=0)
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
-        ax.text(slo, 0.5, f"TPOT SLO: {slo:.3g} tok/s per user ", transform=ax.get_xaxis_transform(), rotation=90,
-                ha="right", va="center", fontsize=7.5)  # fmt: skip
-        ax.set_xlabel("tokens/s per user at full load (1 / TPOT)")
-        ax.set_ylabel("output tokens/s per GPU")
-        ax.set_title("Throughput per GPU against per-user speed (configurations meeting the TTFT SLO; "
-                     "star: planned)", loc="left")  # fmt: skip
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(loc="best")
+        ax.set_xlabel("tokens/s per user at full load (1 / TPOT at the batch's maximum rate)")
+        ax.set_ylabel("output tokens/s per GPU at full load")
+        ax.set_title("Throughput per GPU against per-user speed at full load (configurations meeting the TTFT SLO)",
+                     loc="left")  # fmt: skip
+        if any(not lab.startswith("TPOT SLO") for lab in ax.get_legend_handles_labels()[1]):
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
         else:
-            ax.text(0.5, 0.5, "no configuration meets the TTFT SLO", transform=ax.transAxes, ha="center")
+            ax.text(0.5, 0.5, empty_reason(data), transform=ax.transAxes, ha="center")
     return fig
+
+
+def empty_reason(data: ReportData) -> str:
+    """Why the Pareto chart is empty: memory when nothing fits, else the TTFT SLO."""
+    reasons = [r.reason for r in data.rows]
+    if reasons and all("does not fit" in x or "KV pool" in x for x in reasons):
+        return "no configuration fits in memory (see the comparison table)"
+    return "no configuration meets the TTFT SLO"
 
 
 MEMORY_PARTS = (
@@ -327,10 +303,10 @@ def memory_figure(data: ReportData) -> Figure:
 
 
 def report_charts(data: ReportData) -> dict[str, str]:
-    """Every report chart as inline SVG, keyed by chart id."""
+    """The Pareto, memory and roofline charts as inline SVG, keyed by chart id (latency-vs-load charts:
+    :func:`roofline.report.loadcharts.load_charts`)."""
     charts = {}
     if any(r.prediction is not None for r in data.rows):
-        charts["latency"] = figure_svg(latency_figure(data), "latency", "TTFT and TPOT against batch")
         charts["memory"] = figure_svg(memory_figure(data), "memory", "Memory per GPU")
         planned = _planned(data)
         fig = roofline_figure([pred for *_, pred in planned], [color(i) for i, *_ in planned])

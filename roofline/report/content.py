@@ -7,16 +7,17 @@ at the planned configuration. Renderers only format what :class:`ReportData` hol
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roofline.memory import kv_bytes_per_token
 from roofline.profile import CalibrationProfile, load_profile
 from roofline.result import PredictionResult
-from roofline.serving.planner import Candidate, PlanResult, plan, tokens_per_s_per_gpu
+from roofline.serving.planner import Candidate, PlanResult, plan
 from roofline.serving.workloads import Workload
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.library import hardware as load_hardware
@@ -24,17 +25,21 @@ from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
 
 if TYPE_CHECKING:
-    from roofline.report.sensitivity import SensitivityRow
+    from roofline.serving.finalists import Finalist
 
-# table columns: key, header, unit, which direction is better (None: not ranked)
+# table columns: key, header, unit, which direction is better (None: not ranked). Latencies and tok/s per GPU
+# are at the planned load (latencies at the workload's SLO percentiles, simulated); capacity is the maximum
+# sustainable rate of the whole deployment, its own concept.
 COLUMNS: tuple[tuple[str, str, str, str | None], ...] = (
-    ("ttft_s", "TTFT", "", "min"),
-    ("tpot_s", "TPOT", "", "min"),
-    ("tok_s_per_gpu", "Tok/s per GPU", "", "max"),
-    ("max_batch", "Max batch", "", "max"),
+    ("ttft_s", "TTFT", "at load", "min"),
+    ("tpot_s", "TPOT", "at load", "min"),
+    ("tok_s_per_gpu", "Tok/s per GPU", "at load", "max"),
+    ("capacity_rps", "Capacity", "req/s max", "max"),
+    ("headroom", "Headroom", "", "max"),
     ("gpus", "GPUs", "", "min"),
     ("usd_per_hour", "Cost", "$/h", "min"),
     ("usd_per_million_output_tokens", "Cost", "$/M tok", "min"),
+    ("kwh_per_million_output_tokens", "Energy", "kWh/M tok", "min"),
 )
 
 
@@ -55,6 +60,9 @@ class ReportInputs:
     model_arg: str
     kv_dtype: str | None = None
     engine: str = "vllm"
+    confidence: float = 0.8
+    min_headroom: float | None = None
+    usd_per_kwh: float | None = None
 
 
 @dataclass(frozen=True)
@@ -67,11 +75,13 @@ class HardwareRow:
     reason: str
     values: dict[str, float] = field(default_factory=dict)
     best: frozenset[str] = frozenset()
+    finalist: Finalist | None = None
+    rank: int = 0
 
     @property
     def feasible(self) -> bool:
-        """True when some configuration on this hardware meets the SLOs."""
-        return self.candidate is not None and self.candidate.feasible
+        """True when some configuration on this hardware meets the SLOs on the simulator."""
+        return self.finalist is not None and self.finalist.meets_slo
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,7 @@ class ReportData:
     evidence: Any
     reproduce: Any
     seconds: float = 0.0
+    whatifs: tuple[Any, ...] = ()
 
 
 def hw_name(hw: Any) -> str:
@@ -106,6 +117,9 @@ def resolve_inputs(
     calibration: CalibrationProfile | str | Path | None = None,
     kv_dtype: str | None = None,
     engine: str = "vllm",
+    confidence: float = 0.8,
+    min_headroom: float | None = None,
+    usd_per_kwh: float | None = None,
 ) -> ReportInputs:
     """Load specs and the profile; split comma-separated lists."""
     hw_args = tuple(_split(hardware))
@@ -116,6 +130,7 @@ def resolve_inputs(
         workload=workload, precisions=precs, tp_options=tuple(tp_options) if tp_options else None,
         max_gpus=max_gpus, prices=dict(prices or {}), profile=load_profile(calibration), calibration_path=cal_path,
         model_arg=model.name if isinstance(model, ModelSpec) else str(model), kv_dtype=kv_dtype, engine=engine,
+        confidence=confidence, min_headroom=min_headroom, usd_per_kwh=usd_per_kwh,
     )  # fmt: skip
 
 
@@ -159,43 +174,69 @@ def candidate_prediction(inp: ReportInputs, hw: HardwareSpec, cand: Candidate) -
     )  # fmt: skip
 
 
-def _rank_key(c: Candidate) -> tuple[float, float]:
-    cost = num(c.usd_per_hour)
-    return (cost if math.isfinite(cost) else math.inf, float(c.gpus))
+def row_values(inp: ReportInputs, f: Finalist) -> dict[str, float]:
+    """The comparison-table numbers of one simulator-sized deployment, at the planned load.
 
-
-def row_values(inp: ReportInputs, c: Candidate) -> dict[str, float]:
-    """The comparison-table numbers of one candidate, all straight from the plan.
-
-    Throughput per GPU is the replica's sustained output rate at the planned batch:
-    replica_rps × output_len / GPUs per replica.
+    Tok/s per GPU = qps × output_len / GPUs (what each GPU produces at the planned load);
+    capacity = replicas × the replica's sustainable rate; headroom = capacity / qps − 1.
     """
-    per_replica = c.tp * c.pp
+    wl = inp.workload
     return {
-        "ttft_s": float(c.ttft_s), "tpot_s": float(c.tpot_s),
-        "tok_s_per_gpu": float(tokens_per_s_per_gpu(c.replica_rps, inp.workload.output_len, per_replica)),
-        "max_batch": float(c.max_batch_memory), "gpus": float(c.gpus), "usd_per_hour": num(c.usd_per_hour),
-        "usd_per_million_output_tokens": num(c.usd_per_million_output_tokens),
+        "ttft_s": f.ttft_s, "tpot_s": f.tpot_s, "tok_s_per_gpu": wl.qps * wl.output_len / f.gpus,
+        "capacity_rps": f.capacity_rps, "headroom": f.headroom, "gpus": float(f.gpus),
+        "usd_per_hour": num(f.total_usd_per_hour),
+        "usd_per_million_output_tokens": num(f.usd_per_million_output_tokens),
+        "kwh_per_million_output_tokens": num(f.kwh_per_million_output_tokens),
     }  # fmt: skip
 
 
 def hardware_rows(inp: ReportInputs, plan_result: PlanResult) -> tuple[HardwareRow, ...]:
-    """One row per hardware: the recommended candidate if on it, else its cheapest feasible one."""
-    rec = plan_result.recommended
+    """One row per hardware: its cheapest simulator-sized deployment (see :mod:`roofline.report.sizing`)."""
+    from roofline.report.sizing import rank_key, size_hardware
+
+    sized = {
+        hw.name: size_hardware(inp, hw, [c for c in plan_result.candidates if hw_name(c.hardware) == hw.name])
+        for hw in inp.hardware
+    }
     rows = []
     for hw in inp.hardware:
-        cands = [c for c in plan_result.candidates if hw_name(c.hardware) == hw.name]
-        feasible = [c for c in cands if c.feasible]
-        if rec is not None and hw_name(rec.hardware) == hw.name:
-            chosen = rec
-        elif feasible:
-            chosen = min(feasible, key=_rank_key)
-        else:
+        f, why = sized[hw.name]
+        if f is None:
+            cands = [c for c in plan_result.candidates if hw_name(c.hardware) == hw.name]
             reasons = [f"tp {c.tp} {c.precision}: {c.reason}" for c in cands if c.reason]
-            rows.append(HardwareRow(hw, None, None, "; ".join(reasons) or "no configuration was evaluated"))
+            text = why or "; ".join(reasons) or "no configuration was evaluated"
+            rows.append(HardwareRow(hw, None, None, text))
             continue
-        rows.append(HardwareRow(hw, chosen, candidate_prediction(inp, hw, chosen), "", row_values(inp, chosen)))
+        c = f.candidate
+        rows.append(HardwareRow(hw, c, candidate_prediction(inp, hw, c), "", row_values(inp, f), finalist=f))
+    order = sorted((r for r in rows if r.finalist is not None), key=lambda r: rank_key(r.finalist))  # type: ignore[arg-type]
+    ranks = {r.hardware.name: i + 1 for i, r in enumerate(order)}
+    rows = [replace(r, rank=ranks.get(r.hardware.name, 0)) for r in rows]
     return _mark_best(rows)
+
+
+def recommended_row(rows: Sequence[HardwareRow]) -> HardwareRow | None:
+    """The feasible row ranked first by :data:`roofline.report.sizing.RANK_RULE`."""
+    ok = [r for r in rows if r.feasible and r.rank > 0]
+    return min(ok, key=lambda r: r.rank) if ok else None
+
+
+def tie_note(rows: Sequence[HardwareRow]) -> str:
+    """A sentence naming rows that tie on cost and how the tie was broken ('' when no tie)."""
+    ok = sorted((r for r in rows if r.feasible), key=lambda r: r.rank)
+    notes = []
+    for a, b in itertools.pairwise(ok):
+        ca, cb = a.values["usd_per_hour"], b.values["usd_per_hour"]
+        if math.isfinite(ca) and math.isfinite(cb) and math.isclose(ca, cb, rel_tol=1e-9):
+            if a.values["gpus"] != b.values["gpus"]:
+                by = "fewer GPUs"
+            elif a.values["tpot_s"] != b.values["tpot_s"]:
+                by = "lower TPOT"
+            else:
+                by = "smaller tp"
+            notes.append(f"{a.hardware.display_name} and {b.hardware.display_name} tie at {ca:,.2f} $/h: "
+                         f"ranked by {by}")  # fmt: skip
+    return "; ".join(notes)
 
 
 def _mark_best(rows: list[HardwareRow]) -> tuple[HardwareRow, ...]:
@@ -209,10 +250,7 @@ def _mark_best(rows: list[HardwareRow]) -> tuple[HardwareRow, ...]:
         for v, name in vals:
             if math.isclose(v, target, rel_tol=1e-9):
                 best[name].add(key)
-    return tuple(
-        HardwareRow(r.hardware, r.candidate, r.prediction, r.reason, r.values, frozenset(best[r.hardware.name]))
-        for r in rows
-    )
+    return tuple(replace(r, best=frozenset(best[r.hardware.name])) for r in rows)
 
 
 def model_facts(inp: ReportInputs, kv_bytes_per_element: float = 2.0) -> dict[str, float]:
@@ -225,45 +263,25 @@ def model_facts(inp: ReportInputs, kv_bytes_per_element: float = 2.0) -> dict[st
     }
 
 
-def risks(
-    data_rows: Sequence[HardwareRow], rec: HardwareRow | None, inp: ReportInputs, sens: Sequence[SensitivityRow]
-) -> list[tuple[float, str]]:
-    """(severity, sentence) pairs, most severe first; the first is the report's main risk."""
-    out: list[tuple[float, str]] = []
-    wl = inp.workload
-    if rec is None or rec.candidate is None:
-        return [(9.0, "No hardware meets the SLOs for this workload; see the reasons in the comparison table.")]
-    c = rec.candidate
-    for key, slo, label in (("tpot_s", wl.tpot_slo_s, "TPOT"), ("ttft_s", wl.ttft_slo_s, "TTFT")):
-        ratio = (c.tpot_s if key == "tpot_s" else c.ttft_s) / slo
-        if ratio > 0.85:
-            out.append((
-                1.0 + ratio,
-                f"At the planned load {label} is already {ratio:.0%} of its SLO: kernels {1 / ratio - 1:.0%} slower "
-                "than predicted would miss it; add a replica or choose a larger tensor-parallel size.",
-            ))  # fmt: skip
-    headroom = num(c.headroom)
-    if math.isfinite(headroom) and headroom < 0.15:
-        out.append((
-            1.6 - headroom,
-            f"Spare capacity is only {headroom:.0%}: sustained traffic above {wl.qps * (1 + headroom):.3g} "
-            "requests/s breaks the TPOT SLO and queues requests; provision an extra replica for bursts.",
-        ))  # fmt: skip
-    for s in sens:
-        if not s.changes_choice or s.label == "datasheet":
-            continue
-        if s.hardware is None:
-            out.append((1.5, f"If the {s.description}, no configuration meets the SLOs; measure before buying."))
-            continue
-        cost = f" at {s.usd_per_hour:,.2f} $/h" if math.isfinite(s.usd_per_hour) else ""
-        plan_text = f"{s.gpus:.0f} × {s.display_name}{cost}"
-        if s.downside:
-            out.append((1.5, f"If the {s.description}, the plan needs {plan_text} (see Sensitivity)."))
-        else:
-            out.append((0.4, f"If the {s.description}, {plan_text} suffice: measuring may save money."))
-    if inp.profile.device is None:
-        out.append((
-            0.5, "The ceilings come from a profile not measured on the target machines; real kernels, drivers and "
-            "serving engines can be 10-30% away from them. Run `roofline calibrate` on the hardware to confirm.",
-        ))  # fmt: skip
-    return sorted(out, key=lambda x: -x[0])
+def checkpoint_note(inp: ReportInputs) -> str:
+    """'' or a sentence on a checkpoint shipped in a format other than bf16/fp16 (e.g. DeepSeek's FP8)."""
+    m = inp.model
+    ck = m.checkpoint
+    groups = [getattr(ck, g) for g in ("attention", "dense_ffn", "routed_experts", "shared_experts")] if ck else []
+    fmts = sorted({str(v) for v in groups} or {str(m.native_dtype)})
+    low = [f for f in fmts if f not in ("bf16", "fp16", "fp32")]
+    if not low:
+        return ""
+    return (
+        f"{m.display_name} ships its checkpoint in {', '.join(fmts).upper()}; "
+        "the default precision ('checkpoint') plans on those formats."
+    )
+
+
+def precision_label(inp: ReportInputs, precision: str) -> str:
+    """A plan's weight precision as read: 'checkpoint (bf16)', 'checkpoint (fp8-block)' or the format given."""
+    if precision != "checkpoint":
+        return precision
+    from roofline.serving.finalists import checkpoint_format
+
+    return f"checkpoint ({checkpoint_format(inp.model) or inp.model.native_dtype})"

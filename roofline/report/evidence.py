@@ -236,6 +236,12 @@ def _options(inp: Any) -> list[tuple[str, str]]:
     opts += [("--price", f"{k}={v:g}") for k, v in sorted(inp.prices.items())]
     if inp.calibration_path is not None:
         opts.append(("--calibration", str(inp.calibration_path)))
+    if inp.confidence != 0.8:
+        opts.append(("--confidence", f"{inp.confidence:g}"))
+    if inp.min_headroom is not None:
+        opts.append(("--min-headroom", f"{inp.min_headroom:g}"))
+    if inp.usd_per_kwh is not None:
+        opts.append(("--electricity-price", f"{inp.usd_per_kwh:g}"))
     return opts
 
 
@@ -271,6 +277,9 @@ def python_call(inp: Any, out: str | Path | None) -> str:
         args.append(f"prices={dict(inp.prices)!r}")
     if inp.calibration_path is not None:
         args.append(f"calibration={str(inp.calibration_path)!r}")
+    args += [f"{k}={getattr(inp, k)!r}" for k in ("min_headroom", "usd_per_kwh") if getattr(inp, k) is not None]
+    if inp.confidence != 0.8:
+        args.append(f"confidence={inp.confidence!r}")
     if out is None:
         return f"roofline.report.render({', '.join(args)})"
     return f"roofline.report.save({str(out)!r}, {', '.join(args)})"

@@ -1,7 +1,9 @@
-"""Sensitivity: re-plan with the achieved bandwidth or compute ±15% and with datasheet ceilings.
+"""Sensitivity: re-size with the achieved bandwidth or compute ±15% and with datasheet ceilings.
 
-Each variant is a modified :class:`~roofline.profile.CalibrationProfile` (``model_copy``),
-so the planner and evaluator are exactly the ones the baseline used.
+Each variant is a modified :class:`~roofline.profile.CalibrationProfile` (``model_copy``), run
+through exactly the baseline's pipeline: the planner prunes, the simulator sizes each hardware's
+finalists at the planned load (:func:`roofline.report.sizing.size_hardware`, without curves), and the
+first by :data:`~roofline.report.sizing.RANK_RULE` is the variant's answer.
 """
 
 from __future__ import annotations
@@ -77,9 +79,9 @@ def variants(p: CalibrationProfile) -> list[tuple[str, str, CalibrationProfile]]
     return out
 
 
-def _key(c: Any) -> tuple[str, float] | None:
+def _key(f: Any) -> tuple[str, float] | None:
     """What counts as the answer: which hardware and how many GPUs (tp alone may shift)."""
-    return None if c is None else (hw_name(c.hardware), float(c.gpus))
+    return None if f is None else (hw_name(f.candidate.hardware), float(f.gpus))
 
 
 def _change(key: tuple[str, float] | None, base: tuple[str, float] | None) -> str:
@@ -95,28 +97,45 @@ def _change(key: tuple[str, float] | None, base: tuple[str, float] | None) -> st
     return "more GPUs" if key[1] > base[1] else "fewer GPUs"
 
 
-def _row(
-    label: str, desc: str, plan: PlanResult, names: dict[str, str], base_key: Any, baseline: bool
-) -> SensitivityRow:
-    c = plan.recommended
-    key = _key(c)
+def _row(label: str, desc: str, f: Any, names: dict[str, str], base_key: Any, baseline: bool) -> SensitivityRow:
+    key = _key(f)
     change = "" if baseline else _change(key, base_key)
     nan = math.nan
-    if c is None or key is None:
+    if f is None or key is None:
         return SensitivityRow(
             label, desc, None, "none meets the SLOs", None, nan, nan, nan, nan, nan, bool(change), baseline, change
         )
     return SensitivityRow(
-        label, desc, key[0], names.get(key[0], key[0]), int(c.tp), key[1], num(c.usd_per_hour),
-        num(c.usd_per_million_output_tokens), float(c.tpot_s), float(c.ttft_s), bool(change), baseline, change,
+        label, desc, key[0], names.get(key[0], key[0]), int(f.candidate.tp), key[1], num(f.total_usd_per_hour),
+        num(f.usd_per_million_output_tokens), float(f.tpot_s), float(f.ttft_s), bool(change), baseline, change,
     )  # fmt: skip
 
 
-def sensitivity(inp: ReportInputs, base_plan: PlanResult) -> tuple[SensitivityRow, ...]:
-    """The baseline row followed by one row per variant, each re-planned with the modified profile."""
+def best_sized(inp: ReportInputs, plan: PlanResult) -> Any:
+    """The first simulator-sized deployment by RANK_RULE over ``inp``'s hardware (None if none meets the SLOs)."""
+    from roofline.report.sizing import planner_cost, rank_key, size_hardware, sized_cost
+
+    specs = {h.name: h for h in inp.hardware}
+    best = None
+    # branch and bound across hardware: sizing only adds replicas, so a planner cost above the best sized
+    # cost cannot win
+    for c in sorted((c for c in plan.candidates if c.feasible), key=lambda c: (planner_cost(c), c.gpus)):
+        if best is not None and (planner_cost(c), c.gpus) > (sized_cost(best), best.gpus):
+            break
+        f, _ = size_hardware(inp, specs[hw_name(c.hardware)], [c], curve=False)
+        if f is not None and (best is None or rank_key(f) < rank_key(best)):
+            best = f
+    return best
+
+
+def sensitivity(inp: ReportInputs, base_plan: PlanResult, base: Any = None) -> tuple[SensitivityRow, ...]:
+    """The baseline row (``base``: the report's recommended Finalist) and one re-sized row per variant."""
+    from dataclasses import replace
+
     names = {h.name: h.display_name for h in inp.hardware}
-    base_key = _key(base_plan.recommended)
-    rows = [_row("baseline", f"profile '{inp.profile.name}' as given", base_plan, names, base_key, True)]
+    base_key = _key(base)
+    rows = [_row("baseline", f"profile '{inp.profile.name}' as given", base, names, base_key, True)]
     for label, desc, prof in variants(inp.profile):
-        rows.append(_row(label, desc, run_plan(inp, prof), names, base_key, False))
+        var = replace(inp, profile=prof)
+        rows.append(_row(label, desc, best_sized(var, run_plan(inp, prof)), names, base_key, False))
     return tuple(rows)

@@ -26,6 +26,26 @@ class Workload:
     tpot_slo_s: float
     rationale: str
     overridden: tuple[str, ...] = ()
+    ttft_pct: float = 99.0
+    tpot_pct: float = 90.0
+
+    @property
+    def slo_text(self) -> str:
+        """The SLOs as percentiles over requests, e.g. 'TTFT P99 ≤ 500 ms, TPOT P90 ≤ 50 ms'."""
+        from roofline.units import fmt_seconds
+
+        return (
+            f"TTFT P{self.ttft_pct:g} ≤ {fmt_seconds(self.ttft_slo_s)}, "
+            f"TPOT P{self.tpot_pct:g} ≤ {fmt_seconds(self.tpot_slo_s)}"
+        )
+
+    @property
+    def contents(self) -> str:
+        """One line listing what the preset sets (for ``report --help`` and the report)."""
+        return (
+            f"{self.name}: prompt {self.prompt_len:,} tokens, output {self.output_len:,} tokens, "
+            f"{self.qps:g} requests/s, {self.slo_text}"
+        )
 
     @property
     def per_user_tok_s(self) -> float:
@@ -43,7 +63,10 @@ PRESETS: dict[str, Workload] = {
         0.050,
         "An interactive assistant turn: system prompt plus a few turns of history (~1k tokens) and a reply of a "
         "few paragraphs. A first token within 0.5 s feels instant; 50 ms per token (20 tokens/s) streams faster "
-        "than people read (~5-8 tokens/s). 10 requests/s is a modest production service.",
+        "than people read (~5-8 tokens/s). 10 requests/s is a modest production service. Percentiles (assumed): "
+        "TTFT at P99 because the slowest first tokens are what users of a chat notice; TPOT at P90 over requests.",
+        ttft_pct=99.0,
+        tpot_pct=90.0,
     ),
     "rag": Workload(
         "rag",
@@ -54,7 +77,10 @@ PRESETS: dict[str, Workload] = {
         0.060,
         "Retrieval-augmented answers: ~8k tokens of retrieved passages plus the question, a short grounded answer. "
         "Users already wait for retrieval, so a 2 s first token is acceptable; 60 ms per token still streams "
-        "faster than reading. Long prompts make prefill (TTFT) the binding constraint.",
+        "faster than reading. Long prompts make prefill (TTFT) the binding constraint. Percentiles (assumed): TTFT "
+        "at P95 (retrieval latency already varies) and TPOT at P90 over requests.",
+        ttft_pct=95.0,
+        tpot_pct=90.0,
     ),
     "summarize": Workload(
         "summarize",
@@ -65,7 +91,10 @@ PRESETS: dict[str, Workload] = {
         0.080,
         "Document summarisation: a ~4k-token document in, a ~500-token summary out. The user waits for the "
         "whole summary, so latency targets are looser (3 s first token, 80 ms per token: about 44 s end to end) "
-        "and cost per token matters more.",
+        "and cost per token matters more. Percentiles (assumed): TTFT and TPOT at P90 over requests (a batch-like "
+        "job where a slow tail costs little).",
+        ttft_pct=90.0,
+        tpot_pct=90.0,
     ),
 }
 

@@ -1,0 +1,89 @@
+"""The report's sizing: the planner prunes, the simulator sizes the finalists at the planned load.
+
+Per hardware, the planner's feasible candidates are taken in order of their planner cost; each is
+re-sized by :func:`roofline.serving.finalists.size_finalist` (percentile SLOs at the upper bound of
+the model's error, headroom at least the minimum). Re-sizing only adds replicas, so a candidate whose
+planner cost is already above the best re-sized cost cannot win and is not simulated
+(branch and bound). The rows are then ranked by :data:`RANK_RULE`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from roofline.errors import RooflineError
+
+if TYPE_CHECKING:
+    from roofline.report.content import ReportInputs
+    from roofline.serving.finalists import Finalist
+    from roofline.serving.planner import Candidate
+    from roofline.specs.hardware import HardwareSpec
+
+RANK_RULE = (
+    "lowest cost per hour (GPUs, plus electricity when a price per kWh is given); on a tie, fewer GPUs, "
+    "then the lower TPOT at the SLO percentile, then the smaller tensor-parallel size"
+)
+
+
+def rank_key(f: Finalist) -> tuple[float, int, float, int]:
+    """Sort key implementing :data:`RANK_RULE` (unpriced after priced)."""
+    cost = f.total_usd_per_hour
+    return (math.inf if cost is None else cost, f.gpus, f.tpot_s, f.candidate.tp)
+
+
+def planner_cost(c: Candidate) -> float:
+    """A candidate's planner $/hour (inf when unpriced): a lower bound of its simulator-sized cost."""
+    return math.inf if c.usd_per_hour is None else float(c.usd_per_hour)
+
+
+def size_hardware(
+    inp: ReportInputs,
+    hw: HardwareSpec,
+    cands: Sequence[Candidate],
+    *,
+    curve: bool = True,
+    speculative: str | None = None,
+) -> tuple[Finalist | None, str]:
+    """Cheapest simulator-confirmed deployment on ``hw`` from the planner's ``cands`` (or None and why)."""
+    from roofline.serving.finalists import load_points, size_finalist
+
+    wl = inp.workload
+    best: Finalist | None = None
+    reasons: list[str] = []
+    for c in sorted((c for c in cands if c.feasible), key=lambda c: (planner_cost(c), c.gpus)):
+        if best is not None and (planner_cost(c), c.gpus) > (sized_cost(best), best.gpus):
+            break
+        try:
+            f = size_finalist(
+                inp.model, c, qps=wl.qps, prompt_len=wl.prompt_len, output_len=wl.output_len,
+                ttft_slo_s=wl.ttft_slo_s, tpot_slo_s=wl.tpot_slo_s, ttft_pct=wl.ttft_pct, tpot_pct=wl.tpot_pct,
+                confidence=inp.confidence, min_headroom=inp.min_headroom, engine=inp.engine,
+                calibration=inp.profile, tdp_watts=hw.tdp_watts, usd_per_kwh=inp.usd_per_kwh, curve=False,
+                speculative=speculative,
+            )  # fmt: skip
+        except RooflineError as exc:
+            reasons.append(f"{c.label}: {exc}")
+            continue
+        if not f.meets_slo:
+            reasons.append(f"{c.label}: {f.reason}")
+            continue
+        if best is None or rank_key(f) < rank_key(best):
+            best = f
+    if best is not None and curve:
+        from dataclasses import replace
+
+        from roofline.serving.finalists import sim_kwargs
+
+        kw = sim_kwargs(best.candidate, inp.engine, None, inp.profile, inp.model)
+        pts = load_points(inp.model, best.candidate, kw, best.sustainable_replica_rps, wl.prompt_len,
+                          wl.output_len, 1000, 0)  # fmt: skip
+        best = replace(best, curve=pts)
+    return best, "; ".join(reasons)
+
+
+def sized_cost(f: Finalist) -> float:
+    """A sized deployment's GPU $/hour (inf when unpriced), comparable with :func:`planner_cost`."""
+    cost = f.usd_per_hour
+    return math.inf if cost is None else float(cost)

@@ -1,0 +1,175 @@
+"""What-if levers: re-size the recommended hardware with one input changed, against the recommendation.
+
+Each lever changes exactly one input of the report and runs the same pipeline (planner to prune,
+simulator to size at the planned load, :mod:`roofline.report.sizing`) on the recommended hardware only:
+
+* **FP8 weights** — ``precision fp8`` (skipped when the checkpoint already ships in an 8-bit format);
+* **FP8 KV cache** — ``kv_dtype fp8``;
+* **Prompt reduction** — the prompt cut to a fifth (retrieval that turns a 4,000-token prompt into 800);
+* **Larger tp** — tensor parallel twice the recommended one (when it divides the attention heads);
+* **Speculative decoding** — the speculative simulator (:mod:`roofline.serving.speculative_sim`) with
+  MTP (k = 2, α = 0.8) where the checkpoint ships MTP layers, else EAGLE (k = 3, α = 0.7). The acceptance
+  rates are assumed (typical published chat acceptance); they move the TPOT directly (τ = (1 − α^(k+1))/(1 − α));
+* **Disaggregation** — :func:`roofline.serving.disagg_plan.plan_disagg` on the recommended hardware with
+  prefill and decode pools of the recommended tp (P, D ≤ 3), SLOs tightened by the same upper-bound
+  factors so it is held to the confidence the recommendation is held to; the percentile is the stricter
+  of the workload's two, rounded up to 90 or 99 (the disaggregated planner checks one percentile).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from roofline.errors import RooflineError
+
+if TYPE_CHECKING:
+    from roofline.report.content import HardwareRow, ReportInputs
+
+PROMPT_CUT = 5
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """One lever's outcome on the recommended hardware (NaN where nothing meets the SLOs)."""
+
+    label: str
+    description: str
+    tp: int
+    gpus: float
+    delta_gpus: float
+    usd_per_hour: float
+    delta_usd_per_hour: float
+    ttft_s: float
+    tpot_s: float
+    note: str = ""
+
+
+#: assumed acceptance of the speculative what-if (module docstring)
+SPEC_MTP, SPEC_EAGLE = "mtp:k=2,alpha=0.8", "eagle:k=3,alpha=0.7"
+
+
+def _levers(inp: ReportInputs, rec: HardwareRow) -> list[tuple[str, str, ReportInputs | None, str]]:
+    """(label, description, modified inputs or None, note when skipped)."""
+    from roofline.report.content import checkpoint_note
+
+    c, wl = rec.candidate, inp.workload
+    assert c is not None
+    hw = (rec.hardware,)
+    base = replace(inp, hardware=hw, hardware_args=(rec.hardware.name,), tp_options=None)
+    out: list[tuple[str, str, ReportInputs | None, str]] = []
+    ships8 = "FP8" in checkpoint_note(inp)
+    out.append(("FP8 weights", "all linear layers in fp8", None if ships8 else replace(base, precisions=("fp8",)),
+                "the checkpoint already ships in fp8" if ships8 else ""))  # fmt: skip
+    out.append(("FP8 KV cache", "KV cache stored in fp8 (half of bf16)", replace(base, kv_dtype="fp8"), ""))
+    short = max(1, round(wl.prompt_len / PROMPT_CUT))
+    out.append((
+        "Prompt reduction", f"retrieval cuts the prompt from {wl.prompt_len:,} to {short:,} tokens",
+        replace(base, workload=replace(wl, prompt_len=short)), "",
+    ))  # fmt: skip
+    tp2 = 2 * c.tp
+    ok = inp.model.attention.num_heads % tp2 == 0
+    out.append((
+        "Larger tp", f"tensor parallel {tp2} instead of {c.tp}",
+        replace(base, tp_options=(tp2,)) if ok else None, "" if ok else f"tp {tp2} does not divide the heads",
+    ))  # fmt: skip
+    return out
+
+
+def _speculative(inp: ReportInputs, rec: HardwareRow) -> WhatIf:
+    from roofline.report.content import run_plan
+    from roofline.report.sizing import size_hardware
+
+    spec = SPEC_MTP if inp.model.mtp_layers else SPEC_EAGLE
+    desc = f"{spec.split(':')[0].upper()} with k = {spec.split('k=')[1].split(',')[0]}, acceptance α = " \
+        f"{spec.split('alpha=')[1]} (assumed)"  # fmt: skip
+    base = replace(inp, hardware=(rec.hardware,), hardware_args=(rec.hardware.name,))
+    try:
+        f, why = size_hardware(base, rec.hardware, run_plan(base).candidates, curve=False, speculative=spec)
+    except RooflineError as exc:
+        f, why = None, str(exc)
+    return _row("Speculative decoding", desc, f, why, rec)
+
+
+def _disaggregated(inp: ReportInputs, rec: HardwareRow) -> WhatIf:
+    import numpy as np
+
+    from roofline.published.uncertainty import upper_factors
+    from roofline.serving.disagg_plan import plan_disagg
+
+    f0, wl = rec.finalist, inp.workload
+    assert f0 is not None
+    tp = f0.candidate.tp
+    pct = 99 if max(wl.ttft_pct, wl.tpot_pct) > 90 else 90
+    one = np.asarray([""])
+    ft = float(upper_factors("ttft_s", one, inp.confidence, inp.profile)[0])
+    fp = float(upper_factors("tpot_s", one, inp.confidence, inp.profile)[0])
+    desc = f"separate prefill and decode pools of tp {tp} (up to 3 each), P{pct} SLOs at the same bound"
+    try:
+        p = plan_disagg(
+            inp.model, rec.hardware.name, wl.qps, tp_prefill=tp, tp_decode=tp, tp_colocated=tp, p_max=3, d_max=3,
+            n_max=1, ttft_slo_s=wl.ttft_slo_s / ft, tpot_slo_s=wl.tpot_slo_s / fp, percentile=pct,
+            prompt_len=wl.prompt_len, output_len=wl.output_len, engine=inp.engine,
+        )  # fmt: skip
+    except RooflineError as exc:
+        return WhatIf("Disaggregation", desc, 0, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, str(exc))
+    best = p.best_disagg
+    if best is None:
+        return WhatIf(
+            "Disaggregation",
+            desc,
+            0,
+            math.nan,
+            math.nan,
+            math.nan,
+            math.nan,
+            math.nan,
+            math.nan,
+            "no P:D pair up to 3:3 meets the SLOs",
+        )
+    price = rec.hardware.price.usd_per_gpu_hour if rec.hardware.price else None
+    price = inp.prices.get(rec.hardware.name, price)
+    cost = math.nan if price is None else best.gpus * float(price)
+    return WhatIf(
+        "Disaggregation", f"{desc}: {best.label}", tp, float(best.gpus), float(best.gpus - f0.gpus), cost,
+        cost - rec.values["usd_per_hour"], best.ttft_s, best.tpot_s,
+    )  # fmt: skip
+
+
+def _row(label: str, desc: str, f: Any, why: str, rec: HardwareRow) -> WhatIf:
+    nan = math.nan
+    if f is None:
+        return WhatIf(label, desc, 0, nan, nan, nan, nan, nan, nan, why or "no configuration meets the SLOs")
+    f0 = rec.finalist
+    assert f0 is not None
+    cost = f.total_usd_per_hour
+    cost_f = nan if cost is None else float(cost)
+    return WhatIf(
+        label, desc, f.candidate.tp, float(f.gpus), float(f.gpus - f0.gpus), cost_f,
+        cost_f - rec.values["usd_per_hour"], f.ttft_s, f.tpot_s,
+    )  # fmt: skip
+
+
+def what_ifs(inp: ReportInputs, rec: HardwareRow | None) -> tuple[WhatIf, ...]:
+    """One row per lever against the recommended deployment (empty without a recommendation)."""
+    from roofline.report.content import run_plan
+    from roofline.report.sizing import size_hardware
+
+    if rec is None or rec.finalist is None or rec.candidate is None:
+        return ()
+    nan = math.nan
+    rows = []
+    for label, desc, mod, note in _levers(inp, rec):
+        if mod is None:
+            rows.append(WhatIf(label, desc, 0, nan, nan, nan, nan, nan, nan, note))
+            continue
+        try:
+            plan = run_plan(mod)
+            f, why = size_hardware(mod, rec.hardware, plan.candidates, curve=False)
+        except RooflineError as exc:
+            f, why = None, str(exc)
+        rows.append(_row(label, desc, f, why, rec))
+    rows.append(_speculative(inp, rec))
+    rows.append(_disaggregated(inp, rec))
+    return tuple(rows)

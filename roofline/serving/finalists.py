@@ -1,0 +1,245 @@
+"""Size a plan's finalists on the serving simulator at the planned load, with percentile SLOs.
+
+The planner (:mod:`roofline.serving.planner`) prunes hardware × precision × tp with mean-value
+formulas. For a finalist (one feasible candidate) this module:
+
+1. builds one engine replica (:func:`roofline.serving.simulate.replica`) and asks the closed-form
+   screening tier (:mod:`roofline.serving.screening`) for its sustainable rate λ_sus (requests/s)
+   and its knee: the lowest rate at which the mean TTFT reaches twice its zero-load value;
+2. starts from ``replicas = max(planner replicas, ⌈qps·(1 + min_headroom) / λ_sus⌉)`` so that
+   headroom = replicas·λ_sus / qps − 1 is at least ``min_headroom``;
+3. simulates one replica at the planned per-replica load qps / replicas (Poisson arrivals,
+   ``num_requests`` requests, fixed seed) and reads TTFT and TPOT at the SLO percentiles
+   (over requests, :mod:`roofline.serving.metrics`);
+4. checks the SLOs on the upper bound of the model's error at ``confidence`` ℓ:
+   value·e^(q_ℓ) ≤ SLO, with q_ℓ from :func:`roofline.published.uncertainty.upper_factors`;
+   if a check fails or the run saturates, adds a replica and repeats (at most ``MAX_EXTRA``).
+
+Capacity (the maximum sustainable rate of the deployment) is replicas·λ_sus, the knee replicas ×
+the replica's knee. Energy is an upper bound from board power: E per output token =
+GPUs·TDP / (qps·O) joules (every GPU at its TDP the whole time).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from roofline.serving.planner import Candidate
+
+#: replicas the simulator may add to a planner candidate before it is declared failing.
+MAX_EXTRA = 8
+#: load grid (fractions of the sustainable rate) of the latency-vs-load curve.
+CURVE_LOADS = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.88, 0.94)
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """Simulated latencies (s) of one replica at ``rate`` requests/s: P50 and the P99 tail."""
+
+    rate: float
+    ttft_p50_s: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p99_s: float
+    saturated: bool
+
+
+@dataclass(frozen=True)
+class Finalist:
+    """A planner candidate re-sized on the simulator at the planned load.
+
+    ``ttft_s``/``tpot_s`` are at the SLO percentiles (``ttft_pct``/``tpot_pct``) and the planned load;
+    ``*_upper_s`` are those times × e^(q) at ``confidence``. Rates in requests/s.
+    """
+
+    candidate: Candidate
+    replicas: int
+    gpus: int
+    replica_rate: float
+    ttft_pct: float
+    tpot_pct: float
+    ttft_s: float
+    tpot_s: float
+    ttft_p50_s: float
+    tpot_p50_s: float
+    ttft_upper_s: float
+    tpot_upper_s: float
+    confidence: float
+    sustainable_replica_rps: float
+    knee_replica_rps: float
+    meets_slo: bool
+    min_headroom: float
+    usd_per_hour: float | None
+    usd_per_million_output_tokens: float | None
+    kwh_per_million_output_tokens: float | None
+    energy_usd_per_hour: float | None
+    reason: str = ""
+    curve: tuple[LoadPoint, ...] = field(default_factory=tuple)
+
+    @property
+    def capacity_rps(self) -> float:
+        """Maximum sustainable rate of the deployment: replicas × the replica's sustainable rate."""
+        return self.replicas * self.sustainable_replica_rps
+
+    @property
+    def knee_rps(self) -> float:
+        """Deployment rate at which mean TTFT doubles its zero-load value (queueing dominates)."""
+        return self.replicas * self.knee_replica_rps
+
+    @property
+    def headroom(self) -> float:
+        """capacity / qps − 1 at the planned load."""
+        return self.capacity_rps / (self.replica_rate * self.replicas) - 1.0
+
+    @property
+    def total_usd_per_hour(self) -> float | None:
+        """GPU-hours plus electricity (when an electricity price was given)."""
+        if self.usd_per_hour is None:
+            return None
+        return self.usd_per_hour + (self.energy_usd_per_hour or 0.0)
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    x = x[np.isfinite(x)]
+    return float(np.percentile(x, q)) if x.size else math.nan
+
+
+def checkpoint_format(model: Any) -> str | None:
+    """The simulator's one weight format for a 'checkpoint' plan: the format of the checkpoint's largest
+    module group (routed experts of an MoE, else the dense FFN); None (native dtype) without a checkpoint.
+
+    The simulator takes one format for every linear layer (:func:`roofline.simulate`), so a checkpoint that
+    mixes formats is approximated by its dominant one (e.g. DeepSeek-V3's FP8 blocks).
+    """
+    from roofline.specs.library import model as load_model
+
+    m = load_model(model)
+    ck = m.checkpoint
+    if ck is None:
+        return None
+    return str(ck.routed_experts if m.moe is not None else ck.dense_ffn)
+
+
+def sim_kwargs(
+    c: Candidate, engine: Any, overrides: Mapping[str, Any] | None, calibration: Any, model: Any = None
+) -> dict[str, Any]:
+    """simulate()/replica() options of a planner candidate ('checkpoint': see :func:`checkpoint_format`)."""
+    wd = (checkpoint_format(model) if model is not None else None) if c.precision == "checkpoint" else c.precision
+    return {
+        "engine": engine, "tp": c.tp, "pp": c.pp, "kv_dtype": c.kv_dtype, "calibration": calibration,
+        "weight_dtype": wd, "engine_overrides": dict(overrides or {}),
+    }  # fmt: skip
+
+
+def size_finalist(
+    model: Any,
+    c: Candidate,
+    *,
+    qps: float,
+    prompt_len: int,
+    output_len: int,
+    ttft_slo_s: float,
+    tpot_slo_s: float,
+    ttft_pct: float = 99.0,
+    tpot_pct: float = 90.0,
+    confidence: float = 0.8,
+    min_headroom: float | None = None,
+    engine: Any = "vllm",
+    engine_overrides: Mapping[str, Any] | None = None,
+    calibration: Any = None,
+    tdp_watts: float | None = None,
+    usd_per_kwh: float | None = None,
+    num_requests: int = 1000,
+    seed: int = 0,
+    curve: bool = True,
+    speculative: str | None = None,
+) -> Finalist:
+    """Re-size planner candidate ``c`` on the simulator (module docstring); ``min_headroom`` None: c.error_margin.
+
+    ``speculative`` (e.g. ``"eagle:k=3,alpha=0.7"``) runs the sizing on the speculative-decoding simulator
+    (:func:`roofline.serving.speculative_sim.simulate_speculative`); capacity and knee stay those of plain
+    decoding from the screening tier (it has no speculative form), a conservative bound when speculation pays.
+    """
+    from roofline.published.uncertainty import upper_factors
+    from roofline.serving.screening import screen
+    from roofline.serving.simulate import replica, simulate
+
+    kw = sim_kwargs(c, engine, engine_overrides, calibration, model)
+    rep = replica(model, c.hardware, prompt_mean=float(prompt_len), output_mean=float(output_len), **kw)
+    sm, budget, p, o = rep.step, rep.engine.max_num_batched_tokens, float(prompt_len), float(output_len)
+    sus = screen(sm, np.array([1e-9]), p, o, budget, sm.max_rows, rep.kv_tokens).sustainable_qps
+    grid = np.linspace(0.0, 1.0, 101)[1:] * sus
+    scr = screen(sm, np.concatenate(([1e-9 * sus], grid)), p, o, budget, sm.max_rows, rep.kv_tokens)
+    over = np.nonzero(~(scr.ttft_mean_s[1:] < 2 * scr.ttft_mean_s[0]))[0]
+    knee = float(grid[over[0]]) if over.size else sus
+    h_min = c.error_margin if min_headroom is None else min_headroom
+    h_min = 0.0 if not math.isfinite(h_min) else max(h_min, 0.0)
+    from roofline.profile import load_profile
+
+    prof = load_profile(calibration)  # a measured profile widens the interval by its run-to-run spread
+    f_ttft = float(upper_factors("ttft_s", np.asarray([""]), confidence, prof)[0])
+    f_tpot = float(upper_factors("tpot_s", np.asarray([""]), confidence, prof)[0])
+    first = max(c.replicas, math.ceil(qps * (1.0 + h_min) / sus)) if sus > 0 else c.replicas
+    replicas, res, ok, why = first, None, False, ""
+    run: Any = simulate
+    if speculative is not None:
+        from roofline.serving.speculative_sim import simulate_speculative
+
+        def run(model: Any, hardware: Any, **k: Any) -> Any:
+            k.pop("pp", None)
+            return simulate_speculative(model, hardware, speculative, **k)
+
+    for replicas in range(first, first + MAX_EXTRA + 1):
+        s = run(model, c.hardware, qps=qps / replicas, prompt_len=prompt_len, output_len=output_len,
+                num_requests=num_requests, seed=seed, **kw)  # fmt: skip
+        r = s.requests
+        ttft, tpot = _pct(r["ttft_s"].to_numpy(), ttft_pct), _pct(r["tpot_s"].to_numpy(), tpot_pct)
+        res = (s, ttft, tpot)
+        ok = s.saturated is None and ttft * f_ttft <= ttft_slo_s and tpot * f_tpot <= tpot_slo_s
+        if ok:
+            break
+        why = s.saturated or (
+            f"at {qps / replicas:.3g} req/s per replica the simulated TTFT P{ttft_pct:g} is {ttft * 1e3:.0f} ms "
+            f"(upper bound {ttft * f_ttft * 1e3:.0f} ms) and TPOT P{tpot_pct:g} {tpot * 1e3:.1f} ms "
+            f"(upper bound {tpot * f_tpot * 1e3:.1f} ms)"
+        )
+    assert res is not None
+    s, ttft, tpot = res
+    per = c.tp * c.pp
+    gpus = replicas * per
+    usd_h = None if c.usd_per_gpu_hour is None else gpus * c.usd_per_gpu_hour
+    tok_per_h = qps * output_len * 3600.0
+    kwh_m = None if tdp_watts is None else gpus * tdp_watts / 1000.0 / tok_per_h * 1e6
+    energy_usd_h = None if tdp_watts is None or usd_per_kwh is None else gpus * tdp_watts / 1000.0 * usd_per_kwh
+    total_h = None if usd_h is None else usd_h + (energy_usd_h or 0.0)
+    per_m = None if total_h is None else total_h / tok_per_h * 1e6
+    pts = load_points(model, c, kw, sus, prompt_len, output_len, num_requests, seed) if curve and ok else ()
+    r = s.requests
+    return Finalist(
+        candidate=c, replicas=replicas, gpus=gpus, replica_rate=qps / replicas, ttft_pct=ttft_pct, tpot_pct=tpot_pct,
+        ttft_s=ttft, tpot_s=tpot, ttft_p50_s=_pct(r["ttft_s"].to_numpy(), 50),
+        tpot_p50_s=_pct(r["tpot_s"].to_numpy(), 50), ttft_upper_s=ttft * f_ttft, tpot_upper_s=tpot * f_tpot,
+        confidence=confidence, sustainable_replica_rps=sus, knee_replica_rps=knee, meets_slo=ok, min_headroom=h_min,
+        usd_per_hour=usd_h, usd_per_million_output_tokens=per_m, kwh_per_million_output_tokens=kwh_m,
+        energy_usd_per_hour=energy_usd_h, reason="" if ok else why, curve=pts,
+    )  # fmt: skip
+
+
+def load_points(
+    model: Any, c: Candidate, kw: dict[str, Any], sus: float, p: int, o: int, n: int, seed: int
+) -> tuple[LoadPoint, ...]:
+    """Simulated P50/P99 TTFT and TPOT of one replica over CURVE_LOADS × the sustainable rate."""
+    from roofline.serving.simulate import simulate
+
+    out = []
+    for f in CURVE_LOADS:
+        s = simulate(model, c.hardware, qps=f * sus, prompt_len=p, output_len=o, num_requests=n, seed=seed, **kw)
+        r = s.requests
+        t, u = r["ttft_s"].to_numpy(), r["tpot_s"].to_numpy()
+        out.append(LoadPoint(f * sus, _pct(t, 50), _pct(t, 99), _pct(u, 50), _pct(u, 99), s.saturated is not None))
+    return tuple(out)
