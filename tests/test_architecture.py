@@ -124,3 +124,14 @@ def test_readme_main_command_writes_no_tracked_file() -> None:
     assert out is not None
     ignored = [g.strip().strip("/") for g in (ROOT / ".gitignore").read_text().splitlines() if g.strip()]
     assert out.group(1).split("/")[0] in ignored, out.group(1)
+
+
+def test_no_module_much_over_400_lines() -> None:
+    """Small modules, one concern each: the guideline is ~400 lines; nothing may pass 430."""
+    long = {
+        str(p.relative_to(ROOT)): n
+        for d in (PKG, ROOT / "calibrate")
+        for p in d.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 430
+    }
+    assert long == {}, long
