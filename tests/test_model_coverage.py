@@ -397,3 +397,26 @@ def test_kimi_delta_attention_by_hand() -> None:
     read = sum(op.count * float(op.weight_bytes) for op in decode_ops(spec, sc, hw, np.asarray(65.0)))
     held = weight_bytes_per_gpu(spec, sc) - spec.vocab_size * 256 * 2.0 + 256 * 2.0
     assert read == pytest.approx(held, rel=1e-12)
+
+
+def _simulate_deployment(name: str) -> tuple[int, str]:
+    """(tp, weights) on H200 that the spec fits: the shipped checkpoint at the smallest tp, else fp8 at tp 8."""
+    spec = roofline.model(name)
+    for weights in ("checkpoint", "fp8"):
+        for tp in (1, 2, 4, 8):
+            if roofline.max_batch(spec, "h200-sxm", 2048, tp=tp, weight_dtype=weights) >= 4:
+                return tp, weights
+    raise AssertionError(f"{name} fits no H200 deployment up to tp 8 with fp8 weights")
+
+
+@pytest.mark.parametrize("name", roofline.list_models())
+def test_simulator_serves_every_bundled_spec(name: str) -> None:
+    """GIVEN any bundled spec on a deployment it fits WHEN 40 requests are simulated THEN every request
+    finishes with finite, ordered latencies and the output tokens are conserved (Σ generated = Σ outputs)."""
+    tp, weights = _simulate_deployment(name)
+    s = roofline.simulate(name, "h200-sxm", tp=tp, qps=2.0, prompt_len=512, output_len=32, num_requests=40, seed=1,
+                          weight_dtype=weights)  # fmt: skip
+    r = s.requests
+    assert s.saturated is None and len(r) == 40
+    assert (r["ttft_s"] > 0).all() and (r["e2e_s"] >= r["ttft_s"]).all()
+    assert s.config["generated_tokens"] == int(r["output_tokens"].sum())
