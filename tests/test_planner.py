@@ -149,3 +149,21 @@ def test_unknown_names_raise() -> None:
     with pytest.raises(RooflineError, match="unknown hardware"):
         roofline.plan(M8, qps=1, prompt_len=128, output_len=64, ttft_slo_s=1, tpot_slo_s=0.1, hardware=[H100],
                       prices={"nope": 1.0})  # fmt: skip
+
+
+def test_min_headroom_adds_replicas_until_it_holds() -> None:
+    """GIVEN a plan sized to the load alone (replicas r0, λ_max per replica) WHEN a minimum headroom h is
+    asked THEN replicas = max(r0, ceil(qps·(1 + h)/λ_max)) and headroom ≥ h; 'error' uses the model's
+    80 % throughput error bound (the candidate's error_margin), so the candidate is no longer within it."""
+    kw = {"qps": 20, "prompt_len": 2048, "output_len": 256, "ttft_slo_s": 0.5, "tpot_slo_s": 0.05,
+          "hardware": ["h200-sxm"], "tp_options": [4]}  # fmt: skip
+    base = roofline.plan("llama-3.1-70b", **kw).recommended
+    assert base is not None and base.within_error  # 7 % headroom inside the ±24 % error
+    for h in (0.3, "error"):
+        c = roofline.plan("llama-3.1-70b", min_headroom=h, **kw).recommended
+        assert c is not None
+        need = base.error_margin if h == "error" else h
+        assert c.replicas == max(base.replicas, math.ceil(20 * (1 + need) / base.replica_rps))
+        assert c.headroom >= need - 1e-12 and not c.within_error
+    with pytest.raises(ScenarioError, match="min_headroom"):
+        roofline.plan("llama-3.1-70b", min_headroom=-0.1, **kw)

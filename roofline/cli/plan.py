@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from roofline.cli.options import (
+    OptionError,
     console,
     dumps,
     parse_count_opt,
@@ -71,6 +72,14 @@ def plan_cmd(
             help="Size so the SLOs hold at this level's upper bound of the model's error, e.g. 0.9 or 90%.",
         ),
     ] = None,
+    min_headroom: Annotated[
+        str | None,
+        typer.Option(
+            "--min-headroom",
+            metavar="PCT|error",
+            help="Spare capacity each candidate keeps, e.g. 20% or 0.2, or 'error' for the model's 80 % error bound.",
+        ),
+    ] = None,
     json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
     simulate: Annotated[
         bool,
@@ -108,6 +117,7 @@ def plan_cmd(
         engine=engine,
         engine_overrides=parse_engine_set(engine_set),
         confidence=parse_level(confidence, "--confidence") if confidence is not None else None,
+        min_headroom=_headroom(min_headroom),
     )
     sized = _simulated(model, res, engine, calibration, confidence) if simulate and res.recommended else []
     if json:
@@ -187,3 +197,17 @@ def _confidence_note(rec: Any) -> str:
             f"size with --confidence 0.9[/]{sat}"
         )
     return f" (model error ±{100 * rec.error_margin:.0f}% at 80 %){sat}"
+
+
+def _headroom(text: str | None) -> float | str | None:
+    """``--min-headroom``: ``error``, ``20%`` or ``0.2`` (a fraction)."""
+    if text is None or text.strip().lower() == "error":
+        return None if text is None else "error"
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise OptionError(f"--min-headroom: cannot read {text!r}; write 20%, 0.2 or error") from None
+    if not 0 <= value <= 10:
+        raise OptionError(f"--min-headroom must be between 0 and 1000 %, got {text}")
+    return value

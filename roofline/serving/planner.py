@@ -106,6 +106,7 @@ def plan(
     engine: EngineArg = None,
     engine_overrides: Mapping[str, Any] | None = None,
     confidence: float | None = None,
+    min_headroom: float | str | None = None,
 ) -> PlanResult:
     """Cheapest deployment serving ``qps`` requests/s within the TTFT and TPOT SLOs (see module doc).
 
@@ -114,6 +115,9 @@ def plan(
     prices. ``kv_dtype`` None keeps the engine default (bf16). ``engine`` is a preset name
     (default ``vllm``) or an EngineConfig, resolved per hardware, with ``engine_overrides``.
     ``confidence`` (e.g. 0.9) sizes so that the SLOs hold at that level's upper bound (module doc).
+    ``min_headroom``: spare capacity every candidate must keep, a fraction (0.2 = 20 %) or ``"error"``
+    for the model's 80 % throughput error bound (``error_margin``); replicas are added until it holds.
+    None (default) sizes to the load alone and marks candidates whose headroom is inside the error.
     """
     from roofline.profile import load_profile
     from roofline.specs.library import hardware as load_hardware
@@ -129,6 +133,9 @@ def plan(
         from roofline.published.uncertainty import check_level
 
         confidence = check_level(confidence)
+    bad_fraction = isinstance(min_headroom, bool) or not isinstance(min_headroom, int | float)
+    if min_headroom not in (None, "error") and (bad_fraction or not 0 <= float(min_headroom) <= 10):
+        raise ScenarioError(f"min_headroom must be a fraction from 0 to 10 or 'error' (got {min_headroom!r})")
     m, prof = load_model(model), load_profile(calibration)
     if hardware is None:
         hws = [load_hardware(n) for n in list_hardware()]
@@ -158,7 +165,7 @@ def plan(
         )
     req = _Request(
         qps, int(prompt_len), int(output_len), ttft_slo_s, tpot_slo_s, max_gpus, kv_dtype, engine,
-        dict(engine_overrides or {}), confidence,
+        dict(engine_overrides or {}), confidence, min_headroom,
     )  # fmt: skip
     cands = []
     for hw in hws:
@@ -181,6 +188,7 @@ class _Request:
     engine: EngineArg = None
     engine_overrides: dict[str, Any] = field(default_factory=dict)
     confidence: float | None = None
+    min_headroom: float | str | None = None
 
 
 def _check_request(qps: float, p: int, o: int, ttft: float, tpot: float, max_gpus: int | None) -> None:
@@ -340,6 +348,9 @@ def _size(c: Candidate, req: _Request) -> Candidate:
     # from replicas >= qps/λ_max on), so the fewest replicas is found by doubling then bisection:
     # O(log) passes however large qps is, never more than the GPU cap allows.
     replicas = max(1, math.ceil(req.qps / lam_max))
+    if req.min_headroom is not None:  # spare capacity: replicas·λ_max ≥ qps·(1 + h)
+        h = c.error_margin if req.min_headroom == "error" else float(req.min_headroom)
+        replicas = max(replicas, math.ceil(req.qps * (1.0 + h) / lam_max * (1 - 1e-12)))
     if replicas <= cap and load(replicas)[3] > b:
         lo, step = replicas, 1
         while replicas < cap + 1 and load(replicas)[3] > b:
