@@ -365,3 +365,16 @@ def test_sweep_accepts_json_and_csv_flags() -> None:
     res = run("sweep", M8, H100, "--batch", "1,2", "--json")
     assert res.exit_code == 0 and res.stdout.lstrip().startswith("[")
     assert run("sweep", M8, H100, "--batch", "1", "--json", "--csv").exit_code == 2
+
+
+def test_plan_accepts_percentile_slos() -> None:
+    """--ttft-slo p99=2s: the value is the SLO, the percentile is what --simulate checks at the planned load."""
+    from roofline.cli.plan import percentile_slo
+
+    assert percentile_slo("p99=2s", "--ttft-slo", 99.0) == (99.0, "2s")
+    assert percentile_slo("50ms", "--tpot-slo", 90.0) == (90.0, "50ms")
+    res = run("plan", M8, "--qps", "5", "--ttft-slo", "p50=1s", "--tpot-slo", "p99=40ms", "-H", H100, "--tp", "1",
+              "--simulate")  # fmt: skip
+    assert res.exit_code == 0 and "TTFT P50" in res.stdout and "TPOT P99" in res.stdout
+    bad = run("plan", M8, "--qps", "5", "--ttft-slo", "q99=1s", "--tpot-slo", "40ms")
+    assert bad.exit_code == 2 and "not a percentile" in bad.stderr

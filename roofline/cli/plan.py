@@ -26,10 +26,20 @@ def plan_cmd(
     model: Annotated[str, typer.Argument(help="Model: slug, alias, YAML or config.json path.")],
     qps: Annotated[str, typer.Option("--qps", metavar="RPS", help="Target requests per second (all replicas).")],
     ttft_slo: Annotated[
-        str, typer.Option("--ttft-slo", metavar="DURATION", help="Time-to-first-token SLO, e.g. 500ms.")
+        str,
+        typer.Option(
+            "--ttft-slo",
+            metavar="[pNN=]DURATION",
+            help="Time-to-first-token SLO, e.g. 500ms, or p99=2s: the percentile --simulate checks (default p99).",
+        ),
     ],
     tpot_slo: Annotated[
-        str, typer.Option("--tpot-slo", metavar="DURATION", help="Time-per-output-token SLO, e.g. 50ms.")
+        str,
+        typer.Option(
+            "--tpot-slo",
+            metavar="[pNN=]DURATION",
+            help="Time-per-output-token SLO, e.g. 50ms, or p90=50ms: the percentile --simulate checks (default p90).",
+        ),
     ],
     prompt: Annotated[
         str, typer.Option("--prompt", "-p", metavar="TOKENS", help="Prompt tokens per request (2k = 2000).")
@@ -100,6 +110,8 @@ def plan_cmd(
     from roofline.cli.predict import parse_level
     from roofline.serving.planner import plan
 
+    ttft_pct, ttft_slo = percentile_slo(ttft_slo, "--ttft-slo", 99.0)
+    tpot_pct, tpot_slo = percentile_slo(tpot_slo, "--tpot-slo", 90.0)
     res = plan(
         model,
         qps=parse_float_opt(qps, "--qps"),
@@ -119,7 +131,8 @@ def plan_cmd(
         confidence=parse_level(confidence, "--confidence") if confidence is not None else None,
         min_headroom=_headroom(min_headroom),
     )
-    sized = _simulated(model, res, engine, calibration, confidence) if simulate and res.recommended else []
+    pcts = (ttft_pct, tpot_pct)
+    sized = _simulated(model, res, engine, calibration, confidence, pcts) if simulate and res.recommended else []
     if json:
         doc = res.to_dict()
         if simulate:
@@ -158,7 +171,9 @@ def plan_cmd(
         raise InfeasibleError(res.explain_infeasible())
 
 
-def _simulated(model: str, res: Any, engine: str, calibration: str | None, confidence: str | None) -> list[Any]:
+def _simulated(
+    model: str, res: Any, engine: str, calibration: str | None, confidence: str | None, pcts: tuple[float, float]
+) -> list[Any]:
     """size_finalist for the 3 cheapest feasible candidates (roofline.serving.finalists)."""
     from roofline.cli.predict import parse_level
     from roofline.serving.finalists import size_finalist
@@ -169,7 +184,8 @@ def _simulated(model: str, res: Any, engine: str, calibration: str | None, confi
     for c in [c for c in res.candidates if c.feasible][:3]:
         out.append(size_finalist(
             model, c, qps=res.qps, prompt_len=res.prompt_len, output_len=res.output_len, ttft_slo_s=res.ttft_slo_s,
-            tpot_slo_s=res.tpot_slo_s, confidence=level, engine=engine, calibration=calibration,
+            tpot_slo_s=res.tpot_slo_s, ttft_pct=pcts[0], tpot_pct=pcts[1], confidence=level, engine=engine,
+            calibration=calibration,
             tdp_watts=load_hardware(c.hardware).tdp_watts, curve=False,
         ))  # fmt: skip
     return out
@@ -211,3 +227,19 @@ def _headroom(text: str | None) -> float | str | None:
     if not 0 <= value <= 10:
         raise OptionError(f"--min-headroom must be between 0 and 1000 %, got {text}")
     return value
+
+
+def percentile_slo(text: str, option: str, default_pct: float) -> tuple[float, str]:
+    """``p99=2s`` → (99.0, "2s"); a bare duration keeps ``default_pct``. The percentile applies where
+    latencies are simulated (``--simulate``); the planner's closed form checks the mean load curve."""
+    head, sep, tail = text.partition("=")
+    if not sep:
+        return default_pct, text
+    key = head.strip().lower()
+    try:
+        pct = float(key[1:]) if key.startswith("p") else float("nan")
+    except ValueError:
+        pct = float("nan")
+    if not 0 < pct < 100:
+        raise OptionError(f"{option}: {head!r} is not a percentile; write e.g. p99=2s or p90=50ms")
+    return pct, tail
