@@ -103,11 +103,11 @@ class RequestLifecycle:
         heapq.heappush(self.heap, (r.gfin, r.seq, r))
         self.keys[end] = self.keys.get(end, 0) + 1
 
-    def _leave_decode(self, r: Req) -> None:
-        """Remove a decode row from the aggregate (its generated count and last token time restored)."""
+    def _drop_decode_row(self, r: Req) -> None:
+        """Take r out of the decode aggregate (count, Σ offsets, row, last-token key) and restore its last
+        token time; what it generated meanwhile is the caller's accounting."""
         self.d_count -= 1
         self.d_sumoff -= r.off
-        self.cnt[r.off % self.bs] -= 1
         del self.dec[r.rid]
         key = r.last_tok if r.last_tok > self.dec_time else self.dec_time
         c = self.keys[key] - 1
@@ -116,6 +116,11 @@ class RequestLifecycle:
         else:
             del self.keys[key]
         r.last_tok = key
+
+    def _leave_decode(self, r: Req) -> None:
+        """Remove a decode row from the aggregate (its generated count and last token time restored)."""
+        self._drop_decode_row(r)
+        self.cnt[r.off % self.bs] -= 1
         r.gen = r.output - (r.gfin - self.G)
         r.computed = r.off + self.G - 1
         if not self.pol.reserve_full:

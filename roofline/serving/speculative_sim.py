@@ -239,16 +239,8 @@ class SpecEngineSim(EngineSim):
         heapq.heappush(self.heap, (r.gfin, r.seq, r))
 
     def _leave_decode(self, r: Req) -> None:
-        self.d_count -= 1
-        self.d_sumoff -= r.off
-        del self.dec[r.rid]
-        key = r.last_tok if r.last_tok > self.dec_time else self.dec_time
-        c = self.keys[key] - 1
-        if c:
-            self.keys[key] = c
-        else:
-            del self.keys[key]
-        r.last_tok = key
+        """As the base class, but a row emits τ tokens per step: its generated count from the steps left."""
+        self._drop_decode_row(r)
         left = r.gfin - self.G
         r.gen = r.output if left <= 0 else max(r.gen, r.output - round(left * self.tau))
         r.computed = r.target + r.gen - 1
