@@ -29,7 +29,7 @@ from roofline.specs.layers import ResolvedLayer
 from roofline.specs.library import hardware as load_hardware
 from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
-from roofline.specs.scenario import Scenario
+from roofline.specs.scenario import Scenario, kv_heads_per_gpu
 from roofline.units import fmt_bytes
 
 NORM_BYTES = 2.0  # norm vectors and routers stay in 16-bit
@@ -89,7 +89,7 @@ def _mixer_params_per_gpu(model: ModelSpec, layer: ResolvedLayer, tp: int) -> fl
         replicated += m.kv_lora_rank
         return replicated + (full - replicated) / tp + indexer
     # heads sharded, KV heads replicated when tp > kv heads; the o bias and QK-norm vectors stay whole
-    shard = replace(layer, num_heads=layer.num_heads // tp, num_kv_heads=max(1, layer.num_kv_heads // tp))
+    shard = replace(layer, num_heads=layer.num_heads // tp, num_kv_heads=kv_heads_per_gpu(layer.num_kv_heads, tp))
     return float(model.attention_params_per_layer(shard)) + indexer
 
 
@@ -152,7 +152,7 @@ def _token_bytes(model: ModelSpec, layer: ResolvedLayer, kv_bytes: float, tp: in
         elems = float(model.kv_elements_per_token_per_layer(layer))
     else:
         elems = float(
-            model.kv_elements_per_token_per_layer(replace(layer, num_kv_heads=max(1, layer.num_kv_heads // tp)))
+            model.kv_elements_per_token_per_layer(replace(layer, num_kv_heads=kv_heads_per_gpu(layer.num_kv_heads, tp)))
         )
     extra = model.sparse_attention.cache_bytes_per_token if layer.has_indexer and model.sparse_attention else 0.0
     return elems * kv_bytes + extra

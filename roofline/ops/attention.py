@@ -15,6 +15,7 @@ import numpy as np
 from roofline.ops.context import BuildContext
 from roofline.ops.records import Op, arr, elementwise, gemm
 from roofline.specs.layers import ResolvedLayer
+from roofline.specs.scenario import kv_heads_per_gpu
 
 
 def causal_pairs(past: np.ndarray, new: np.ndarray, window: float) -> np.ndarray:
@@ -118,7 +119,7 @@ def gqa_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) 
     with the weights, as many bytes as the memory model holds for them.
     """
     a, h, tp = c.model.attention, c.model.hidden_size, c.tp
-    hq, hkv, d = layer.num_heads / tp, max(1, layer.num_kv_heads // tp), layer.head_dim
+    hq, hkv, d = layer.num_heads / tp, kv_heads_per_gpu(layer.num_kv_heads, tp), layer.head_dim
     dv = c.model.v_dim(d)
     q_mult = 2 if a.output_gate else 1
     v_out = 0 if c.model.k_is_v(layer) else hkv * dv

@@ -30,6 +30,7 @@ from roofline.ops import comm
 from roofline.ops.context import BuildContext
 from roofline.ops.records import Op, elementwise
 from roofline.specs.layers import ResolvedLayer
+from roofline.specs.scenario import kv_heads_per_gpu
 
 FUSED_NORMS_PER_LAYER = 2  # pre-attention and pre-FFN norms take the residual add
 
@@ -51,7 +52,7 @@ def rope_op(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) 
     if a.mla is not None:
         heads, d_rot = layer.num_heads / c.tp + 1.0, float(a.mla.qk_rope_head_dim)
     else:
-        heads, d_rot = layer.num_heads / c.tp + max(1, layer.num_kv_heads // c.tp), float(layer.head_dim)
+        heads, d_rot = layer.num_heads / c.tp + kv_heads_per_gpu(layer.num_kv_heads, c.tp), float(layer.head_dim)
     return elementwise("attn.rope", "attention", layer_kind, count, c.attn_dtype, c.tokens * heads * d_rot, 2.0,
                        c.a_bytes, 3.0)  # fmt: skip
 

@@ -239,6 +239,11 @@ def result_interval(result: Any, name: str, level: float = DEFAULT_LEVEL) -> Int
     )  # fmt: skip
 
 
+def upper_factor(figure: str, level: float, profile: CalibrationProfile | None = None, bound: str = "") -> float:
+    """e^(q): the factor from a point value of ``figure`` to its upper bound at ``level`` (one bound label)."""
+    return figure_interval(figure, 1.0, bound_prefill=bound, bound_decode=bound, level=level, profile=profile).high
+
+
 def upper_factors(figure: str, bounds: Any, level: float, profile: CalibrationProfile | None = None) -> Any:
     """e^(q) of ``figure``'s interval at ``level`` for each bound label in the array ``bounds``."""
     import numpy as np

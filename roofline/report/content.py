@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from roofline.memory import kv_bytes_per_token
 from roofline.profile import CalibrationProfile, load_profile
 from roofline.result import PredictionResult
-from roofline.serving.planner import Candidate, PlanResult, plan
+from roofline.serving.planner import Candidate, PlanResult, plan, tokens_per_s_per_gpu
 from roofline.serving.workloads import Workload
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.library import hardware as load_hardware
@@ -181,8 +181,9 @@ def row_values(inp: ReportInputs, f: Finalist) -> dict[str, float]:
     capacity = replicas × the replica's sustainable rate; headroom = capacity / qps − 1.
     """
     wl = inp.workload
+    per_gpu = float(tokens_per_s_per_gpu(wl.qps, wl.output_len, f.gpus))
     return {
-        "ttft_s": f.ttft_s, "tpot_s": f.tpot_s, "tok_s_per_gpu": wl.qps * wl.output_len / f.gpus,
+        "ttft_s": f.ttft_s, "tpot_s": f.tpot_s, "tok_s_per_gpu": per_gpu,
         "capacity_rps": f.capacity_rps, "headroom": f.headroom, "gpus": float(f.gpus),
         "usd_per_hour": num(f.total_usd_per_hour),
         "usd_per_million_output_tokens": num(f.usd_per_million_output_tokens),

@@ -4,7 +4,7 @@ Sources, most severe first:
 
 1. **Model error.** At a stricter level ℓ' = max(0.95, confidence + 0.1) (capped at 0.99) than the one
    the plan was sized at, the simulated percentiles become value·e^(q_ℓ') and capacity
-   capacity·e^(−q_ℓ') (:func:`roofline.published.uncertainty.upper_factors`). The figure that breaks
+   capacity·e^(−q_ℓ') (:func:`roofline.published.uncertainty.upper_factor`). The figure that breaks
    first is named with its excess over the SLO (or its shortfall under the planned load).
 2. **Traffic.** Above the knee (mean TTFT twice its zero-load value) latency grows quickly; above
    capacity requests queue without bound. The box says how far above the planned load each is.
@@ -21,8 +21,6 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from roofline.units import fmt_seconds
 
 if TYPE_CHECKING:
@@ -36,15 +34,13 @@ def stress_level(confidence: float) -> float:
 
 def model_error_risk(rec: HardwareRow, inp: ReportInputs) -> tuple[float, str] | None:
     """How far the plan misses when the model errs to the stress level's bound (None if it holds)."""
-    from roofline.published.uncertainty import upper_factors
+    from roofline.published.uncertainty import upper_factor
 
     f, wl = rec.finalist, inp.workload
     if f is None:
         return None
     lv = stress_level(inp.confidence)
-    one = np.asarray([""])
-    ft, fp = float(upper_factors("ttft_s", one, lv)[0]), float(upper_factors("tpot_s", one, lv)[0])
-    fc = float(upper_factors("e2e_s", one, lv)[0])
+    ft, fp, fc = (upper_factor(fig, lv) for fig in ("ttft_s", "tpot_s", "e2e_s"))
     cap = f.capacity_rps / fc
     cases = [
         (f.ttft_s * ft / wl.ttft_slo_s - 1, f"TTFT P{wl.ttft_pct:g} becomes {fmt_seconds(f.ttft_s * ft)}, "

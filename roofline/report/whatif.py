@@ -93,18 +93,16 @@ def _speculative(inp: ReportInputs, rec: HardwareRow) -> WhatIf:
 
 
 def _disaggregated(inp: ReportInputs, rec: HardwareRow) -> WhatIf:
-    import numpy as np
 
-    from roofline.published.uncertainty import upper_factors
+    from roofline.published.uncertainty import upper_factor
     from roofline.serving.disagg_plan import plan_disagg
 
     f0, wl = rec.finalist, inp.workload
     assert f0 is not None
     tp = f0.candidate.tp
     pct = 99 if max(wl.ttft_pct, wl.tpot_pct) > 90 else 90
-    one = np.asarray([""])
-    ft = float(upper_factors("ttft_s", one, inp.confidence, inp.profile)[0])
-    fp = float(upper_factors("tpot_s", one, inp.confidence, inp.profile)[0])
+    ft = upper_factor("ttft_s", inp.confidence, inp.profile)
+    fp = upper_factor("tpot_s", inp.confidence, inp.profile)
     desc = f"separate prefill and decode pools of tp {tp} (up to 3 each), P{pct} SLOs at the same bound"
     try:
         p = plan_disagg(

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from roofline.boundary.inputs import read_text
+from roofline.boundary.limits import MAX_DATA_FILE_BYTES
 from roofline.errors import ScenarioError
 
 ARRIVALS = ("poisson", "gamma", "constant")
@@ -150,7 +152,8 @@ def _from_file(path: Path, name: str) -> LengthSpec:
     if path.suffix == ".npy":
         return _parse(np.load(path), name)
     vals = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
+    text = read_text(path, f"{name} length file", MAX_DATA_FILE_BYTES, ScenarioError)
+    for i, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
                 vals.append(float(line))

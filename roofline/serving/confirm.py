@@ -21,6 +21,7 @@ import numpy as np
 
 from roofline.engine.presets import EngineArg
 from roofline.errors import ScenarioError
+from roofline.serving.metrics import finite_percentile as pct
 from roofline.serving.planner import Candidate, PlanResult
 from roofline.serving.screening import screen
 from roofline.serving.simulate import replica, simulate
@@ -42,11 +43,6 @@ class Confirmation:
     knee_qps: float
     load: float
     saturated: str | None
-
-
-def _pct(x: np.ndarray, q: float) -> float:
-    x = x[np.isfinite(x)]
-    return float(np.percentile(x, q)) if x.size else float("nan")
 
 
 def confirm(
@@ -79,7 +75,10 @@ def _one(
                               output_len=result.output_len, weight_dtype=c.precision, kv_dtype=c.kv_dtype,
                               engine_overrides=dict(overrides or {}))  # fmt: skip
     s = simulate(result.model, c.hardware, qps=rate, num_requests=n, seed=seed, **kw)
-    ttft, tpot = _pct(s.requests["ttft_s"].to_numpy(), ttft_pct), _pct(s.requests["tpot_s"].to_numpy(), tpot_pct)
+    ttft, tpot = (
+        pct(s.requests["ttft_s"].to_numpy(), ttft_pct),
+        pct(s.requests["tpot_s"].to_numpy(), tpot_pct),
+    )
     sus, knee = _knee(result, c, kw)
     ok = s.saturated is None and ttft <= result.ttft_slo_s and tpot <= result.tpot_slo_s
     return Confirmation(c.label, c.replicas, rate, ttft, tpot, ttft_pct, tpot_pct, ok, sus, knee, rate / sus,

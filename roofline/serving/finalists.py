@@ -12,7 +12,7 @@ formulas. For a finalist (one feasible candidate) this module:
    ``num_requests`` requests, fixed seed) and reads TTFT and TPOT at the SLO percentiles
    (over requests, :mod:`roofline.serving.metrics`);
 4. checks the SLOs on the upper bound of the model's error at ``confidence`` ℓ:
-   value·e^(q_ℓ) ≤ SLO, with q_ℓ from :func:`roofline.published.uncertainty.upper_factors`;
+   value·e^(q_ℓ) ≤ SLO, with q_ℓ from :func:`roofline.published.uncertainty.upper_factor`;
    if a check fails or the run saturates, adds a replica and repeats (at most ``MAX_EXTRA``).
 
 Capacity (the maximum sustainable rate of the deployment) is replicas·λ_sus, the knee replicas ×
@@ -29,7 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from roofline.serving.metrics import finite_percentile as pct
 from roofline.serving.planner import Candidate
+from roofline.units import usd_per_million_tokens
 
 #: replicas the simulator may add to a planner candidate before it is declared failing.
 MAX_EXTRA = 8
@@ -104,11 +106,6 @@ class Finalist:
         return self.usd_per_hour + (self.energy_usd_per_hour or 0.0)
 
 
-def _pct(x: np.ndarray, q: float) -> float:
-    x = x[np.isfinite(x)]
-    return float(np.percentile(x, q)) if x.size else math.nan
-
-
 def checkpoint_format(model: Any) -> str | None:
     """The simulator's one weight format for a 'checkpoint' plan: the format of the checkpoint's largest
     module group (routed experts of an MoE, else the dense FFN); None (native dtype) without a checkpoint.
@@ -165,7 +162,7 @@ def size_finalist(
     (:func:`roofline.serving.speculative_sim.simulate_speculative`); capacity and knee stay those of plain
     decoding from the screening tier (it has no speculative form), a conservative bound when speculation pays.
     """
-    from roofline.published.uncertainty import upper_factors
+    from roofline.published.uncertainty import upper_factor
     from roofline.serving.screening import screen
     from roofline.serving.simulate import replica, simulate
 
@@ -182,8 +179,7 @@ def size_finalist(
     from roofline.profile import load_profile
 
     prof = load_profile(calibration)  # a measured profile widens the interval by its run-to-run spread
-    f_ttft = float(upper_factors("ttft_s", np.asarray([""]), confidence, prof)[0])
-    f_tpot = float(upper_factors("tpot_s", np.asarray([""]), confidence, prof)[0])
+    f_ttft, f_tpot = upper_factor("ttft_s", confidence, prof), upper_factor("tpot_s", confidence, prof)
     first = max(c.replicas, math.ceil(qps * (1.0 + h_min) / sus)) if sus > 0 else c.replicas
     replicas, res, ok, why = first, None, False, ""
     run: Any = simulate
@@ -198,7 +194,10 @@ def size_finalist(
         s = run(model, c.hardware, qps=qps / replicas, prompt_len=prompt_len, output_len=output_len,
                 num_requests=num_requests, seed=seed, **kw)  # fmt: skip
         r = s.requests
-        ttft, tpot = _pct(r["ttft_s"].to_numpy(), ttft_pct), _pct(r["tpot_s"].to_numpy(), tpot_pct)
+        ttft, tpot = (
+            pct(r["ttft_s"].to_numpy(), ttft_pct),
+            pct(r["tpot_s"].to_numpy(), tpot_pct),
+        )
         res = (s, ttft, tpot)
         ok = s.saturated is None and ttft * f_ttft <= ttft_slo_s and tpot * f_tpot <= tpot_slo_s
         if ok:
@@ -213,17 +212,19 @@ def size_finalist(
     per = c.tp * c.pp
     gpus = replicas * per
     usd_h = None if c.usd_per_gpu_hour is None else gpus * c.usd_per_gpu_hour
-    tok_per_h = qps * output_len * 3600.0
-    kwh_m = None if tdp_watts is None else gpus * tdp_watts / 1000.0 / tok_per_h * 1e6
-    energy_usd_h = None if tdp_watts is None or usd_per_kwh is None else gpus * tdp_watts / 1000.0 * usd_per_kwh
+    tok_s = qps * output_len
+    kw_total = None if tdp_watts is None else gpus * tdp_watts / 1000.0
+    # kWh per M tokens has the same form as $ per M tokens: (kW per hour of service) / (tokens per hour) × 1e6
+    kwh_m = None if kw_total is None else usd_per_million_tokens(kw_total, tok_s)
+    energy_usd_h = None if kw_total is None or usd_per_kwh is None else kw_total * usd_per_kwh
     total_h = None if usd_h is None else usd_h + (energy_usd_h or 0.0)
-    per_m = None if total_h is None else total_h / tok_per_h * 1e6
+    per_m = None if total_h is None else usd_per_million_tokens(total_h, tok_s)
     pts = load_points(model, c, kw, sus, prompt_len, output_len, num_requests, seed) if curve and ok else ()
     r = s.requests
     return Finalist(
         candidate=c, replicas=replicas, gpus=gpus, replica_rate=qps / replicas, ttft_pct=ttft_pct, tpot_pct=tpot_pct,
-        ttft_s=ttft, tpot_s=tpot, ttft_p50_s=_pct(r["ttft_s"].to_numpy(), 50),
-        tpot_p50_s=_pct(r["tpot_s"].to_numpy(), 50), ttft_upper_s=ttft * f_ttft, tpot_upper_s=tpot * f_tpot,
+        ttft_s=ttft, tpot_s=tpot, ttft_p50_s=pct(r["ttft_s"].to_numpy(), 50),
+        tpot_p50_s=pct(r["tpot_s"].to_numpy(), 50), ttft_upper_s=ttft * f_ttft, tpot_upper_s=tpot * f_tpot,
         confidence=confidence, sustainable_replica_rps=sus, knee_replica_rps=knee, meets_slo=ok, min_headroom=h_min,
         usd_per_hour=usd_h, usd_per_million_output_tokens=per_m, kwh_per_million_output_tokens=kwh_m,
         energy_usd_per_hour=energy_usd_h, reason="" if ok else why, curve=pts,
@@ -241,5 +242,14 @@ def load_points(
         s = simulate(model, c.hardware, qps=f * sus, prompt_len=p, output_len=o, num_requests=n, seed=seed, **kw)
         r = s.requests
         t, u = r["ttft_s"].to_numpy(), r["tpot_s"].to_numpy()
-        out.append(LoadPoint(f * sus, _pct(t, 50), _pct(t, 99), _pct(u, 50), _pct(u, 99), s.saturated is not None))
+        out.append(
+            LoadPoint(
+                f * sus,
+                pct(t, 50),
+                pct(t, 99),
+                pct(u, 50),
+                pct(u, 99),
+                s.saturated is not None,
+            )
+        )
     return tuple(out)

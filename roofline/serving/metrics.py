@@ -88,3 +88,10 @@ def hist_stats(h: GapHistogram) -> dict[str, float]:
     for q in QUANTILES:
         out[f"itl_p{q}_s"] = h.percentile(q)
     return out
+
+
+def finite_percentile(x: np.ndarray, q: float) -> float:
+    """The q-th percentile of the finite values of ``x`` (NaN when none): requests still in flight when a
+    run stops have NaN latencies and are left out."""
+    x = x[np.isfinite(x)]
+    return float(np.percentile(x, q)) if x.size else float("nan")

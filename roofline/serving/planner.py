@@ -260,7 +260,7 @@ def _candidate(
 ) -> Candidate:
     """Plan one (hardware, precision, tp): memory limit, SLO-limited batch, replicas, cost."""
     from roofline.prediction import make_scenario, sweep
-    from roofline.published.uncertainty import upper_factors
+    from roofline.published.uncertainty import upper_factor, upper_factors
     from roofline.specs.topology import slow_link_notes
 
     kv = req.kv_dtype or "bf16"
@@ -288,7 +288,7 @@ def _candidate(
     t_dec = df["tpot_s"].to_numpy(dtype=np.float64)
     t_pre = float(first["ttft_s"])
     if req.confidence is not None:  # upper bounds of the step times (module docstring)
-        t_pre *= float(upper_factors("ttft_s", np.asarray([first["bound_prefill"]]), req.confidence, prof)[0])
+        t_pre *= upper_factor("ttft_s", req.confidence, prof, str(first["bound_prefill"]))
         t_dec = t_dec * upper_factors("tpot_s", df["bound_decode"].to_numpy(), req.confidence, prof)
     curve = load_curve(b, t_pre, t_dec, req.o)
     tpot_full, ttft = curve.tpot_s, curve.ttft_s
@@ -301,7 +301,7 @@ def _candidate(
     at_cap = i + 1 == len(b) and seq_cap < b_mem
     limited = "max_num_seqs" if at_cap else "memory" if i + 1 == len(b) or not fits[i + 1] else (
         "tpot_slo" if tpot_full[i + 1] > req.tpot_slo else "ttft_slo")  # fmt: skip
-    margin = upper_factors("e2e_s", np.asarray([""]), req.confidence or MARGIN_LEVEL, prof)[0] - 1.0
+    margin = upper_factor("e2e_s", req.confidence or MARGIN_LEVEL, prof) - 1.0
     c = replace(base, batch=int(b[i]), limited_by=limited, t_decode_s=float(t_dec[i]), error_margin=float(margin))
     return _size(c, req)
 

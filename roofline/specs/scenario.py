@@ -247,10 +247,6 @@ class Scenario:
         warnings.warn(f"{msg}; modelled anyway (allow_long_context)", stacklevel=3)
 
     # ---- sharding helpers used by the op builders and the memory function ----------------
-    def kv_heads_per_gpu(self, model: ModelSpec) -> int:
-        """KV heads each GPU holds: H_kv/tp, or 1 (replicated) when tp > H_kv."""
-        return max(1, model.attention.num_kv_heads // self.tp)
-
     def layers_per_stage(self, model: ModelSpec) -> int:
         """Layers on the largest pipeline stage: ceil(L / pp)."""
         return math.ceil(model.num_layers / self.pp)
@@ -298,3 +294,8 @@ def _check_shape(batch: Any, prompt_len: Any, output_len: Any) -> None:
             f"prompt_len + output_len must be <= {MAX_SEQUENCE_TOKENS:,} tokens (roofline.boundary.limits), "
             f"got {float(ctx.max()):,.0f}"
         )
+
+
+def kv_heads_per_gpu(num_kv_heads: int, tp: int) -> int:
+    """KV heads one GPU holds for a layer with ``num_kv_heads``: H_kv/tp, or 1 (replicated) when tp > H_kv."""
+    return max(1, num_kv_heads // tp)
