@@ -7,7 +7,7 @@
 #    it tries `pip install --no-deps -e .` offline and falls back to PYTHONPATH=<repo>);
 # 2. calibrates cuda:0 with a 90 s budget  -> OUT/profile.yaml, OUT/profile.measurements.jsonl;
 # 3. renders the profile                   -> OUT/profile_summary.txt;
-# 4. runs closed-loop validation when calibrate/validate.py exists -> OUT/validation.csv
+# 4. runs closed-loop validation when calibrate/closedloop/validate.py exists -> OUT/validation.csv
 #    (VALIDATE_ARGS overrides its arguments; default "--model llama-3.1-8b --scale full" on a GPU,
 #    "--scale tiny" for a DEVICE=cpu dry run);
 # 5. writes every step's log to OUT/*.log and a final status table to OUT/gpu_check.log.
@@ -118,7 +118,7 @@ else
 fi
 
 # ---- 6. closed-loop validation (only when the harness exists) ----------------------------------
-if [ -f calibrate/validate.py ]; then
+if [ -f calibrate/closedloop/validate.py ]; then
     budget=$(( $(left) - 20 ))
     if [ $budget -lt 30 ]; then
         STATUS[validate]="skipped: only $(left) s left of $TOTAL_S"
@@ -142,6 +142,6 @@ if [ -f calibrate/validate.py ]; then
         esac
     fi
 else
-    STATUS[validate]="skipped: calibrate/validate.py not present"
+    STATUS[validate]="skipped: calibrate/closedloop/validate.py not present"
 fi
 finish 0
