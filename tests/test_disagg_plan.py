@@ -9,11 +9,11 @@ def test_pd_plan_is_cheapest_feasible_and_beats_colocation_on_tight_tpot() -> No
     """Llama-3.1-8B on H100, 40 req/s of 2048-token prompts, 256 outputs; SLOs p90 TTFT ≤ 0.3 s, TPOT ≤ 12 ms.
 
     Co-located replicas mix 2048-token prefill chunks into their decode steps, so their TPOT p90 stays
-    above 12 ms until the load per replica is small (≥ 6 replicas here); a decode pool sees no prefill,
+    above 12 ms until the load per replica is small (≥ 8 replicas here); a decode pool sees no prefill,
     so 3 decode GPUs hold TPOT while 2 prefill GPUs keep TTFT under 0.3 s: fewer GPUs in all.
     Invariants: the chosen plan meets both SLOs and every candidate with fewer GPUs misses one.
     """
-    pl = plan_disagg("llama-3.1-8b", "h100-sxm", 40.0, ttft_slo_s=0.3, tpot_slo_s=0.012, p_max=3, d_max=3, n_max=6,
+    pl = plan_disagg("llama-3.1-8b", "h100-sxm", 40.0, ttft_slo_s=0.3, tpot_slo_s=0.012, p_max=3, d_max=3, n_max=10,
                      num_requests=600, prompt_len=2048, output_len=256)  # fmt: skip
     bd, bc = pl.best_disagg, pl.best_colocated
     assert bd is not None and bc is not None

@@ -3,7 +3,8 @@
 GIVEN a scenario with ``cuda_graphs`` (the default) or without, WHEN it is predicted, THEN every
 decode op is a graph op paying ``overheads.per_kernel_graph_s`` (eager ops pay ``per_kernel_s``),
 decode is never slower with graphs, prefill is unaffected, and the shipped graph cost is the
-documented derivation from the public Llama-3.1-8B / H100 decode-step times.
+documented derivation from the decode steps we measured on an H200 (validation/closedloop), with
+the public Llama-3.1-8B / H100 decode-step times as out-of-sample checks.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from roofline.evaluate import launch_overhead_s, op_time, op_time_summed_over_co
 from roofline.ops import decode_ops, prefill_ops
 from roofline.prediction import make_scenario
 from roofline.profile import CalibrationProfile, default_profile
-from roofline.published.default_profile import DECODE_STEP_POINTS, decode_step, fit_graph_overhead
+from roofline.published.graph_overhead import (
+    DECODE_STEP_POINTS,
+    decode_step,
+    decode_step_time,
+    fit_graph_overhead,
+    measured_decode_steps,
+)
 
 
 def _with_costs(eager_s: float, graph_s: float) -> CalibrationProfile:
@@ -79,11 +86,27 @@ def test_graphs_never_slow_decode_and_leave_prefill_alone(name: str, hw: str, tp
 
 
 def test_llama_3_1_8b_h100_batch1_decode_against_the_public_step_times() -> None:
-    """cloudai.pt: one Llama-3.1-8B decode step on H100 SXM5 takes 5.1 ms as a CUDA graph, 8.4 ms eagerly."""
+    """cloudai.pt: one Llama-3.1-8B decode step on H100 SXM5 takes 5.1 ms as a CUDA graph, 8.4 ms eagerly.
+
+    Both are out of sample (recorded, not fitted). The eager point checks ``per_kernel_s`` (from
+    TensorRT-LLM 0.5/0.6 rows); the graph point sits below what our own H200 steps imply (it would
+    need 94 % of the H100's datasheet bandwidth with no per-kernel cost), so only its order is checked.
+    """
     graphs = roofline.predict("llama-3.1-8b", "h100-sxm", 1, 1024, 128)
     eager = roofline.predict("llama-3.1-8b", "h100-sxm", 1, 1024, 128, cuda_graphs=False)
-    assert graphs.tpot_s == pytest.approx(5.1e-3, rel=0.05)
-    assert eager.tpot_s == pytest.approx(8.4e-3, rel=0.2)  # out of sample: per_kernel_s comes from TRT-LLM 0.5/0.6
+    assert eager.tpot_s == pytest.approx(8.4e-3, rel=0.2)
+    assert 5.1e-3 < graphs.tpot_s < eager.tpot_s
+
+
+def test_decode_steps_measured_on_h200_within_ten_percent() -> None:
+    """Every CUDA-graph decode step we measured (3 models, batch 1-256, context 512-32k) within 10 %."""
+    prof = default_profile()
+    steps = measured_decode_steps()
+    assert len(steps) >= 20 and {s.model for s in steps} >= {"llama-3.1-8b", "qwen3-32b", "llama-3.1-70b-tp8-shard"}
+    for s in steps:
+        t, _, floor = decode_step_time(prof, s.model, s.hardware, s.weight_dtype, s.batch, s.context, True)
+        assert floor < s.step_s
+        assert t + s.extra_s == pytest.approx(s.step_s, rel=0.10), s
 
 
 def test_shipped_graph_overhead_is_the_documented_derivation() -> None:
@@ -92,13 +115,18 @@ def test_shipped_graph_overhead_is_the_documented_derivation() -> None:
     assert again.overheads.per_kernel_graph_s == prof.overheads.per_kernel_graph_s
     rec = prof.residuals["decode_step_points"]
     assert rec == again.residuals["decode_step_points"]
+    zero = prof.model_copy(update={"overheads": prof.overheads.model_copy(update={"per_kernel_graph_s": 0.0})})
+    per_kernel = []
+    for s in measured_decode_steps():
+        t0, kernels, _ = decode_step_time(zero, s.model, s.hardware, s.weight_dtype, s.batch, s.context, True)
+        per_kernel.append((s.step_s - s.extra_s - t0) / kernels)
+    assert prof.overheads.per_kernel_graph_s == pytest.approx(max(0.0, float(np.median(per_kernel))), abs=1e-9)
+    assert 1e-6 < prof.overheads.per_kernel_graph_s < 20e-6  # a few microseconds per kernel, not a fudge
+    assert all("not fitted" in p["role"] for p in rec["points"])
     graph = next(p for p in DECODE_STEP_POINTS if p.cuda_graphs)
-    t0, kernels, _ = decode_step(prof, graph, True)
-    assert prof.overheads.per_kernel_graph_s == pytest.approx(max(0.0, (graph.step_s - t0) / kernels), abs=1e-9)
-    assert rec["per_kernel_graph_s"]["clamped_at_zero"] is (prof.overheads.per_kernel_graph_s == 0.0)
-    eager = next(p for p in rec["points"] if not p["cuda_graphs"])
-    assert eager["measured_s"] == 8.4e-3 and "not fitted" in eager["role"]
-    assert all(p["url"] == "https://cloudai.pt/tag/cuda-graphs/" for p in rec["points"])
+    t, kernels, _ = decode_step(prof, graph, True)
+    t0, _, _ = decode_step(zero, graph, True)
+    assert t - t0 == pytest.approx(kernels * prof.overheads.per_kernel_graph_s, rel=1e-9)
 
 
 def test_fp8_activations_keep_16bit_attention(h100: roofline.HardwareSpec) -> None:

@@ -22,12 +22,17 @@ Each fitted value cites the row IDs it came from. The derivation is deterministi
   in-sample, leave-one-table-out and leave-one-source-out errors recorded in ``residuals``.
   Those rows all ran TensorRT-LLM 0.5/0.6 ``gptSessionBenchmark`` without CUDA graphs, so
   ``per_kernel_s`` is the cost of an *eagerly launched* kernel.
-* per-kernel cost inside a replayed CUDA graph (``per_kernel_graph_s``) = from the published
-  graph-mode decode step of :data:`DECODE_STEP_POINTS` (not a row of ``published.csv``):
-  with t₀ the predicted graph-mode step time at ``per_kernel_graph_s`` = 0 and k the kernels
-  of that step, ``per_kernel_graph_s = max(0, (T_graph − t₀) / k)``. The eager point of the
-  same source is an out-of-sample check of ``per_kernel_s`` (recorded, never fitted).
-  Both land in ``residuals["decode_step_points"]``.
+* per-kernel cost inside a replayed CUDA graph (``per_kernel_graph_s``) = from our own decode
+  steps measured on an H200 (:func:`measured_decode_steps`: ``validation/closedloop/h200-sxm_*.csv``,
+  written by ``calibrate/gpu_check.sh`` and the closed-loop harness: real torch decoders with random
+  weights, replayed as CUDA graphs, timed with CUDA events). For each point, with t₀ the predicted
+  graph-mode step at ``per_kernel_graph_s`` = 0, x the harness's price of the unfused extra kernels
+  eager torch runs (RoPE, a second V copy, a separate gate multiply) and k the kernels the cost model
+  counts for the step, ``c = (T − x − t₀) / k``; ``per_kernel_graph_s`` = max(0, median c). It is the
+  GPU-side time a kernel costs beyond its bytes and FLOPs at the streaming ceiling (launch gap,
+  DRAM latency, ramp and tail), and assumed the same on other GPUs. The public graph/eager decode
+  steps of :data:`DECODE_STEP_POINTS` are out-of-sample checks (recorded, never fitted). All land
+  in ``residuals["decode_step_points"]``.
 """
 
 from __future__ import annotations
@@ -35,7 +40,6 @@ from __future__ import annotations
 import csv
 import re
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -43,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from roofline.profile import Attention, CalibrationProfile, Ceiling, Comm, Curve, Overheads
+from roofline.published.graph_overhead import fit_graph_overhead
 from roofline.published.monotone import isotonic_increasing
 from roofline.published.rows import published_csv_path
 from roofline.specs.library import hardware as load_hardware
@@ -59,46 +64,6 @@ MMA_TILE_M = 64
 MIN_KERNEL_FIXED_COSTS = 4.0
 MIN_LLM_NK = 1024
 END_TO_END_GRADE = "A"
-
-
-@dataclass(frozen=True)
-class DecodeStepPoint:
-    """A published time of one decode step (not a row of ``published.csv``), and its role in the fit.
-
-    ``context`` (tokens attended) is ``None`` when the source does not state it; the fit then
-    uses :data:`UNSTATED_CONTEXT`.
-    """
-
-    key: str
-    url: str
-    quote: str
-    model: str
-    hardware: str
-    weight_dtype: str
-    batch: int
-    context: int | None
-    cuda_graphs: bool
-    step_s: float
-    role: str
-
-
-_CLOUDAI_URL = "https://cloudai.pt/tag/cuda-graphs/"
-_CLOUDAI_QUOTE = (
-    "A single decode step for Llama 3.1 8B on an H100 SXM5 takes 8.4 milliseconds in eager mode. "
-    "Capture that same forward pass as a CUDA graph and it drops to 5.1 milliseconds"
-)
-#: Public decode-step times with and without CUDA graphs (bf16 assumed: the source states no
-#: quantisation; batch 1: "a single decode step"). The graph point derives ``per_kernel_graph_s``;
-#: the eager point only checks the ``per_kernel_s`` fitted to the grade-A rows.
-DECODE_STEP_POINTS: tuple[DecodeStepPoint, ...] = (
-    DecodeStepPoint("cloudai-llama-3.1-8b-h100-graph", _CLOUDAI_URL, _CLOUDAI_QUOTE, "llama-3.1-8b", "h100-sxm",
-                    "bf16", 1, None, True, 5.1e-3, "derives per_kernel_graph_s"),
-    DecodeStepPoint("cloudai-llama-3.1-8b-h100-eager", _CLOUDAI_URL, _CLOUDAI_QUOTE, "llama-3.1-8b", "h100-sxm",
-                    "bf16", 1, None, False, 8.4e-3, "out-of-sample check of per_kernel_s (not fitted)"),
-)  # fmt: skip
-#: Attended tokens used when a decode-step source states none. At batch 1 the K/V read of
-#: Llama-3.1-8B at 128 tokens (16 MiB) is 0.1 % of its 16 GB of weights, so the choice is immaterial.
-UNSTATED_CONTEXT = 128
 
 
 def _slug(label: str) -> str | None:
@@ -186,8 +151,8 @@ def derive_default_profile(path: Path | None = None) -> CalibrationProfile:
             "notes": "fp4 and int8 assume the fp8 efficiency (no public rows); tf32/fp32 assume the 16-bit one. "
             "per_kernel_s is fitted to grade-A TensorRT-LLM 0.5/0.6.1 end-to-end rows, which launched every "
             "kernel eagerly (no CUDA graphs); decode steps of CUDA-graph engines (Scenario.cuda_graphs, the "
-            "default) pay per_kernel_graph_s instead, derived from one public graph-mode decode step "
-            "(residuals.decode_step_points).",
+            "default) pay per_kernel_graph_s instead, derived from decode steps measured on an H200 "
+            "(validation/closedloop, residuals.decode_step_points).",
         },
         compute=compute,
         vendor_compute_efficiency={"AMD": {dt: round(amd_e[0], 4) for dt in ("bf16", "fp16", "fp8", "int8")}},
@@ -250,75 +215,6 @@ def fit_end_to_end(base: CalibrationProfile, path: Path | None = None) -> Calibr
         "cv_source_error_pct": {r["id"]: round(r["error_pct"], 2) for r in loso},
     }
     return profile.model_copy(update={"residuals": {**base.residuals, "end_to_end_fit": end_to_end}})
-
-
-def decode_step(profile: CalibrationProfile, point: DecodeStepPoint, cuda_graphs: bool) -> tuple[float, int, float]:
-    """(predicted step time s, kernels per step, HBM-roofline floor s) of ``point``'s decode step."""
-    from roofline.costs import step_cost
-    from roofline.ops import decode_ops
-    from roofline.prediction import make_scenario
-    from roofline.specs.library import model as load_model
-
-    m, hw = load_model(point.model), load_hardware(point.hardware)
-    ctx = point.context if point.context is not None else UNSTATED_CONTEXT
-    sc = make_scenario(hw, point.batch, ctx - 1, 2, weight_dtype=point.weight_dtype, cuda_graphs=cuda_graphs)
-    ops = decode_ops(m, sc, hw, float(ctx))
-    step = float(step_cost(ops, hw, profile).time_s)
-    kernels = int(sum(op.count * op.kernels for op in ops))
-    floor = float(sum(op.count * op.memory_bytes for op in ops)) / profile.memory_ceiling(hw)
-    return step, kernels, floor
-
-
-def fit_graph_overhead(profile: CalibrationProfile) -> CalibrationProfile:
-    """``profile`` with ``per_kernel_graph_s`` from the graph point of DECODE_STEP_POINTS (module docstring).
-
-    per_kernel_graph_s = max(0, (T_graph − t₀) / k), t₀ = predicted graph-mode step at
-    per_kernel_graph_s = 0, k = kernels in the step. The eager point is predicted with the
-    fitted ``per_kernel_s`` and only reported. Both residuals go to ``residuals["decode_step_points"]``.
-    """
-    graph = next(p for p in DECODE_STEP_POINTS if p.cuda_graphs)
-    zero = profile.model_copy(update={"overheads": profile.overheads.model_copy(update={"per_kernel_graph_s": 0.0})})
-    t0, kernels, floor = decode_step(zero, graph, True)
-    unclamped = (graph.step_s - t0) / kernels
-    per_kernel_graph_s = round(max(0.0, unclamped), 9)
-    src = (
-        f"per_kernel_graph_s: {graph.url} (graph-mode decode step {graph.step_s * 1e3:g} ms, "
-        "see residuals.decode_step_points)"
-    )
-    ov = profile.overheads.model_copy(
-        update={"per_kernel_graph_s": per_kernel_graph_s, "sources": (*profile.overheads.sources, src)}
-    )
-    fitted = profile.model_copy(update={"overheads": ov})
-    points = []
-    for p in DECODE_STEP_POINTS:
-        pred, k, fl = decode_step(fitted, p, p.cuda_graphs)
-        points.append({
-            "key": p.key, "url": p.url, "quote": p.quote, "model": p.model, "hardware": p.hardware,
-            "weight_dtype": p.weight_dtype, "batch": p.batch,
-            "context": p.context if p.context is not None else f"not stated; {UNSTATED_CONTEXT} assumed",
-            "cuda_graphs": p.cuda_graphs, "role": p.role, "kernels_per_step": k,
-            "measured_s": p.step_s, "predicted_s": round(pred, 9), "hbm_floor_s": round(fl, 9),
-            "error_pct": round((pred - p.step_s) / p.step_s * 100.0, 2),
-        })  # fmt: skip
-    note = (
-        f"the measured graph-mode step ({graph.step_s * 1e3:g} ms) is below the step time predicted with no "
-        f"per-kernel cost ({t0 * 1e3:.2f} ms; its HBM traffic alone takes {floor * 1e3:.2f} ms at the "
-        "STREAM-efficiency ceiling), so no fixed cost per graph kernel can be attributed: per_kernel_graph_s = 0 "
-        "and the residual is the roofline's own error on this point"
-        if unclamped <= 0
-        else f"(T_graph − t0) / k = ({graph.step_s * 1e3:g} − {t0 * 1e3:.3f}) ms / {kernels} kernels"
-    )
-    hw = load_hardware(graph.hardware)
-    implied = floor * profile.memory_ceiling(hw) / graph.step_s / hw.memory.bandwidth_bytes_per_s
-    derivation = {
-        "method": "roofline.published.default_profile.fit_graph_overhead: max(0, (T_graph - t0) / kernels_per_step)",
-        "t0_s": round(t0, 9), "kernels_per_step": kernels, "unclamped_s": round(unclamped, 12),
-        "clamped_at_zero": unclamped <= 0,
-        "implied_hbm_fraction_of_datasheet": round(implied, 4),
-        "note": note,
-    }  # fmt: skip
-    residuals = {**profile.residuals, "decode_step_points": {"per_kernel_graph_s": derivation, "points": points}}
-    return fitted.model_copy(update={"residuals": residuals})
 
 
 def _med(vals: list[tuple[float, str]]) -> tuple[float, tuple[str, ...]]:
