@@ -61,7 +61,11 @@ def _layer_ops(c: BuildContext, layer: ResolvedLayer, count: int, lk: str) -> li
         ops += ffn.dense_ffn_ops(c, lk, count, layer.intermediate_size, model.ffn.kind)
     elif layer.ffn == "moe":
         ops += ffn.moe_ops(c, lk, count)
-        if c.sc.ep > 1:
+        # ep <= tp: every GPU of the TP group already holds all M tokens (tensor-parallel attention), runs
+        # its own experts on the rows routed to them, and the partial outputs are summed by the MoE's
+        # all-reduce below (vLLM/SGLang/TensorRT-LLM without attention data parallelism): no all-to-all.
+        # ep > tp: experts live on GPUs outside the TP group, so the routed tokens travel there and back.
+        if c.sc.ep > c.tp:
             width = (model.moe.latent_size or h) if model.moe else h  # tokens travel in the latent width
             msg = M * model.moe.top_k * width * ab if model.moe else M
             ops.append(comm.all_to_all("comm.ep_all_to_all", "comm", lk, 2 * count, dt, msg, c.sc.ep))
