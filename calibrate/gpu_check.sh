@@ -9,7 +9,8 @@
 # 3. renders the profile                   -> OUT/profile_summary.txt;
 # 4. runs closed-loop validation when calibrate/closedloop/validate.py exists -> OUT/validation.csv
 #    (VALIDATE_ARGS overrides its arguments; default "--model llama-3.1-8b --scale full" on a GPU,
-#    "--scale tiny" for a DEVICE=cpu dry run);
+#    "--scale tiny" for a DEVICE=cpu dry run), then on a GPU refits the profile's per-kernel CUDA-graph
+#    cost from those decode steps (calibrate/closedloop/graphcost.py) -> OUT/profile.yaml;
 # 5. writes every step's log to OUT/*.log and a final status table to OUT/gpu_check.log.
 # DEVICE (default cuda:0) and BUDGET (default 90) exist for dry runs, e.g. DEVICE=cpu BUDGET=20.
 # Exit code: 0 when the profile was written (validation problems are reported, not fatal),
@@ -136,7 +137,16 @@ if [ -f calibrate/closedloop/validate.py ]; then
         rc=$?
         tail -n 30 "$OUT/validate.log"
         case $rc in
-            0) STATUS[validate]="ok (validation.csv)";;
+            0) STATUS[validate]="ok (validation.csv)"
+               # 7. the per-kernel CUDA-graph cost of whole decode steps (calibrate/closedloop/graphcost.py)
+               if [ "$DEVICE" != cpu ]; then
+                   if "$PY" -m calibrate.closedloop.graphcost --calibration "$OUT/profile.yaml" "$OUT/validation.csv" \
+                           -o "$OUT/profile.yaml" --force > "$OUT/graphcost.log" 2>&1; then
+                       STATUS[validate]="ok (validation.csv); $(tail -n 1 "$OUT/graphcost.log")"
+                   else
+                       STATUS[validate]="ok (validation.csv); graph-cost refit FAILED (see graphcost.log)"
+                   fi
+               fi;;
             124) STATUS[validate]="TIMED OUT after ${budget} s (see validate.log)";;
             *) STATUS[validate]="FAILED rc=$rc (see validate.log)";;
         esac

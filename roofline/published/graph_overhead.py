@@ -14,11 +14,13 @@ are out-of-sample checks, recorded and never fitted.
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 from typing import Any
 
+from roofline.errors import CalibrationError
 from roofline.profile import CalibrationProfile
 from roofline.published.rows import published_csv_path
 from roofline.specs.library import hardware as load_hardware
@@ -83,16 +85,18 @@ def closedloop_dir() -> Path:
     return published_csv_path().parent / "closedloop"
 
 
-def measured_decode_steps(folder: Path | None = None) -> list[MeasuredStep]:
-    """The CUDA-graph decode steps of every ``h200-sxm_*.csv`` in ``folder`` (default :func:`closedloop_dir`)."""
+def measured_decode_steps(folder: Path | None = None, paths: Sequence[Path] | None = None) -> list[MeasuredStep]:
+    """The CUDA-graph decode steps of the closed-loop CSVs ``paths`` (default: every ``h200-sxm_*.csv`` in
+    ``folder``, itself by default :func:`closedloop_dir`). Rows timed otherwise (perf_counter, eager) are skipped."""
+    files = sorted(paths) if paths is not None else sorted((folder or closedloop_dir()).glob("h200-sxm_*.csv"))
     out = []
-    for path in sorted((folder or closedloop_dir()).glob("h200-sxm_*.csv")):
-        with path.open(newline="", encoding="utf-8") as fh:
+    for path in files:
+        with Path(path).open(newline="", encoding="utf-8") as fh:
             for r in csv.DictReader(fh):
                 if r["phase"] != "decode" or r["method"] != "cuda_graph":
                     continue
                 step = (int(r["batch"]), int(r["context"]), float(r["measured_s"]), float(r["eager_extra_s"]))
-                out.append(MeasuredStep(path.name, r["model"], r["hardware"], r["dtype"], *step))
+                out.append(MeasuredStep(Path(path).name, r["model"], r["hardware"], r["dtype"], *step))
     return out
 
 
@@ -127,7 +131,9 @@ def decode_step(profile: CalibrationProfile, point: DecodeStepPoint, cuda_graphs
     return decode_step_time(profile, point.model, point.hardware, point.weight_dtype, point.batch, ctx, cuda_graphs)
 
 
-def fit_graph_overhead(profile: CalibrationProfile, folder: Path | None = None) -> CalibrationProfile:
+def fit_graph_overhead(
+    profile: CalibrationProfile, folder: Path | None = None, paths: Sequence[Path] | None = None, public: bool = True
+) -> CalibrationProfile:
     """``profile`` with ``per_kernel_graph_s`` fitted to our measured decode steps (module docstring).
 
     c = (T − x − t₀) / k per measured step (t₀ = predicted graph-mode step at per_kernel_graph_s = 0,
@@ -135,9 +141,12 @@ def fit_graph_overhead(profile: CalibrationProfile, folder: Path | None = None) 
     per_kernel_graph_s = max(0, median c). The public points of :data:`DECODE_STEP_POINTS` are then
     predicted and only reported. Everything goes to ``residuals["decode_step_points"]``.
     """
-    steps = measured_decode_steps(folder)
+    steps = measured_decode_steps(folder, paths)
     if not steps:
-        raise ValueError("no measured decode steps in validation/closedloop to derive per_kernel_graph_s from")
+        raise CalibrationError(
+            "no CUDA-graph decode steps in the closed-loop tables to fit per_kernel_graph_s from: run "
+            "`python -m calibrate.closedloop.validate --device cuda:0 ...` (decode points, graphs on) first"
+        )
     zero = profile.model_copy(update={"overheads": profile.overheads.model_copy(update={"per_kernel_graph_s": 0.0})})
     per_step = []
     for s in steps:
@@ -146,7 +155,7 @@ def fit_graph_overhead(profile: CalibrationProfile, folder: Path | None = None) 
     unclamped = float(median(c for *_, c in per_step))
     per_kernel_graph_s = round(max(0.0, unclamped), 9)
     files = sorted({s.source for s in steps})
-    src = f"per_kernel_graph_s: median over {len(steps)} decode steps measured on an H200 (validation/closedloop/"
+    src = f"per_kernel_graph_s: median over {len(steps)} CUDA-graph decode steps measured closed loop ("
     src += ", ".join(files) + "; see residuals.decode_step_points)"
     ov = profile.overheads.model_copy(
         update={"per_kernel_graph_s": per_kernel_graph_s, "sources": (*profile.overheads.sources, src)}
@@ -161,10 +170,10 @@ def fit_graph_overhead(profile: CalibrationProfile, folder: Path | None = None) 
             "t0_s": round(t0, 9), "hbm_floor_s": round(floor, 9), "per_kernel_s": round(c, 12),
             "predicted_s": round(pred, 9), "error_pct": round((pred - s.step_s) / s.step_s * 100.0, 2),
         })  # fmt: skip
-    public = []
-    for p in DECODE_STEP_POINTS:
+    checks = []
+    for p in DECODE_STEP_POINTS if public else ():
         pred, k, fl = decode_step(fitted, p, p.cuda_graphs)
-        public.append({
+        checks.append({
             "key": p.key, "url": p.url, "quote": p.quote, "model": p.model, "hardware": p.hardware,
             "weight_dtype": p.weight_dtype, "batch": p.batch,
             "context": p.context if p.context is not None else f"not stated; {UNSTATED_CONTEXT} assumed",
@@ -173,8 +182,9 @@ def fit_graph_overhead(profile: CalibrationProfile, folder: Path | None = None) 
             "error_pct": round((pred - p.step_s) / p.step_s * 100.0, 2),
         })  # fmt: skip
     errs = [abs(t0 + k * per_kernel_graph_s + s.extra_s - s.step_s) / s.step_s * 100.0 for s, t0, k, _, _ in per_step]
-    held_out = []  # each model predicted with the median c of the other models' steps
-    for model in sorted({s.model for s in steps}):
+    held_out = []  # each model predicted with the median c of the other models' steps (needs two models)
+    models = sorted({s.model for s in steps})
+    for model in models if len(models) > 1 else ():
         c_other = max(0.0, float(median(c for s, *_, c in per_step if s.model != model)))
         held_out += [abs(t0 + k * c_other + s.extra_s - s.step_s) / s.step_s * 100.0
                      for s, t0, k, _, _ in per_step if s.model == model]  # fmt: skip
@@ -183,13 +193,13 @@ def fit_graph_overhead(profile: CalibrationProfile, folder: Path | None = None) 
         "steps": len(steps), "files": files, "unclamped_s": round(unclamped, 12), "clamped_at_zero": unclamped <= 0,
         "per_step_range_s": [round(min(c for *_, c in per_step), 12), round(max(c for *_, c in per_step), 12)],
         "median_abs_error_pct_after_fit": round(float(median(errs)), 2),
-        "median_abs_error_pct_leave_one_model_out": round(float(median(held_out)), 2),
-        "max_abs_error_pct_leave_one_model_out": round(float(max(held_out)), 2),
+        "median_abs_error_pct_leave_one_model_out": round(float(median(held_out)), 2) if held_out else None,
+        "max_abs_error_pct_leave_one_model_out": round(float(max(held_out)), 2) if held_out else None,
         "note": "GPU-side time of one kernel in a replayed CUDA graph beyond its bytes and FLOPs at the "
-        "streaming ceiling (launch gap, DRAM latency, ramp and tail); measured on an H200, assumed on other GPUs",
+        "profile's ceilings (launch gap, DRAM latency, ramp and tail), from whole decode steps",
     }  # fmt: skip
     residuals = {
         **profile.residuals,
-        "decode_step_points": {"per_kernel_graph_s": derivation, "measured": measured, "points": public},
+        "decode_step_points": {"per_kernel_graph_s": derivation, "measured": measured, "points": checks},
     }
     return fitted.model_copy(update={"residuals": residuals})
