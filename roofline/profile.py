@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from roofline.errors import CalibrationError
 from roofline.specs._base import Frozen
@@ -67,6 +67,30 @@ class Ceiling(Frozen):
         if self.efficiency is None and self.value is None:
             raise ValueError("a ceiling needs an efficiency or an absolute value")
         return self
+
+
+class GroupedGemm(Frozen):
+    """Grouped (MoE expert) GEMMs: the fraction of the memory ceiling they stream weights at, per device.
+
+    A decode step's routed experts run as one grouped GEMM over the touched experts with a few rows
+    each; its weight traffic is charged at ``memory_efficiency[hw.name]`` × the memory ceiling.
+    Devices not listed get 1 (no correction: nothing measured for them).
+    """
+
+    memory_efficiency: dict[str, float] = Field(default_factory=dict, description="hardware slug -> fraction (0, 1.5]")
+    sources: tuple[str, ...] = ()
+
+    @field_validator("memory_efficiency")
+    @classmethod
+    def _fractions(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = {k: x for k, x in v.items() if not 0 < x <= 1.5}
+        if bad:
+            raise ValueError(f"grouped_gemm.memory_efficiency must lie in (0, 1.5]; got {bad}")
+        return v
+
+    def factor(self, hardware: str) -> float:
+        """Multiplier on the memory ceiling for a grouped expert GEMM on ``hardware`` (1 when not measured)."""
+        return self.memory_efficiency.get(hardware, 1.0)
 
 
 class Attention(Frozen):
@@ -151,6 +175,7 @@ class CalibrationProfile(Frozen):
     memory: Ceiling
     memory_size_efficiency: Curve | None = None
     attention: Attention = Attention()
+    grouped_gemm: GroupedGemm = GroupedGemm()
     overheads: Overheads = Overheads()
     comm: Comm = Comm()
     residuals: dict[str, Any] = Field(default_factory=dict)
@@ -308,6 +333,7 @@ def datasheet_profile(base: CalibrationProfile | None = None, *, keep_hardware: 
             "memory": one,
             "memory_size_efficiency": None,
             "attention": Attention(gqa_kv_reuse=base.attention.gqa_kv_reuse),
+            "grouped_gemm": GroupedGemm(),
             "overheads": Overheads(),
             "comm": Comm(),
         }

@@ -92,4 +92,4 @@ def _scale_rows(op: Op, touched: np.ndarray) -> Op:
     already carry it (``weight_fraction``). ``m`` stays the per-expert row count, the
     shape that decides GEMM efficiency.
     """
-    return Op(**{**op.__dict__, "flops": op.flops * touched, "act_bytes": op.act_bytes * touched})
+    return Op(**{**op.__dict__, "flops": op.flops * touched, "act_bytes": op.act_bytes * touched, "grouped": True})

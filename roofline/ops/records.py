@@ -75,6 +75,7 @@ class Op:
     q_per_kv: float = 1.0
     context_dependent: bool = False  # True when FLOPs or KV bytes grow with the attended context
     launch: Launch = "eager"
+    grouped: bool = False  # one grouped GEMM over the touched MoE experts (profile.grouped_gemm applies)
 
     @property
     def memory_bytes(self) -> np.ndarray:

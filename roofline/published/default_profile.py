@@ -33,6 +33,9 @@ Each fitted value cites the row IDs it came from. The derivation is deterministi
   DRAM latency, ramp and tail), and assumed the same on other GPUs. The public graph/eager decode
   steps of :data:`DECODE_STEP_POINTS` are out-of-sample checks (recorded, never fitted). All land
   in ``residuals["decode_step_points"]``.
+* grouped expert GEMMs (``grouped_gemm.memory_efficiency``) = the median grouped / dense streaming
+  rate of the MoE grouped GEMMs measured on an H200 (:mod:`roofline.published.grouped_gemm`), on the
+  devices with that SM; ``residuals["grouped_gemm"]``.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ import numpy as np
 
 from roofline.profile import Attention, CalibrationProfile, Ceiling, Comm, Curve, Overheads
 from roofline.published.graph_overhead import fit_graph_overhead
+from roofline.published.grouped_gemm import fit_grouped_gemm
 from roofline.published.monotone import isotonic_increasing
 from roofline.published.rows import published_csv_path
 from roofline.specs.library import hardware as load_hardware
@@ -181,7 +185,7 @@ def derive_default_profile(path: Path | None = None) -> CalibrationProfile:
         ),
         residuals={"gemm_fixed_cost_s": overhead[0], "gemm_fixed_cost_sources": list(overhead[1])},
     )
-    return fit_graph_overhead(fit_end_to_end(base, path))
+    return fit_grouped_gemm(fit_graph_overhead(fit_end_to_end(base, path)))
 
 
 def fit_end_to_end(base: CalibrationProfile, path: Path | None = None) -> CalibrationProfile:
