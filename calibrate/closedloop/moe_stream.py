@@ -31,6 +31,9 @@ LAYOUTS: tuple[tuple[str, int, int, int, int, int], ...] = (
     ("qwen3-30b-a3b tp1", 128, 2048, 768, 8, 128),
 )
 BATCHES = (1, 8, 32, 128)
+#: prefill: tokens routed in one step (a chunk of one prompt or several); the rows per expert reach
+#: tens to hundreds, where the grouped GEMM's compute rate, not its streaming, sets the time
+PREFILL_TOKENS = (1024, 4096, 16384)
 L2_BYTES = 60e6
 
 
@@ -68,6 +71,42 @@ def _time_graph(torch: Any, fn: Any, calls: int = 20, rounds: int = 5) -> float:
         torch.cuda.synchronize()
         times.append(a.elapsed_time(b) / 1e3 / calls)
     return sorted(times)[len(times) // 2]
+
+
+def _touched_many(torch: Any, experts_here: int, total: int, top_k: int, tokens: int, gen: Any) -> list[int]:
+    """Rows per touched local expert for ``tokens`` tokens (vectorised for prefill-sized counts)."""
+    scores = torch.rand(tokens, total, generator=gen)
+    chosen = scores.topk(top_k, dim=1).indices.flatten()
+    counts = torch.bincount(chosen, minlength=total)[:experts_here].tolist()
+    return [c for c in counts if c > 0]
+
+
+def measure_prefill(device: str = "cuda:0", seed: int = 1) -> list[dict[str, Any]]:
+    """Prefill-sized grouped GEMMs: FLOP rate of the grouped GEMM vs one dense GEMM with all the rows."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    bf16 = torch.bfloat16
+    rows: list[dict[str, Any]] = []
+    for label, here, h, i, top_k, total in LAYOUTS:
+        for tokens in PREFILL_TOKENS:
+            m = _touched_many(torch, here, total, top_k, tokens, gen)
+            offs = torch.tensor(m, dtype=torch.int32, device=device).cumsum(0).to(torch.int32)
+            rows_total = sum(m)
+            for half, (k, n) in (("gate_up", (h, 2 * i)), ("down", (i, h))):
+                flops = 2.0 * rows_total * k * n
+                w = torch.randn(len(m), k, n, dtype=bf16, device=device) * 0.02
+                x = torch.randn(rows_total, k, dtype=bf16, device=device)
+                t = _time_graph(torch, lambda j, w=w, x=x, o=offs: torch._grouped_mm(x, w, offs=o), calls=5)
+                wd = torch.randn(k, n, dtype=bf16, device=device) * 0.02
+                td = _time_graph(torch, lambda j, wd=wd, x=x: x @ wd, calls=5)
+                rows.append({"layout": label, "tokens": tokens, "half": half, "touched": len(m), "rows": rows_total,
+                             "k": k, "n": n, "flops": flops, "weight_bytes": len(m) * k * n * 2, "grouped_s": t,
+                             "dense_all_rows_s": td, "grouped_flops_per_s": flops / t,
+                             "dense_flops_per_s": flops / td})  # fmt: skip
+                del w, wd, x
+                torch.cuda.empty_cache()
+    return rows
 
 
 def measure(device: str = "cuda:0", seed: int = 0) -> list[dict[str, Any]]:
@@ -114,7 +153,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m calibrate.closedloop.moe_stream", description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--prefill", action="store_true", help="prefill-sized grouped GEMMs (FLOP rates) instead")
     a = ap.parse_args(argv)
+    if a.prefill:
+        rows = measure_prefill(a.device)
+        with open(a.output, "w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        for r in rows:
+            print(
+                f"{r['layout']:20s} T={r['tokens']:6d} {r['half']:8s} experts {r['touched']:3d} rows {r['rows']:6d} "
+                f"grouped {r['grouped_flops_per_s'] / 1e12:6.1f} TFLOP/s dense {r['dense_flops_per_s'] / 1e12:6.1f}"
+            )
+        return 0
     rows = measure(a.device)
     with open(a.output, "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, list(rows[0]))
