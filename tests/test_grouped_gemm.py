@@ -61,3 +61,18 @@ def test_shipped_value_is_the_median_of_the_measurement() -> None:
 def test_efficiency_outside_its_range_is_refused() -> None:
     with pytest.raises((ValueError, SpecError), match="grouped_gemm"):
         GroupedGemm(memory_efficiency={"h200-sxm": 0.0})
+
+
+def test_moe_stream_routes_like_the_cost_model() -> None:
+    """The measurement's uniform top-k routing touches about as many experts as ffn.expected_distinct_experts."""
+    torch = pytest.importorskip("torch")
+    from calibrate.closedloop.moe_stream import _touched, _touched_many
+    from roofline.ops.ffn import expected_distinct_experts
+
+    gen = torch.Generator().manual_seed(0)
+    for batch in (8, 32, 128):
+        touched = [len(_touched(torch, 128, 128, 8, batch, gen)) for _ in range(20)]
+        want = float(expected_distinct_experts(128, 8, np.asarray(float(batch))))
+        assert float(np.mean(touched)) == pytest.approx(want, rel=0.05)
+    rows = _touched_many(torch, 32, 128, 8, 4096, gen)
+    assert len(rows) == 32 and sum(rows) == pytest.approx(4096 * 8 * 32 / 128, rel=0.05)
