@@ -8,8 +8,8 @@ The per-kernel overhead depends on how the op is launched (``Op.launch``): eager
 
 Ceilings come from the CalibrationProfile: GEMMs use the dtype's large-GEMM ceiling ×
 the efficiency curve at their M; attention kernels use the attention multipliers;
-memory traffic uses the HBM ceiling × the transfer-size curve (× ``grouped_gemm.factor`` for
-the grouped expert GEMMs of a MoE layer, ``Op.grouped``). Communication ops use
+memory traffic uses the HBM ceiling × the transfer-size curve; the grouped expert GEMMs of a MoE
+layer (``Op.grouped``) take ``profile.grouped_gemm``'s factors on both sides. Communication ops use
 the bandwidth of the path their group takes (:func:`roofline.specs.topology.comm_path`) × link
 efficiency, plus the latency of that path's link kind. The bound is whichever term is largest.
 """
@@ -60,8 +60,9 @@ def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.
     c = compute * profile.gemm_curve(op.dtype)(op.m) if op.kind == "gemm" else compute + 0 * op.m
     size_curve = profile.memory_size_efficiency
     bw = memory * size_curve(op.memory_bytes) if size_curve is not None else memory + 0 * op.m
-    if op.grouped:  # grouped expert GEMM: a few rows per expert stream below the dense ceiling
-        bw = bw * profile.grouped_gemm.factor(hw.name)
+    if op.grouped:  # grouped expert GEMM (m rows per expert): below a dense GEMM on both sides
+        c = c * profile.grouped_gemm.compute_factor(hw.name)
+        bw = bw * profile.grouped_gemm.memory_factor(hw.name, op.m)
     return np.asarray(c), np.asarray(bw)
 
 

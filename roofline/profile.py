@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from roofline.errors import CalibrationError
 from roofline.specs._base import Frozen
@@ -70,27 +70,31 @@ class Ceiling(Frozen):
 
 
 class GroupedGemm(Frozen):
-    """Grouped (MoE expert) GEMMs: the fraction of the memory ceiling they stream weights at, per device.
+    """Grouped (MoE expert) GEMMs on the devices they were measured for: streaming and compute rates.
 
-    A decode step's routed experts run as one grouped GEMM over the touched experts with a few rows
-    each; its weight traffic is charged at ``memory_efficiency[hw.name]`` × the memory ceiling.
-    Devices not listed get 1 (no correction: nothing measured for them).
+    A MoE layer's routed experts run as one grouped GEMM over the touched experts with m rows each
+    (m = the GEMM's M). On ``devices`` its weight traffic moves at ``memory_efficiency(m)`` × the
+    memory ceiling (a few rows per expert stream below a dense GEMM of equal bytes) and its FLOPs at
+    ``compute_efficiency`` × the dense GEMM ceiling at that m. Other devices get 1 for both: nothing
+    was measured there.
     """
 
-    memory_efficiency: dict[str, float] = Field(default_factory=dict, description="hardware slug -> fraction (0, 1.5]")
+    devices: tuple[str, ...] = ()
+    memory_efficiency: Curve | None = Field(
+        default=None, description="fraction of the memory ceiling vs rows per expert"
+    )
+    compute_efficiency: float = Field(default=1.0, gt=0, le=1.5)
     sources: tuple[str, ...] = ()
 
-    @field_validator("memory_efficiency")
-    @classmethod
-    def _fractions(cls, v: dict[str, float]) -> dict[str, float]:
-        bad = {k: x for k, x in v.items() if not 0 < x <= 1.5}
-        if bad:
-            raise ValueError(f"grouped_gemm.memory_efficiency must lie in (0, 1.5]; got {bad}")
-        return v
+    def memory_factor(self, hardware: str, rows_per_expert: Any) -> Any:
+        """Multiplier on the memory ceiling at ``rows_per_expert`` on ``hardware`` (1 when not measured)."""
+        if hardware not in self.devices or self.memory_efficiency is None:
+            return 1.0
+        return self.memory_efficiency(rows_per_expert)
 
-    def factor(self, hardware: str) -> float:
-        """Multiplier on the memory ceiling for a grouped expert GEMM on ``hardware`` (1 when not measured)."""
-        return self.memory_efficiency.get(hardware, 1.0)
+    def compute_factor(self, hardware: str) -> float:
+        """Multiplier on the GEMM compute ceiling on ``hardware`` (1 when not measured)."""
+        return self.compute_efficiency if hardware in self.devices else 1.0
 
 
 class Attention(Frozen):

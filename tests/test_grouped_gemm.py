@@ -21,7 +21,7 @@ from roofline.ops import decode_ops
 from roofline.prediction import make_scenario
 from roofline.profile import GroupedGemm, default_profile
 from roofline.published.graph_overhead import closedloop_dir
-from roofline.published.grouped_gemm import MEASUREMENT, SAME_SM, fit_grouped_gemm
+from roofline.published.grouped_gemm import DECODE, SAME_SM, fit_grouped_gemm
 
 
 def _ops(hw_name: str) -> tuple[roofline.HardwareSpec, list]:
@@ -31,36 +31,58 @@ def _ops(hw_name: str) -> tuple[roofline.HardwareSpec, list]:
 
 
 @pytest.mark.parametrize("hw_name,measured", [("h200-sxm", True), ("h100-sxm", True), ("b200", False)])
-def test_grouped_expert_gemms_stream_at_the_measured_fraction(hw_name: str, measured: bool) -> None:
+def test_grouped_expert_gemms_take_the_measured_factors(hw_name: str, measured: bool) -> None:
     prof = default_profile()
+    g = prof.grouped_gemm
     hw, ops = _ops(hw_name)
     experts = [op for op in ops if op.name.startswith("moe.experts_") and op.kind == "gemm"]
     dense = [op for op in ops if op.kind == "gemm" and not op.grouped]
     assert experts and all(op.grouped for op in experts) and dense
-    want = prof.grouped_gemm.memory_efficiency["h200-sxm"] if measured else 1.0
     ceiling = prof.memory_ceiling(hw)
     for op in experts:
-        _, bw = ceilings(op, hw, prof)
-        assert float(np.max(bw)) == pytest.approx(ceiling * want, rel=1e-12)
+        c, bw = ceilings(op, hw, prof)
+        m = float(np.max(op.m))
+        want_bw = ceiling * (float(g.memory_efficiency(m)) if measured else 1.0)
+        want_c = (
+            prof.compute_ceiling(hw, op.dtype)
+            * float(prof.gemm_curve(op.dtype)(m))
+            * (g.compute_efficiency if measured else 1.0)
+        )
+        assert float(np.max(bw)) == pytest.approx(want_bw, rel=1e-12)
+        assert float(np.max(c)) == pytest.approx(want_c, rel=1e-12)
     for op in dense:
         _, bw = ceilings(op, hw, prof)
         assert float(np.max(bw)) == pytest.approx(ceiling, rel=1e-12)
 
 
-def test_shipped_value_is_the_median_of_the_measurement() -> None:
-    with (closedloop_dir() / MEASUREMENT).open(newline="", encoding="utf-8") as fh:
-        ratios = [float(r["grouped_bytes_per_s"]) / float(r["dense_bytes_per_s"]) for r in csv.DictReader(fh)
-                  if r["half"] != "copy"]  # fmt: skip
-    assert len(ratios) == 40
+def test_shipped_values_are_the_documented_fits() -> None:
+    """Memory curve = per-octave medians of the decode ratios made monotone; compute = median of compute-bound cases."""
+    with (closedloop_dir() / DECODE).open(newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["half"] != "copy"]
+    assert len(rows) == 40
+    by_octave: dict[float, list[float]] = {}
+    for r in rows:
+        m = float(r["rows"]) / float(r["touched"])
+        by_octave.setdefault(float(2.0 ** round(np.log2(m))), []).append(
+            float(r["grouped_bytes_per_s"]) / float(r["dense_bytes_per_s"])
+        )
     prof = default_profile()
-    assert prof.grouped_gemm.memory_efficiency == dict.fromkeys(SAME_SM, round(median(ratios), 4))
+    curve = prof.grouped_gemm.memory_efficiency
+    assert curve is not None and curve.x == tuple(sorted(by_octave))
+    meds = [median(by_octave[x]) for x in curve.x]
+    assert all(b >= a for a, b in zip(curve.y, curve.y[1:], strict=False))  # non-decreasing
+    assert curve.y[0] == pytest.approx(meds[0], abs=2e-4)  # the first octave has no violator to pool with
+    rec = prof.residuals["grouped_gemm"]
+    bound = [c["compute_efficiency"] for c in rec["prefill_cases"] if c["compute_bound"]]
+    assert len(bound) == rec["compute_bound_cases"] > 0
+    assert prof.grouped_gemm.compute_efficiency == pytest.approx(min(1.0, median(bound)), abs=1e-4)
     assert fit_grouped_gemm(prof).grouped_gemm == prof.grouped_gemm
-    assert 0.3 < median(ratios) < 0.9  # grouped GEMMs with a few rows per expert stream below dense ones
+    assert set(prof.grouped_gemm.devices) == set(SAME_SM)
 
 
 def test_efficiency_outside_its_range_is_refused() -> None:
-    with pytest.raises((ValueError, SpecError), match="grouped_gemm"):
-        GroupedGemm(memory_efficiency={"h200-sxm": 0.0})
+    with pytest.raises((ValueError, SpecError), match="compute_efficiency"):
+        GroupedGemm(devices=("h200-sxm",), compute_efficiency=0.0)
 
 
 def test_moe_stream_routes_like_the_cost_model() -> None:

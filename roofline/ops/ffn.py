@@ -69,11 +69,11 @@ def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     if moe.latent_size:
         ops.append(gemm("moe.latent_in", "moe", layer_kind, count, dt, M, moe.latent_size / tp, h, wb, ab))
     ops += [
-        _scale_rows(gemm(f"moe.experts_{'gate_up' if gated else 'up'}", "moe", layer_kind, count, dt, rows,
+        grouped_rows(gemm(f"moe.experts_{'gate_up' if gated else 'up'}", "moe", layer_kind, count, dt, rows,
                          (2 if gated else 1) * i, w, wb, ab, frac,
                          bias_bytes=(2 if gated else 1) * i * wb * moe.expert_bias), touched),
         elementwise("moe.experts_act", "moe", layer_kind, count, dt, assignments * i, 3.0 if gated else 2.0, ab, 4.0),
-        _scale_rows(gemm("moe.experts_down", "moe", layer_kind, count, dt, rows, w, i, wb, ab, frac,
+        grouped_rows(gemm("moe.experts_down", "moe", layer_kind, count, dt, rows, w, i, wb, ab, frac,
                          bias_bytes=w / shard * wb * moe.expert_bias), touched),
     ]  # fmt: skip
     if moe.latent_size:
@@ -85,7 +85,7 @@ def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     return ops
 
 
-def _scale_rows(op: Op, touched: np.ndarray) -> Op:
+def grouped_rows(op: Op, touched: np.ndarray) -> Op:
     """Turn a per-expert GEMM (rows = tokens per expert) into the grouped GEMM over touched experts.
 
     FLOPs and activation bytes scale with the number of touched experts; weight bytes
