@@ -7,7 +7,8 @@ The per-kernel overhead depends on how the op is launched (``Op.launch``): eager
 ``overheads.per_kernel_s``, kernels replayed inside a CUDA graph ``overheads.per_kernel_graph_s``.
 
 Ceilings come from the CalibrationProfile: GEMMs use the dtype's large-GEMM ceiling ×
-the efficiency curve at their M; attention kernels use the attention multipliers;
+the efficiency curve at their M (× the K curve ``profile.gemm_k`` where measured); attention
+kernels use the attention multipliers;
 memory traffic uses the HBM ceiling × the transfer-size curve; the grouped expert GEMMs of a MoE
 layer (``Op.grouped``) take ``profile.grouped_gemm``'s factors on both sides. Communication ops use
 the bandwidth of the path their group takes (:func:`roofline.specs.topology.comm_path`) × link
@@ -57,7 +58,10 @@ def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.
         if curve is not None and peak is not None:  # prefill: flash-attention efficiency at its context
             c_att = np.minimum(c_att, peak * curve(op.n))
         return c_att, np.asarray(memory * profile.attention.memory_efficiency) + 0 * op.m
-    c = compute * profile.gemm_curve(op.dtype)(op.m) if op.kind == "gemm" else compute + 0 * op.m
+    if op.kind == "gemm":  # efficiency at its M and, where measured, at its inner dimension K
+        c = compute * profile.gemm_curve(op.dtype)(op.m) * profile.gemm_k.factor(hw.name, op.dtype, op.k)
+    else:
+        c = compute + 0 * op.m
     size_curve = profile.memory_size_efficiency
     bw = memory * size_curve(op.memory_bytes) if size_curve is not None else memory + 0 * op.m
     if op.grouped:  # grouped expert GEMM (m rows per expert): below a dense GEMM on both sides

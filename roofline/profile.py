@@ -69,6 +69,26 @@ class Ceiling(Frozen):
         return self
 
 
+class GemmK(Frozen):
+    """GEMM compute rate against the inner dimension K, on the devices it was measured for.
+
+    Tensor parallelism shortens K of row-parallel GEMMs (attention output, FFN and expert down
+    projections: K = width / tp); a short K leaves each output tile's prologue and epilogue a larger
+    share of its time. On ``devices`` a GEMM of dtype d computes at ``curves[d](K)`` × its ceiling at
+    its M (1 at the K the large-GEMM ceiling was measured at); dtypes without a curve and other
+    devices get 1.
+    """
+
+    devices: tuple[str, ...] = ()
+    curves: dict[ComputeDtype, Curve] = Field(default_factory=dict)
+    sources: tuple[str, ...] = ()
+
+    def factor(self, hardware: str, dtype: ComputeDtype, k: Any) -> Any:
+        """Multiplier on the compute ceiling of a ``dtype`` GEMM with inner dimension ``k`` (1 when not measured)."""
+        curve = self.curves.get(dtype) if hardware in self.devices else None
+        return 1.0 if curve is None else curve(k)
+
+
 class GroupedGemm(Frozen):
     """Grouped (MoE expert) GEMMs on the devices they were measured for: streaming and compute rates.
 
@@ -178,6 +198,7 @@ class CalibrationProfile(Frozen):
     )
     memory: Ceiling
     memory_size_efficiency: Curve | None = None
+    gemm_k: GemmK = GemmK()
     attention: Attention = Attention()
     grouped_gemm: GroupedGemm = GroupedGemm()
     overheads: Overheads = Overheads()
@@ -338,6 +359,7 @@ def datasheet_profile(base: CalibrationProfile | None = None, *, keep_hardware: 
             "memory_size_efficiency": None,
             "attention": Attention(gqa_kv_reuse=base.attention.gqa_kv_reuse),
             "grouped_gemm": GroupedGemm(),
+            "gemm_k": GemmK(),
             "overheads": Overheads(),
             "comm": Comm(),
         }

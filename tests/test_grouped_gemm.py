@@ -43,9 +43,11 @@ def test_grouped_expert_gemms_take_the_measured_factors(hw_name: str, measured: 
         c, bw = ceilings(op, hw, prof)
         m = float(np.max(op.m))
         want_bw = ceiling * (float(g.memory_efficiency(m)) if measured else 1.0)
+        k_factor = float(np.max(prof.gemm_k.factor(hw.name, op.dtype, op.k)))  # the K curve applies too
         want_c = (
             prof.compute_ceiling(hw, op.dtype)
             * float(prof.gemm_curve(op.dtype)(m))
+            * k_factor
             * (g.compute_efficiency if measured else 1.0)
         )
         assert float(np.max(bw)) == pytest.approx(want_bw, rel=1e-12)

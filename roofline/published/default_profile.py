@@ -33,6 +33,8 @@ Each fitted value cites the row IDs it came from. The derivation is deterministi
   DRAM latency, ramp and tail), and assumed the same on other GPUs. The public graph/eager decode
   steps of :data:`DECODE_STEP_POINTS` are out-of-sample checks (recorded, never fitted). All land
   in ``residuals["decode_step_points"]``.
+* GEMM rate against the inner dimension K (``gemm_k``) = measured on an H200
+  (:mod:`roofline.published.gemm_k`), on the devices with that SM; ``residuals["gemm_k"]``.
 * grouped expert GEMMs (``grouped_gemm.memory_efficiency``) = the median grouped / dense streaming
   rate of the MoE grouped GEMMs measured on an H200 (:mod:`roofline.published.grouped_gemm`), on the
   devices with that SM; ``residuals["grouped_gemm"]``.
@@ -50,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from roofline.profile import Attention, CalibrationProfile, Ceiling, Comm, Curve, Overheads
+from roofline.published.gemm_k import fit_gemm_k
 from roofline.published.graph_overhead import fit_graph_overhead
 from roofline.published.grouped_gemm import fit_grouped_gemm
 from roofline.published.monotone import isotonic_increasing
@@ -185,7 +188,7 @@ def derive_default_profile(path: Path | None = None) -> CalibrationProfile:
         ),
         residuals={"gemm_fixed_cost_s": overhead[0], "gemm_fixed_cost_sources": list(overhead[1])},
     )
-    return fit_grouped_gemm(fit_graph_overhead(fit_end_to_end(base, path)))
+    return fit_grouped_gemm(fit_graph_overhead(fit_end_to_end(fit_gemm_k(base), path)))
 
 
 def fit_end_to_end(base: CalibrationProfile, path: Path | None = None) -> CalibrationProfile:
