@@ -74,7 +74,7 @@ def prefill_efficiencies(profile: CalibrationProfile, folder: Path | None = None
         c, bw = ceilings(op, hw, probe)
         tc, tm, t = float(np.max(op.flops / c)), float(np.max(hbm_bytes(op, probe) / bw)), float(r["grouped_s"])
         out.append({"layout": r["layout"], "tokens": int(r["tokens"]), "half": r["half"],
-                    "rows_per_expert": round(float(op.m[()] if op.m.ndim == 0 else op.m[0]), 3),
+                    "rows_per_expert": round(float(np.max(op.m)), 3),
                     "compute_s": tc, "memory_s": tm, "measured_s": t, "compute_bound": tc > tm,
                     "compute_efficiency": tc / t})  # fmt: skip
     return out
