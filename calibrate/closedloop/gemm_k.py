@@ -11,13 +11,11 @@ Run on a GPU: ``python -m calibrate.closedloop.gemm_k -o gemm_k.csv`` (well unde
 
 from __future__ import annotations
 
-import argparse
-import csv
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from calibrate.closedloop.moe_stream import _time_graph
+from calibrate.closedloop.moe_stream import gpu_main, graph_seconds
 
 MS = (2048, 8192, 32768)
 NS = (4096, 7168)
@@ -39,11 +37,11 @@ def measure(device: str = "cuda:0") -> list[dict[str, Any]]:
                     x = torch.randn(m, k, device=device, dtype=torch.bfloat16)
                     w = torch.randn(n, k, device=device, dtype=torch.bfloat16) * 0.02
                     if dtype == "bf16":
-                        t = _time_graph(torch, lambda j, x=x, w=w: x @ w.t(), calls=10)
+                        t = graph_seconds(torch, lambda j, x=x, w=w: x @ w.t(), calls=10)
                     else:
                         xq, wq = x.to(fp8), w.to(fp8)
                         one = torch.ones((), device=device, dtype=torch.float32)
-                        t = _time_graph(torch, lambda j, xq=xq, wq=wq, one=one: torch._scaled_mm(
+                        t = graph_seconds(torch, lambda j, xq=xq, wq=wq, one=one: torch._scaled_mm(
                             xq, wq.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16), calls=10)  # fmt: skip
                     flops = 2.0 * m * n * k
                     rows.append({"dtype": dtype, "m": m, "n": n, "k": k, "seconds": t, "flops_per_s": flops / t})
@@ -52,18 +50,12 @@ def measure(device: str = "cuda:0") -> list[dict[str, Any]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m calibrate.closedloop.gemm_k", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--device", default="cuda:0")
-    ap.add_argument("-o", "--output", required=True)
-    a = ap.parse_args(argv)
-    rows = measure(a.device)
-    with open(a.output, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    for r in rows:
-        print(f"{r['dtype']:5s} M={r['m']:6d} N={r['n']:5d} K={r['k']:5d} {r['flops_per_s'] / 1e12:7.1f} TFLOP/s")
-    return 0
+    """``python -m calibrate.closedloop.gemm_k -o FILE.csv``."""
+
+    def line(r: dict[str, Any]) -> str:
+        return f"{r['dtype']:5s} M={r['m']:6d} N={r['n']:5d} K={r['k']:5d} {r['flops_per_s'] / 1e12:7.1f} TFLOP/s"
+
+    return gpu_main("python -m calibrate.closedloop.gemm_k", __doc__ or "", lambda d, _: measure(d), line, argv)
 
 
 if __name__ == "__main__":
