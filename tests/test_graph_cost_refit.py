@@ -78,3 +78,16 @@ def test_committed_h200_profile_predicts_its_closed_loop_decode_steps() -> None:
     for s in steps:
         t, _, _ = decode_step_time(prof, s.model, s.hardware, s.weight_dtype, s.batch, s.context, True)
         assert t + s.extra_s == pytest.approx(s.step_s, rel=0.10), s
+
+
+def test_unreadable_or_malformed_tables_name_the_file_line_and_field(tmp_path: Path) -> None:
+    prof = default_profile()
+    with pytest.raises(CalibrationError, match="cannot read the closed-loop table"):
+        refit_graph_cost(prof, [tmp_path / "missing.csv"])
+    bad = tmp_path / "bad.csv"
+    bad.write_text("model,phase\nllama-3.1-8b,decode\n", encoding="utf-8")
+    with pytest.raises(CalibrationError, match="bad.csv line 2: field 'method'"):
+        refit_graph_cost(prof, [bad])
+    src = tmp_path / "p.yaml"
+    prof.save(src)
+    assert main(["--calibration", str(src), str(bad), "-o", str(tmp_path / "o.yaml")]) == 2

@@ -91,13 +91,35 @@ def measured_decode_steps(folder: Path | None = None, paths: Sequence[Path] | No
     files = sorted(paths) if paths is not None else sorted((folder or closedloop_dir()).glob("h200-sxm_*.csv"))
     out = []
     for path in files:
-        with Path(path).open(newline="", encoding="utf-8") as fh:
-            for r in csv.DictReader(fh):
-                if r["phase"] != "decode" or r["method"] != "cuda_graph":
-                    continue
-                step = (int(r["batch"]), int(r["context"]), float(r["measured_s"]), float(r["eager_extra_s"]))
-                out.append(MeasuredStep(Path(path).name, r["model"], r["hardware"], r["dtype"], *step))
+        try:
+            with Path(path).open(newline="", encoding="utf-8") as fh:
+                for line, r in enumerate(csv.DictReader(fh), start=2):
+                    step = _step(Path(path).name, line, r)
+                    if step is not None:
+                        out.append(step)
+        except OSError as exc:
+            raise CalibrationError(f"cannot read the closed-loop table {path}: {exc.strerror or exc}") from None
     return out
+
+
+_STEP_FIELDS = ("phase", "method", "model", "hardware", "dtype", "batch", "context", "measured_s", "eager_extra_s")
+
+
+def _step(name: str, line: int, r: dict[str, str]) -> MeasuredStep | None:
+    """The CUDA-graph decode step of one table row (None for other rows); a bad row names its line and field."""
+    missing = [f for f in _STEP_FIELDS if not r.get(f)]
+    if missing:
+        raise CalibrationError(
+            f"{name} line {line}: field '{missing[0]}' is missing or empty; closed-loop tables are written by "
+            "`python -m calibrate.closedloop.validate -o TABLE.csv`"
+        )
+    if r["phase"] != "decode" or r["method"] != "cuda_graph":
+        return None
+    try:
+        nums = (int(r["batch"]), int(r["context"]), float(r["measured_s"]), float(r["eager_extra_s"]))
+    except ValueError as exc:
+        raise CalibrationError(f"{name} line {line}: {exc}; batch and context are whole numbers, times in s") from None
+    return MeasuredStep(name, r["model"], r["hardware"], r["dtype"], *nums)
 
 
 def _load_step_model(name: str) -> Any:
