@@ -86,7 +86,7 @@ def test_unreadable_or_malformed_tables_name_the_file_line_and_field(tmp_path: P
         refit_graph_cost(prof, [tmp_path / "missing.csv"])
     bad = tmp_path / "bad.csv"
     bad.write_text("model,phase\nllama-3.1-8b,decode\n", encoding="utf-8")
-    with pytest.raises(CalibrationError, match="bad.csv line 2: field 'method'"):
+    with pytest.raises(CalibrationError, match=r"bad\.csv line 2: field 'method'"):
         refit_graph_cost(prof, [bad])
     src = tmp_path / "p.yaml"
     prof.save(src)
