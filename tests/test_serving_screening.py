@@ -10,22 +10,28 @@ from roofline.serving.screening import screen
 from roofline.serving.simulate import simulate
 from roofline.serving.steptime import StepModel
 
-CASES = [("llama-3.1-8b", 1, 1024, 256), ("llama-3.1-8b", 1, 256, 1024), ("llama-3.1-70b", 4, 2048, 256)]
+CASES = [
+    ("llama-3.1-8b", 1, 1024, 256, False),
+    ("llama-3.1-8b", 1, 256, 1024, False),
+    ("llama-3.1-70b", 4, 2048, 256, False),
+    ("llama-3.1-8b", 1, 1024, 256, True),  # asynchronous scheduling: one more decode step before admission
+]
 
 
-@pytest.mark.parametrize(("model", "tp", "p", "o"), CASES)
-def test_screening_means_agree_with_the_simulator(model: str, tp: int, p: int, o: int) -> None:
+@pytest.mark.parametrize(("model", "tp", "p", "o", "async_on"), CASES)
+def test_screening_means_agree_with_the_simulator(model: str, tp: int, p: int, o: int, async_on: bool) -> None:
     """GIVEN Poisson arrivals at 30 %, 55 % and 75 % of the tier's sustainable rate WHEN both tiers run
     THEN TTFT, TPOT and E2E means agree within 10 % (M/G/1 Pollaczek–Khinchine TTFT, Little's-law decode
     population; the simulator runs 3,000 requests of fixed lengths)."""
     m, hw, prof = resolve(model, "h100-sxm", None)
-    sm = StepModel(m, make_scenario(hw, tp=tp, engine="vllm"), hw, prof, 8192, 1024)
+    sm = StepModel(m, make_scenario(hw, tp=tp, engine="vllm"), hw, prof, 8192, 1024, async_cpu=async_on)
     kv = simulate(model, "h100-sxm", tp=tp, qps=1.0, prompt_len=p, output_len=o, num_requests=1).config["kv_blocks"]
     sus = screen(sm, np.array([1.0]), p, o, 8192, 1024, kv * 16).sustainable_qps
     for load in (0.3, 0.55, 0.75):
         r = screen(sm, np.array([load * sus]), p, o, 8192, 1024, kv * 16)
         assert r.in_range[0]
-        s = simulate(model, "h100-sxm", tp=tp, qps=load * sus, prompt_len=p, output_len=o, num_requests=3000, seed=1)
+        s = simulate(model, "h100-sxm", tp=tp, qps=load * sus, prompt_len=p, output_len=o, num_requests=3000, seed=1,
+                     engine_overrides={"async_scheduling": async_on})  # fmt: skip
         for key in ("ttft_mean_s", "tpot_mean_s", "e2e_mean_s"):
             assert getattr(r, key)[0] == pytest.approx(s.summary[key], rel=0.10), (load, key)
 

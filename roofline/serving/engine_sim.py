@@ -12,6 +12,12 @@ a row that joins with context c at clock g has context off + G with off = c − 
 new KV block at the step where (off + G) mod bs = 1 mod bs, so the blocks needed by k steps
 follow from a count of rows per residue off mod bs.
 
+Asynchronous scheduling (``Policy.async_scheduling``: vLLM ≥ 0.14 ``--async-scheduling``, SGLang's overlap
+scheduler, TensorRT-LLM's overlap scheduler) forms step k + 1's batch on the CPU while step k runs on the
+GPU, so a request that reaches the queue after step k started can join step k + 2 at the earliest:
+arrivals are admitted against the start time of the step that just ended (``_cut``), not its end.
+An idle engine schedules at once.
+
 Token and block accounting (checked by the tests): a request of P prompt and O output tokens
 emits O tokens; its prefill writes P tokens (P + g when recomputed after a preemption with g
 tokens generated) and each decode step one; it holds ceil(tokens in cache / bs) blocks.
@@ -86,6 +92,7 @@ class EngineSim(RequestLifecycle, RunStats):
         self.decode_tokens = self.prefill_tokens = self.prefill_completions = 0
         self._init_stats(saturation_queue, timeline_rows, float(np.mean(output)))
         self.now = 0.0
+        self._cut = 0.0  # arrivals up to this time can join the next step (see the module docstring)
 
     # ---- arrivals -------------------------------------------------------------------------
     def _admit_arrivals(self, now: float) -> None:
@@ -109,13 +116,14 @@ class EngineSim(RequestLifecycle, RunStats):
         now = 0.0
         tick = max(self.n // 100, 1)
         last = 0
+        lag = self.pol.async_scheduling
         while True:
-            self._admit_arrivals(now)
+            self._admit_arrivals(self._cut if lag else now)
             if not self.running and not self.waiting:
                 nxt = self._next_entry()
                 if nxt == math.inf:
                     break
-                now = nxt
+                now = self._cut = max(now, nxt)
                 continue
             if self.prefilling or (self.waiting and not self._blocked()):
                 now = self._general(now)
@@ -232,12 +240,18 @@ class EngineSim(RequestLifecycle, RunStats):
         if not self.waiting:
             nxt = self._next_entry()
             if nxt < math.inf:
-                k = st.steps_until(nxt - now, k)
+                if not self.pol.async_scheduling:
+                    k = st.steps_until(nxt - now, k)
+                elif nxt <= now:  # arrived during the last step: the step now starting was formed before it
+                    k = 1
+                else:  # it arrives during step j − 1 and joins step j + 1
+                    k = min(k, st.steps_until(nxt - now, k) + 1)
         total = st.total(k)
         d, d0 = self.d_count, st.step(0)
         used0 = self.pool.used
         self.pool.allocate(self._blocks_for(k))
         end = now + total
+        self._cut = end - st.step(k - 1)
         for key, c in self.keys.items():
             self.hist.add(now + d0 - key, c)
         if k > 1:
@@ -278,6 +292,7 @@ class EngineSim(RequestLifecycle, RunStats):
         else:
             dt = self.step.step_time(d, span)
         end = now + dt
+        self._cut = now
         used0 = self.pool.used - need
         if d:
             self.G += 1

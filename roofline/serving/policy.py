@@ -9,15 +9,19 @@ holds how an engine forms its batches. Settings a user may change are passed thr
   prefill the rest of the budget); when KV blocks run out the newest running request is preempted
   and later recomputed; then waiting requests FCFS until ``max_num_seqs``, the budget or the KV
   blocks run out. Prefix caching on by default (``--enable-prefix-caching``, V1 default), hash per
-  full block. Asynchronous scheduling off by default in 0.11 (``--async-scheduling``).
+  full block. Asynchronous scheduling off by default in 0.11 (``--async-scheduling``); on by default from
+  v0.14 (release notes: "Async scheduling is now enabled by default", #27614): pass
+  ``engine_overrides={"async_scheduling": True}`` for those versions.
 * ``sglang`` — SGLang v0.5 ``Scheduler.get_next_batch_to_run``: prefill-first: when a new prefill
   batch can be formed it runs alone (decodes wait), else one decode step of all running requests;
   ``--enable-mixed-chunk`` (default off) adds the decodes to the prefill batch. Radix prefix cache
-  on by default; decode OOM retracts the newest request (recomputed later).
+  on by default; decode OOM retracts the newest request (recomputed later). The overlap scheduler is
+  on (``--disable-overlap-schedule`` default False, ``ServerArgs.disable_overlap_schedule``).
 * ``trtllm_inflight`` — TensorRT-LLM 1.0 in-flight batching with the ``GUARANTEED_NO_EVICT`` capacity
   scheduler (default ``CapacitySchedulerPolicy``): a request is admitted only if blocks for its
   prompt + max output fit, so nothing is ever evicted; KV block reuse on (``enable_block_reuse``
-  default True).
+  default True); the PyTorch backend's overlap scheduler on (``TorchLlmArgs.disable_overlap_scheduler``
+  default False).
 * ``ideal`` — the vLLM V1 policy with the ideal engine's limits.
 """
 
@@ -56,14 +60,14 @@ POLICIES = {
     "vllm_v1": Policy("vllm_v1", source="vLLM v0.11 vllm/v1/core/sched/scheduler.py; engine args docs v0.11"),
     "ideal": Policy("ideal", source="ideal engine: the vLLM V1 policy"),
     "sglang": Policy(
-        "sglang", prefill_first=True, mixed_chunk=False,
+        "sglang", prefill_first=True, mixed_chunk=False, async_scheduling=True,
         source="SGLang v0.5 python/sglang/srt/managers/scheduler.py get_next_batch_to_run; --enable-mixed-chunk "
-        "default False (server arguments docs)",
+        "default False, --disable-overlap-schedule default False (server arguments docs)",
     ),
     "trtllm_inflight": Policy(
-        "trtllm_inflight", reserve_full=True,
+        "trtllm_inflight", reserve_full=True, async_scheduling=True,
         source="TensorRT-LLM 1.0 LLM API: SchedulerConfig.capacity_scheduler_policy default GUARANTEED_NO_EVICT; "
-        "KvCacheConfig.enable_block_reuse default True",
+        "KvCacheConfig.enable_block_reuse default True; TorchLlmArgs.disable_overlap_scheduler default False",
     ),
 }  # fmt: skip
 

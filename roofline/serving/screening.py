@@ -11,7 +11,10 @@ a continuous-batching engine with chunked prefill (prompt P, output O tokens, Po
   N and τ̄ are solved together as a fixed point;
 * TTFT as an M/G/1 queue of prefills (Pollaczek–Khinchine): service X = n·S, ρ = λ·X,
   W_q = λ·E[X²] / (2(1 − ρ)) with deterministic X, plus the residual of the decode step in progress
-  at arrival, (1 − ρ)·d/2, plus X: TTFT = W_q + (1 − ρ)·d/2 + X;
+  at arrival, (1 − ρ)·d/2, plus X: TTFT = W_q + (1 − ρ)·d/2 + X; under asynchronous scheduling the step
+  after the one in progress was formed before the arrival, so an arrival that finds requests decoding
+  (probability 1 − e^(−N): the decode population of an M/G/∞ stage is Poisson) waits one more step, a
+  mean one (decode-only or carrying another request's chunk): + (1 − e^(−N))·τ̄;
 * TPOT = τ̄; ITL is the two-mass mixture {d with probability 1 − q, S with q} (mean τ̄);
   E2E = TTFT + (O − 1)·τ̄.
 
@@ -124,6 +127,8 @@ def screen(
     in_range = ok & (lam < RANGE_LOAD * sus) & ((n_dec + 3 * np.sqrt(n_dec) + 1) * (prompt + output) <= kv_tokens)
     wq = lam * x**2 / (2 * np.where(rho < 1, 1 - rho, 1.0))
     ttft = wq + (1 - rho) * d / 2 + x
+    if sm.async_cpu:  # asynchronous scheduling: the next step was formed before the arrival
+        ttft = ttft + (1 - np.exp(-n_dec)) * tau
     nan = np.full_like(lam, np.nan)
     return Screen(
         lam, lam / sus, in_range, np.where(ok, n_dec, nan), np.where(ok, tau, nan), np.where(ok, ttft, nan),
