@@ -163,16 +163,9 @@ def simulate_disagg(
         idx = np.flatnonzero(src == j)
         if not len(idx):
             continue
-        e = rp.engine
-        base._check_requests(rp.model.max_position_embeddings, prompt[idx], np.ones(len(idx), dtype=prompt.dtype),
-                             e.kv_block_tokens, rp.kv_blocks, e.max_num_batched_tokens, e.chunked_prefill,
-                             rp.model.name)  # fmt: skip
-        sim = EngineSim(
-            rp.step, rp.policy, block_tokens=e.kv_block_tokens, total_blocks=rp.kv_blocks,
-            max_tokens=e.max_num_batched_tokens, max_seqs=rp.step.max_rows, chunked=e.chunked_prefill,
-            max_partial=e.max_partial_prefills, prompt=prompt[idx], output=np.ones(len(idx), dtype=prompt.dtype),
-            hashes=None, send_s=send[idx], concurrency=None, request_overhead_s=e.request_overhead_s,
-        )  # fmt: skip
+        one_token = np.ones(len(idx), dtype=prompt.dtype)
+        rp.check_requests(prompt[idx], one_token)
+        sim = rp.engine_sim(prompt[idx], one_token, send[idx])
         sim.run()
         prefill_done[idx] = np.frombuffer(sim.rec_first, dtype=np.float64)[: len(idx)]
     ok = np.isfinite(prefill_done)
@@ -194,13 +187,8 @@ def simulate_disagg(
         idx = idx[np.argsort(t_end[idx], kind="stable")]
         if not len(idx):
             continue
-        e = rd.engine
-        sim = DecodeSideSim(
-            rd.step, rd.policy, block_tokens=e.kv_block_tokens, total_blocks=rd.kv_blocks,
-            max_tokens=e.max_num_batched_tokens, max_seqs=rd.step.max_rows, chunked=e.chunked_prefill,
-            max_partial=e.max_partial_prefills, prompt=prompt[idx] + 1, output=output[idx] - 1, hashes=None,
-            send_s=t_end[idx], concurrency=None, request_overhead_s=0.0, pre=prompt[idx],
-        )  # fmt: skip
+        sim = rd.engine_sim(prompt[idx] + 1, output[idx] - 1, t_end[idx], cls=DecodeSideSim, request_overhead_s=0.0,
+                            pre=prompt[idx])  # fmt: skip
         sim.run()
         k = len(idx)
         tok2[idx] = np.frombuffer(sim.rec_first, dtype=np.float64)[:k]

@@ -92,9 +92,6 @@ def simulate(
         others = [simulate(model, hardware, engine, tp, seed=seed + i, **kw).summary for i in range(1, replicas)]
         first.config["replica_summaries"] = [first.summary, *others]
         return first
-    modes = [x is not None for x in (qps, concurrency, trace)]
-    if sum(modes) != 1:
-        raise ScenarioError("give exactly one of qps= (open loop), concurrency= (closed loop) or trace= (replay)")
     rng = np.random.default_rng(seed)
     send, prompt, output, hashes = _workload(
         qps, concurrency, trace, prompt_len, output_len, num_requests, arrival, arrival_cv, rng, trace_block_tokens
@@ -103,42 +100,26 @@ def simulate(
         model, hardware, engine, tp, pp=pp, ep=ep, engine_overrides=engine_overrides, weight_dtype=weight_dtype,
         kv_dtype=kv_dtype, calibration=calibration, prompt_mean=float(prompt.mean()), output_mean=float(output.mean()),
     )  # fmt: skip
-    m, hw, eng, policy, step, total_blocks = rep.model, rep.hardware, rep.engine, rep.policy, rep.step, rep.kv_blocks
-    bs, max_seqs = eng.kv_block_tokens, step.max_rows
-    _check_requests(m.max_position_embeddings, prompt, output, bs, total_blocks, eng.max_num_batched_tokens,
-                    eng.chunked_prefill, m.name)  # fmt: skip
+    eng, step, bs = rep.engine, rep.step, rep.engine.kv_block_tokens
+    rep.check_requests(prompt, output)
     if hashes is not None:
         hashes = [block_hashes(e, int(p), bs, trace_block_tokens) for e, p in zip(hashes, prompt, strict=True)]
     elif prefix_share > 0:
         hashes = _shared_prefix(prefix_share, prompt, bs)
-    sim = EngineSim(
-        step, policy, block_tokens=bs, total_blocks=total_blocks, max_tokens=eng.max_num_batched_tokens,
-        max_seqs=max_seqs, chunked=eng.chunked_prefill, max_partial=eng.max_partial_prefills, prompt=prompt,
-        output=output, hashes=hashes, send_s=send, concurrency=concurrency, request_overhead_s=eng.request_overhead_s,
-        saturation_queue=max(2000, 2 * max_seqs),
-    )  # fmt: skip
+    sim = rep.engine_sim(prompt, output, send, concurrency=concurrency, hashes=hashes)
     t0 = time.perf_counter()
     sim.run(None if progress is None else (lambda done: progress(done, len(prompt))))
     wall = time.perf_counter() - t0
     if sim.saturated:
         p_mean, o_mean = float(prompt.mean()), float(output.mean())
-        sus = screen(step, np.array([1.0]), p_mean, o_mean, eng.max_num_batched_tokens, max_seqs, rep.kv_tokens)
+        sus = screen(step, np.array([1.0]), p_mean, o_mean, eng.max_num_batched_tokens, step.max_rows, rep.kv_tokens)
         sim.saturated += (
             f" The closed-form screening tier puts this configuration's sustainable rate at "
             f"{sus.sustainable_qps:.3g} requests/s for the mean request ({p_mean:.0f} + {o_mean:.0f} tokens)."
         )
-    config = {
-        "label": f"{m.name} on {hw.name} tp={tp}, {eng.label}", "model": m.name, "hardware": hw.name, "tp": tp,
-        "engine": eng.label, "policy": policy, "kv_blocks": total_blocks, "kv_block_tokens": bs,
-        "kv_budget_bytes": rep.kv_budget_bytes, "max_num_seqs": max_seqs,
-        "max_num_batched_tokens": eng.max_num_batched_tokens,
-        "weight_dtype": rep.scenario.weight_dtype.value, "kv_dtype": rep.scenario.kv_dtype.value, "wall_s": wall,
-        "seed": seed,
-        "decode_tokens": sim.decode_tokens, "prefill_tokens": sim.prefill_tokens,
-        "prefill_completions": sim.prefill_completions, "kv_blocks_used_at_end": sim.pool.used,
-        "generated_tokens": sim.generated,
-        "workload": _describe(qps, concurrency, trace, prompt_len, output_len, arrival, arrival_cv, prefix_share),
-    }  # fmt: skip
+    workload = _describe(qps, concurrency, trace, prompt_len, output_len, arrival, arrival_cv, prefix_share)
+    config = rep.run_config(sim, tp=tp, policy=rep.policy, max_seqs=step.max_rows, wall_s=wall, seed=seed,
+                            workload=workload)  # fmt: skip
     return build_result(sim, send if send is not None else np.zeros(0), config)
 
 
@@ -159,6 +140,56 @@ class Replica:
     def kv_tokens(self) -> int:
         """Tokens the KV pool holds."""
         return self.kv_blocks * self.engine.kv_block_tokens
+
+    def check_requests(self, prompt: np.ndarray, output: np.ndarray, budget: int | None = None) -> None:
+        """Raise ScenarioError for a request this replica can never serve (context, KV pool, unchunked prompt)."""
+        e = self.engine
+        _check_requests(self.model.max_position_embeddings, prompt, output, e.kv_block_tokens, self.kv_blocks,
+                        budget or e.max_num_batched_tokens, e.chunked_prefill, self.model.name)  # fmt: skip
+
+    def engine_sim(
+        self,
+        prompt: np.ndarray,
+        output: np.ndarray,
+        send: np.ndarray | None,
+        *,
+        concurrency: int | None = None,
+        hashes: list[tuple[Any, ...]] | None = None,
+        cls: type[EngineSim] = EngineSim,
+        step: Any = None,
+        policy: Policy | None = None,
+        max_seqs: int | None = None,
+        request_overhead_s: float | None = None,
+        **extra: Any,
+    ) -> EngineSim:
+        """The engine simulation of this replica for one request stream (``cls``/``step``/``policy``/
+        ``max_seqs`` replace the replica's own for the speculative and disaggregated variants)."""
+        e = self.engine
+        rows = self.step.max_rows if max_seqs is None else max_seqs
+        return cls(
+            self.step if step is None else step, self.policy if policy is None else policy,
+            block_tokens=e.kv_block_tokens, total_blocks=self.kv_blocks, max_tokens=e.max_num_batched_tokens,
+            max_seqs=rows, chunked=e.chunked_prefill, max_partial=e.max_partial_prefills, prompt=prompt,
+            output=output, hashes=hashes, send_s=send, concurrency=concurrency,
+            request_overhead_s=e.request_overhead_s if request_overhead_s is None else request_overhead_s,
+            saturation_queue=max(2000, 2 * rows), **extra,
+        )  # fmt: skip
+
+    def run_config(
+        self, sim: EngineSim, *, tp: int, policy: Policy, max_seqs: int, wall_s: float, seed: int, workload: str
+    ) -> dict[str, Any]:
+        """The ``config`` record of a finished run (what ran, how the pool was sized, token counts)."""
+        m, hw, e, sc = self.model, self.hardware, self.engine, self.scenario
+        return {
+            "label": f"{m.name} on {hw.name} tp={tp}, {e.label}", "model": m.name, "hardware": hw.name, "tp": tp,
+            "engine": e.label, "policy": policy, "kv_blocks": self.kv_blocks, "kv_block_tokens": e.kv_block_tokens,
+            "kv_budget_bytes": self.kv_budget_bytes, "max_num_seqs": max_seqs,
+            "max_num_batched_tokens": e.max_num_batched_tokens, "weight_dtype": sc.weight_dtype.value,
+            "kv_dtype": sc.kv_dtype.value, "wall_s": wall_s, "seed": seed,
+            "decode_tokens": sim.decode_tokens, "prefill_tokens": sim.prefill_tokens,
+            "prefill_completions": sim.prefill_completions, "kv_blocks_used_at_end": sim.pool.used,
+            "generated_tokens": sim.generated, "workload": workload,
+        }  # fmt: skip
 
 
 def replica(
@@ -233,7 +264,12 @@ def _workload(
     qps: float | None, concurrency: int | None, trace: str | Path | None, prompt_len: Any, output_len: Any,
     n: int, arrival: str, cv: float, rng: np.random.Generator, trace_block_tokens: int,
 ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, list[tuple[Any, ...]] | None]:  # fmt: skip
-    """(send times or None for closed loop, prompt tokens, output tokens, per-request hash chains)."""
+    """(send times or None for closed loop, prompt tokens, output tokens, per-request hash chains).
+
+    Exactly one of ``qps`` (open loop), ``concurrency`` (closed loop) or ``trace`` (replay) is given.
+    """
+    if sum(x is not None for x in (qps, concurrency, trace)) != 1:
+        raise ScenarioError("give exactly one of qps= (open loop), concurrency= (closed loop) or trace= (replay)")
     if trace is not None:
         tr = load_trace(trace, trace_block_tokens)
         return tr.arrival_s, tr.prompt_tokens, tr.output_tokens, tr.hashes

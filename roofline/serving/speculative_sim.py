@@ -140,21 +140,13 @@ class SpecStepModel:
 
     def decode_affine(self, rows: int, span0: tuple[float, ...], slope: tuple[float, ...]) -> DecodeStretch:
         """A run of speculative-only steps whose Σpairs_a and Σspan_a grow linearly in the step j
-        (``span0``/``slope`` encoded as in :meth:`step_time`)."""
-        b, v = self.base, self.v
-        pm = b.decode
-        const = pm.overhead_s + float(pm.token_s[v * rows]) + float(pm.seq_s[v * rows])
-        const += pm.state_s(v * rows, rows, rows) + float(self.draft_s[rows]) + self.extra_s
-        lines = []
-        for a, t in enumerate(pm.attn):
-            const += t.count * t.fixed_s
-            fc, fb = t.count * t.flops_per_pair / t.compute_flops_per_s, t.count / t.memory_bytes_per_s
-            n = len(pm.attn)
-            p, q = fc * span0[a], fc * slope[a]
-            u = fb * (t.act_bytes_per_token * v * rows + t.kv_bytes_per_span * span0[n + a])
-            w = fb * t.kv_bytes_per_span * slope[n + a]
-            lines.append((p, q, u, w))
-        return DecodeStretch(const, tuple(lines), b.cpu_overhead_s, b.async_cpu)
+        (``span0``/``slope`` encoded as in :meth:`step_time`): the base model's stretch with V tokens per row
+        and the draft added to every step."""
+        n = len(self.base.decode.attn)
+        return self.base.decode_affine(
+            rows, span0[:n], slope[:n], tokens_per_row=self.v, kv_span0=span0[n : 2 * n], kv_slope=slope[n : 2 * n],
+            extra_s=float(self.draft_s[rows]) + self.extra_s,
+        )  # fmt: skip
 
 
 class SpecEngineSim(EngineSim):
@@ -296,9 +288,6 @@ def simulate_speculative(
     from roofline.specs.library import model as load_model
 
     cfg = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
-    modes = [x is not None for x in (qps, concurrency, trace)]
-    if sum(modes) != 1:
-        raise ScenarioError("give exactly one of qps= (open loop), concurrency= (closed loop) or trace= (replay)")
     rng = np.random.default_rng(seed)
     send, prompt, output, _hashes = base_sim._workload(
         qps, concurrency, trace, prompt_len, output_len, num_requests, arrival, arrival_cv, rng, 512
@@ -309,7 +298,7 @@ def simulate_speculative(
     )  # fmt: skip
     if cfg.method == "mtp" and not rep.model.mtp_layers:
         raise ScenarioError(f"speculative decoding: {rep.model.name} ships no MTP layers; use eagle, draft or ngram")
-    eng, bs = rep.engine, rep.engine.kv_block_tokens
+    eng = rep.engine
     budget, v = eng.max_num_batched_tokens, cfg.verify_tokens
     max_rows = min(eng.max_num_seqs, budget // v)
     if max_rows < 1:
@@ -322,29 +311,19 @@ def simulate_speculative(
     past = float(prompt.mean() + output.mean() / 2)
     dsec = draft_seconds(rep.model, rep.scenario, rep.hardware, prof, cfg, draft, max_rows, past)
     step = SpecStepModel(base, cfg, dsec, max_rows)
-    base_sim._check_requests(rep.model.max_position_embeddings, prompt, output, bs, rep.kv_blocks, budget,
-                             eng.chunked_prefill, rep.model.name)  # fmt: skip
+    rep.check_requests(prompt, output, budget)
     policy = dataclasses.replace(rep.policy, reserve_full=True)
-    sim = SpecEngineSim(
-        step, policy, block_tokens=bs, total_blocks=rep.kv_blocks, max_tokens=budget, max_seqs=max_rows,
-        chunked=eng.chunked_prefill, max_partial=eng.max_partial_prefills, prompt=prompt, output=output, hashes=None,
-        send_s=send, concurrency=concurrency, request_overhead_s=eng.request_overhead_s,
-        saturation_queue=max(2000, 2 * max_rows), alpha=chain_alpha(cfg), k=cfg.k, seed=seed,
+    sim = rep.engine_sim(
+        prompt, output, send, concurrency=concurrency, cls=SpecEngineSim, step=step, policy=policy,
+        max_seqs=max_rows, alpha=chain_alpha(cfg), k=cfg.k, seed=seed,
     )  # fmt: skip
+    assert isinstance(sim, SpecEngineSim)
     t0 = time.perf_counter()
     sim.run()
     wall = time.perf_counter() - t0
-    m, hw = rep.model, rep.hardware
-    config = {
-        "label": f"{m.name} on {hw.name} tp={tp}, {eng.label}, spec {cfg.label()}", "model": m.name,
-        "hardware": hw.name, "tp": tp, "engine": eng.label, "policy": policy, "kv_blocks": rep.kv_blocks,
-        "kv_block_tokens": bs, "kv_budget_bytes": rep.kv_budget_bytes, "max_num_seqs": max_rows,
-        "max_num_batched_tokens": budget, "weight_dtype": rep.scenario.weight_dtype.value,
-        "kv_dtype": rep.scenario.kv_dtype.value, "wall_s": wall, "seed": seed,
-        "decode_tokens": sim.decode_tokens, "prefill_tokens": sim.prefill_tokens,
-        "prefill_completions": sim.prefill_completions, "kv_blocks_used_at_end": sim.pool.used,
-        "generated_tokens": sim.generated, "speculative": cfg.label(), "spec_method": cfg.method, "spec_k": cfg.k,
-        "spec_tokens_per_step": sim.tau, "spec_alpha": sim.alpha,
-        "workload": base_sim._describe(qps, concurrency, trace, prompt_len, output_len, arrival, arrival_cv, 0.0),
-    }  # fmt: skip
+    workload = base_sim._describe(qps, concurrency, trace, prompt_len, output_len, arrival, arrival_cv, 0.0)
+    config = rep.run_config(sim, tp=tp, policy=policy, max_seqs=max_rows, wall_s=wall, seed=seed, workload=workload)
+    config["label"] += f", spec {cfg.label()}"
+    config |= {"speculative": cfg.label(), "spec_method": cfg.method, "spec_k": cfg.k,
+               "spec_tokens_per_step": sim.tau, "spec_alpha": sim.alpha}  # fmt: skip
     return build_result(sim, send if send is not None else np.zeros(0), config)

@@ -321,16 +321,34 @@ class StepModel:
             gpu += term.time_s(m, s + pre_pairs[a], s + pre_span[a], pre_compute[a])
         return self._finish(gpu)
 
-    def decode_affine(self, rows: int, span0: tuple[float, ...], slope: tuple[float, ...]) -> DecodeStretch:
-        """Coefficients of a run of decode-only steps: step j has Σspan_a = span0[a] + slope[a]·j."""
+    def decode_affine(
+        self,
+        rows: int,
+        span0: tuple[float, ...],
+        slope: tuple[float, ...],
+        *,
+        tokens_per_row: int = 1,
+        kv_span0: tuple[float, ...] | None = None,
+        kv_slope: tuple[float, ...] | None = None,
+        extra_s: float = 0.0,
+    ) -> DecodeStretch:
+        """Coefficients of a run of decode-only steps: step j has Σpairs_a = span0[a] + slope[a]·j.
+
+        With m = tokens_per_row · rows tokens (1 for plain decode; V verify tokens for speculative rows),
+        attention term a costs max(F_a·Σpairs_a / C_a, (act_a·m + kv_a·Σspan_a) / B_a) with Σspan_a =
+        kv_span0[a] + kv_slope[a]·j (= the pairs for one token per row); ``extra_s`` is added to every step.
+        """
         pm = self.decode
-        const = pm.overhead_s + float(pm.token_s[rows]) + float(pm.seq_s[rows]) + pm.state_s(rows, rows, rows)
+        m = tokens_per_row * rows
+        const = pm.overhead_s + float(pm.token_s[m]) + float(pm.seq_s[m]) + pm.state_s(m, rows, rows) + extra_s
+        kv0 = span0 if kv_span0 is None else kv_span0
+        kv1 = slope if kv_slope is None else kv_slope
         lines = []
         for a, t in enumerate(pm.attn):
             const += t.count * t.fixed_s
             fc, fb = t.count * t.flops_per_pair / t.compute_flops_per_s, t.count / t.memory_bytes_per_s
             p, q = fc * span0[a], fc * slope[a]
-            u = fb * (t.act_bytes_per_token * rows + t.kv_bytes_per_span * span0[a])
-            v = fb * t.kv_bytes_per_span * slope[a]
+            u = fb * (t.act_bytes_per_token * m + t.kv_bytes_per_span * kv0[a])
+            v = fb * t.kv_bytes_per_span * kv1[a]
             lines.append((p, q, u, v))
         return DecodeStretch(const, tuple(lines), self.cpu_overhead_s, self.async_cpu)
