@@ -177,3 +177,15 @@ def test_plot_writes_a_figure(tmp_path) -> None:
     s = simulate(M, HW, qps=5.0, prompt_len=256, output_len=32, num_requests=40)
     s.plot(str(tmp_path / "sim.png"))
     assert (tmp_path / "sim.png").stat().st_size > 10_000
+
+
+def test_prefill_first_partial_prefill_without_kv_room_yields_to_decode() -> None:
+    """GIVEN SGLang's prefill-first policy, a KV pool too small for 32 × (1024 + 2048) tokens and a 600-token
+    chunk WHEN a recomputed (retracted) request's next chunk finds no free blocks THEN the engine runs a decode
+    step instead (as SGLang's prefill adder does) and every request still finishes with its tokens (was: the
+    partial prefill preempted itself and the run stopped with "cannot schedule any request")."""
+    s = simulate(M, HW, engine="sglang", concurrency=32, prompt_len=1024, output_len=2048, num_requests=96,
+                 engine_overrides={"max_num_batched_tokens": 600, "memory_fraction": 0.3})  # fmt: skip
+    assert s.summary["preemptions"] > 0
+    assert int(s.requests["output_tokens"].sum()) == s.config["generated_tokens"] == 96 * 2048
+    assert s.requests["finish_s"].notna().all()

@@ -268,8 +268,11 @@ class EngineSim(RequestLifecycle, RunStats):
     def _general(self, now: float) -> float:
         pol = self.pol
         prefill_mode = False
-        if pol.prefill_first:
-            prefill_mode = bool(self.prefilling) or bool(self.waiting and self._can_prefill())
+        if pol.prefill_first:  # a partial prefill continues first, if its next chunk finds KV room (else decode)
+            if self.prefilling:
+                prefill_mode = not self.d_count or self._partial_fits()
+            else:
+                prefill_mode = bool(self.waiting and self._can_prefill())
         with_decodes = not prefill_mode or pol.mixed_chunk
         chunks, need, left, preempted = self._plan_running(with_decodes)
         self.pool.allocate(need)
@@ -307,6 +310,19 @@ class EngineSim(RequestLifecycle, RunStats):
         if d:
             self._finish_decodes(end)
         return end
+
+    def _partial_fits(self) -> bool:
+        """True when the running partial prefills' next chunks (within the token budget) find their KV blocks."""
+        if self.pol.reserve_full:
+            return True
+        left, need = self.max_tokens, 0
+        for r in self.prefilling:
+            if left <= 0:
+                break
+            c = min(r.target - r.computed, left)
+            need += -(-(r.computed + c) // self.bs) - r.blocks
+            left -= c
+        return need <= self.pool.free
 
     def _can_prefill(self) -> bool:
         if len(self.running) >= self.max_seqs:
