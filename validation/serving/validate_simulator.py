@@ -5,16 +5,26 @@ Run: ``python validation/serving/validate_simulator.py [--max-per-group N]``. Wr
 of TTFT and TPOT per engine, before and after fitting.
 
 Data: ``aic_silicon_agg.csv`` (see SOURCES.md): TensorRT-LLM, vLLM and SGLang, closed loop at a fixed
-concurrency (``batch_size``) and ISL/OSL. Each row is simulated with the engine's preset at the stated
-tp / ep / precision (fp4 on Hopper = 4-bit weight-only, MXFP4 kernels dequantise to bf16; TensorRT-LLM
-with chunked prefill on — assumed, the benchmark's engine options are not recorded), concurrency C and
-max(5C, 50) requests (at most 12,000), all C clients starting at t = 0 as the benchmark tools do; TTFT and
-TPOT are the means over all requests. Scheduling is asynchronous where the engine version does it by
-default (SGLang and TensorRT-LLM presets: their overlap schedulers; vLLM from v0.14 by the row's
-``backend_version``). With identical lengths the clients stay nearly in lockstep, so each wave of C
-prefills queues behind itself; variants tried (dropping the first two waves; ±5 % output-length jitter to
-desynchronise the clients; TensorRT-LLM without chunked prefill, its preset default: TTFT 34.5 → 47.4 %,
-TPOT 19.1 → 23.8 % physics only) did not lower the error.
+concurrency (``batch_size``) and ISL/OSL. Each row is simulated at the stated tp / ep / precision (fp4 on
+Hopper = 4-bit weight-only, MXFP4 kernels dequantise to bf16), concurrency C and max(5C, 50) requests (at
+most 12,000), all C clients starting at t = 0 as the benchmark tools do; TTFT and TPOT are the means over
+all requests. Scheduling is asynchronous where the engine version does it by default (SGLang and
+TensorRT-LLM presets: their overlap schedulers; vLLM from v0.14 by the row's ``backend_version``).
+
+Engine options (``--engine-options``, default ``deployment``): the rows come from the source's own
+deployments, whose engine options its config generator writes from the workload
+(``ai-dynamo/aiconfigurator`` ``src/aiconfigurator/generator/rule_plugin/{vllm,trtllm,sglang}.rule``,
+read at commits 11324a64, 17676b35 and 1089dfa8; assumed to be the rules the benchmark deployed, the
+rows record a config id but not the options). With one aggregated worker the generator's max_batch_size
+is the benchmark concurrency C, and the rules give: vLLM ``max_num_seqs`` = m = 512 (2C from C = 512)
+and ``max_num_batched_tokens`` = m + ISL + 1500; TensorRT-LLM ``max_batch_size`` = m and
+``max_num_tokens`` = m + ISL + 1500 rounded up to its 32-token blocks, chunked prefill left at its
+default (off), overlap scheduler on; SGLang ``--enable-mixed-chunk`` and ``max_prefill_tokens`` = ISL +
+1500 (chunks still at most its default ``chunked_prefill_size``). ``preset`` runs the engines' own
+defaults instead (TensorRT-LLM with chunked prefill on, since its default token budget does not hold an
+8k prompt next to the decodes). With identical lengths the clients stay nearly in lockstep, so each
+wave of C prefills queues behind itself; variants tried (dropping the first two waves; ±5 %
+output-length jitter to desynchronise the clients) did not lower the error.
 
 Fit (per engine, never on the rows it is scored on): the per-request overhead (``request_overhead_s``, time
 from the client's send to the engine's queue: HTTP, tokenisation, detokenising the first token) = the y ≥ 0
@@ -39,8 +49,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from roofline.engine.presets import engine_preset
 from roofline.errors import RooflineError
 from roofline.serving.simulate import simulate
+from roofline.specs.library import hardware as hardware_spec
 
 HERE = Path(__file__).parent
 OUT = HERE.parent / "results" / "serving_sim.csv"
@@ -62,14 +74,28 @@ def vllm_async(version: str) -> bool:
     return (major, minor) >= (0, 14)
 
 
-def run_row(row: pd.Series, step_s: float, req_s: float) -> tuple[float, float, str]:
-    """(TTFT ms, TPOT ms, note) of one measurement simulated with the given overheads."""
+def deployment_options(row: pd.Series) -> dict[str, float | bool]:
+    """The engine options the source's config generator writes for this row (see the module docstring)."""
+    c, isl = int(row.batch_size), int(row.isl)
+    m = 512 if c < 512 else 2 * c
+    if row.backend == "vllm":
+        return {"max_num_seqs": m, "max_num_batched_tokens": m + isl + 1500}
+    if row.backend == "trtllm":
+        return {"max_num_seqs": m, "max_num_batched_tokens": -(-(m + isl + 1500) // 32) * 32, "chunked_prefill": False}
+    chunk = engine_preset("sglang", hardware_spec(row.hardware)).max_num_batched_tokens
+    return {"mixed_chunk": True, "max_num_batched_tokens": min(isl + 1500, chunk)}
+
+
+def run_row(row: pd.Series, step_s: float, req_s: float, options: str = "deployment") -> tuple[float, float, str]:
+    """(TTFT ms, TPOT ms, note) of one measurement simulated with the given overheads and engine options."""
     c = int(row.batch_size)
     over: dict[str, float | bool] = {"step_overhead_s": step_s, "request_overhead_s": req_s}
-    if row.backend == "trtllm":
-        over["chunked_prefill"] = True
-    elif row.backend == "vllm":
+    if row.backend == "vllm":
         over["async_scheduling"] = vllm_async(row.backend_version)
+    if options == "deployment":
+        over |= deployment_options(row)
+    elif row.backend == "trtllm":
+        over["chunked_prefill"] = True
     try:
         s = simulate(
             row.spec, row.hardware, engine=row.backend, tp=int(row.tp_size), ep=int(row.moe_ep_size),
@@ -109,12 +135,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-per-group", type=int, default=40, help="rows per (engine, family, GPU), seeded sample")
     ap.add_argument("--fit-step", action="store_true", help="also fit a per-step CPU overhead (see the docstring)")
+    ap.add_argument("--engine-options", choices=("deployment", "preset"), default="deployment",
+                    help="the source's deployment options (default) or the engines' own defaults")  # fmt: skip
     a = ap.parse_args()
     d = pd.read_csv(HERE / "aic_silicon_agg.csv")
     d = d.sample(frac=1.0, random_state=0).groupby(["backend", "family", "hardware"]).head(a.max_per_group)
     d = d.sort_values(["backend", "family", "hardware", "id"]).reset_index(drop=True)
     t0 = time.perf_counter()
-    base = [run_row(r, 0.0, 0.0) for r in d.itertuples(index=False)]
+    opt = a.engine_options
+    base = [run_row(r, 0.0, 0.0, opt) for r in d.itertuples(index=False)]
     d["ttft0_ms"], d["tpot0_ms"], d["note"] = zip(*base, strict=True)
     ok = d.ttft0_ms.notna()
     print(f"{len(d)} rows ({(~ok).sum()} not simulable), baseline pass {time.perf_counter() - t0:.0f} s")
@@ -124,10 +153,10 @@ def main() -> None:
         tr_ttft = d.loc[tr, "ttft0_ms"].to_numpy()
         if a.fit_step:
             step = best_offset(d.loc[tr, "tpot0_ms"].to_numpy(), d.loc[tr, "silicon_tpot_ms"].to_numpy()) / 1e3
-            tr_ttft = np.asarray([run_row(d.loc[i], step, 0.0)[0] for i in tr])
+            tr_ttft = np.asarray([run_row(d.loc[i], step, 0.0, opt)[0] for i in tr])
         req = best_offset(tr_ttft, d.loc[tr, "silicon_ttft_ms"].to_numpy()) / 1e3
         for i in te:
-            ttft, tpot, _ = run_row(d.loc[i], step, req)
+            ttft, tpot, _ = run_row(d.loc[i], step, req, opt)
             r = d.loc[i]
             rows.append({
                 "engine": eng, "held_out": held, "id": r.id, "family": r.family, "hardware": r.hardware,
@@ -143,6 +172,8 @@ def main() -> None:
         res[f"{k}_err0"] = res[f"{k}_sim0_ms"] / res[f"{k}_meas_ms"] - 1
         res[f"{k}_err"] = res[f"{k}_sim_ms"] / res[f"{k}_meas_ms"] - 1
     out = OUT.with_name("serving_sim_fit_step.csv") if a.fit_step else OUT
+    if opt == "preset":
+        out = out.with_name(out.stem + "_preset.csv")
     out.parent.mkdir(exist_ok=True)
     res.to_csv(out, index=False)
     summary = res.groupby("engine").agg(
