@@ -40,6 +40,7 @@ OVERRIDABLE = (
     "max_partial_prefills",
     "step_overhead_s",
     "request_overhead_s",
+    "request_overhead_cv",
 )
 
 #: Names users of the engines know, accepted as aliases of the fields above.
@@ -84,9 +85,12 @@ class EngineConfig(BaseModel):
     capacity_bytes: float | None = Field(default=None, gt=0)
     step_overhead_s: float = Field(default=0.0, ge=0)
     request_overhead_s: float = Field(default=0.0, ge=0)
+    request_overhead_cv: float = Field(default=0.0, ge=0, le=10)
     sources: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("memory_fraction", "runtime_reserve_bytes", "step_overhead_s", "request_overhead_s")
+    @field_validator(
+        "memory_fraction", "runtime_reserve_bytes", "step_overhead_s", "request_overhead_s", "request_overhead_cv"
+    )
     @classmethod
     def _finite(cls, v: float) -> float:
         if v != v or v in (float("inf"), float("-inf")):

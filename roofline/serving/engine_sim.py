@@ -62,6 +62,7 @@ class EngineSim(RequestLifecycle, RunStats):
         send_s: np.ndarray | None,
         concurrency: int | None,
         request_overhead_s: float = 0.0,
+        entry_extra_s: np.ndarray | None = None,
         saturation_queue: int = 2000,
         timeline_rows: int = 200_000,
     ) -> None:
@@ -72,9 +73,22 @@ class EngineSim(RequestLifecycle, RunStats):
         self.prompt, self.output, self.hashes = prompt, output, hashes
         self.n = len(prompt)
         self.req_overhead = request_overhead_s
+        self.extra = entry_extra_s  # per-request addition to the overhead (its variability), or None
         self.closed = concurrency is not None
         self.send: list[float] = list(send_s) if send_s is not None else [0.0] * min(concurrency or 0, self.n)
         self.arrived = 0
+        # requests sent but not yet in the queue, by entry time: a sorted array (open loop, all known) or a heap
+        self.pending: list[tuple[float, int]] = []
+        self.order = np.zeros(0, dtype=np.int64)
+        self.entry_at = np.zeros(0)
+        if self.closed:
+            for i, t in enumerate(self.send):
+                heapq.heappush(self.pending, (self._entry(i, t), i))
+        else:
+            self.entry_at = np.asarray(self.send, dtype=np.float64) + request_overhead_s
+            if self.extra is not None:
+                self.entry_at = self.entry_at + self.extra[: len(self.send)]
+            self.order = np.argsort(self.entry_at, kind="stable")
         self.rec_first, self.rec_finish = array("d", [math.nan]) * self.n, array("d", [math.nan]) * self.n
         self.rec_cached, self.rec_preempt = array("q", [0]) * self.n, array("q", [0]) * self.n
         self.generated = 0
@@ -95,20 +109,38 @@ class EngineSim(RequestLifecycle, RunStats):
         self._cut = 0.0  # arrivals up to this time can join the next step (see the module docstring)
 
     # ---- arrivals -------------------------------------------------------------------------
+    def _entry(self, i: int, t: float) -> float:
+        """When request i, sent at t, reaches the queue: t + the request overhead (+ its variable part)."""
+        return t + self.req_overhead + (float(self.extra[i]) if self.extra is not None else 0.0)
+
+    def _sent(self, t: float) -> None:
+        """A closed-loop client sends its next request at t."""
+        i = len(self.send)
+        self.send.append(t)
+        heapq.heappush(self.pending, (self._entry(i, t), i))
+
     def _admit_arrivals(self, now: float) -> None:
-        send = self.send
-        while self.arrived < len(send) and send[self.arrived] + self.req_overhead <= now:
-            i = self.arrived
+        while True:
+            if self.closed:
+                if not self.pending or self.pending[0][0] > now:
+                    return
+                entry, i = heapq.heappop(self.pending)
+            else:
+                if self.arrived >= len(self.order) or self.entry_at[self.order[self.arrived]] > now:
+                    return
+                i = int(self.order[self.arrived])
+                entry = float(self.entry_at[i])
             h = self.hashes[i] if self.hashes is not None and self.pol.prefix_caching else ()
-            r = Req(i, int(self.prompt[i]), int(self.output[i]), send[i] + self.req_overhead, h)
+            self.waiting.append(Req(i, int(self.prompt[i]), int(self.output[i]), entry, h))
             self.arrived += 1
-            self.waiting.append(r)
             if self.arrived == self.n and not self.closed:
                 self.last_send = (now, len(self.waiting), self._work())
 
     def _next_entry(self) -> float:
+        if self.closed:
+            return self.pending[0][0] if self.pending else math.inf
         i = self.arrived
-        return self.send[i] + self.req_overhead if i < len(self.send) else math.inf
+        return float(self.entry_at[self.order[i]]) if i < len(self.order) else math.inf
 
     # ---- main loop ------------------------------------------------------------------------
     def run(self, progress: object | None = None) -> None:

@@ -159,7 +159,10 @@ class RequestLifecycle:
         )
         self.generated += r.gen
         if self.closed and len(self.send) < self.n:
-            self.send.append(end)
+            self._sent(end)
+
+    def _sent(self, t: float) -> None:  # the client's next request (EngineSim)
+        raise NotImplementedError
 
     def _preempt(self, r: Req) -> None:
         """Free all of r's blocks and put it first in the queue; it recomputes prompt + generated tokens."""

@@ -14,8 +14,11 @@ then skips them after the first request).
 Memory comes from :func:`roofline.memory.memory_budget` (the engine's KV budget), step times from
 the compiled cost model (:mod:`roofline.serving.steptime`), batching from the engine's scheduler
 policy (:mod:`roofline.serving.policy`). The engine's ``step_overhead_s`` is CPU time per step
-(added to each step, or overlapped under ``async_scheduling``); ``request_overhead_s`` is added
-between a request's send time and its entry into the engine's queue (it counts in TTFT and E2E).
+(added to each step, or overlapped under ``async_scheduling``); ``request_overhead_s`` is the mean
+time between a request's send and its entry into the engine's queue (it counts in TTFT and E2E), each
+request's drawn from a gamma law of coefficient of variation ``request_overhead_cv`` (0, the default:
+the same for every request; 1: exponential). A spread matters beyond its mean: identical closed-loop
+clients with a constant overhead settle into a rhythm in which no two prefills ever meet.
 """
 
 from __future__ import annotations
@@ -106,7 +109,7 @@ def simulate(
         hashes = [block_hashes(e, int(p), bs, trace_block_tokens) for e, p in zip(hashes, prompt, strict=True)]
     elif prefix_share > 0:
         hashes = _shared_prefix(prefix_share, prompt, bs)
-    sim = rep.engine_sim(prompt, output, send, concurrency=concurrency, hashes=hashes)
+    sim = rep.engine_sim(prompt, output, send, concurrency=concurrency, hashes=hashes, overhead_seed=seed)
     t0 = time.perf_counter()
     sim.run(None if progress is None else (lambda done: progress(done, len(prompt))))
     wall = time.perf_counter() - t0
@@ -160,19 +163,29 @@ class Replica:
         policy: Policy | None = None,
         max_seqs: int | None = None,
         request_overhead_s: float | None = None,
+        overhead_seed: int = 0,
         **extra: Any,
     ) -> EngineSim:
         """The engine simulation of this replica for one request stream (``cls``/``step``/``policy``/
-        ``max_seqs`` replace the replica's own for the speculative and disaggregated variants)."""
+        ``max_seqs`` replace the replica's own for the speculative and disaggregated variants).
+
+        Request overhead: mean y = ``request_overhead_s``; with ``request_overhead_cv`` = v > 0 each request's
+        is drawn from a gamma distribution of mean y and coefficient of variation v (v = 1: exponential),
+        seeded by ``overhead_seed`` apart from the workload's own draws; v = 0: exactly y for every request.
+        """
         e = self.engine
         rows = self.step.max_rows if max_seqs is None else max_seqs
+        y = e.request_overhead_s if request_overhead_s is None else request_overhead_s
+        jitter = None
+        if e.request_overhead_cv > 0 and y > 0:
+            k = 1.0 / e.request_overhead_cv**2
+            jitter = np.random.default_rng([overhead_seed, 1]).gamma(k, y / k, len(prompt)) - y
         return cls(
             self.step if step is None else step, self.policy if policy is None else policy,
             block_tokens=e.kv_block_tokens, total_blocks=self.kv_blocks, max_tokens=e.max_num_batched_tokens,
             max_seqs=rows, chunked=e.chunked_prefill, max_partial=e.max_partial_prefills, prompt=prompt,
             output=output, hashes=hashes, send_s=send, concurrency=concurrency,
-            request_overhead_s=e.request_overhead_s if request_overhead_s is None else request_overhead_s,
-            saturation_queue=max(2000, 2 * rows), **extra,
+            request_overhead_s=y, entry_extra_s=jitter, saturation_queue=max(2000, 2 * rows), **extra,
         )  # fmt: skip
 
     def run_config(

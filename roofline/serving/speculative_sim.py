@@ -315,7 +315,7 @@ def simulate_speculative(
     policy = dataclasses.replace(rep.policy, reserve_full=True)
     sim = rep.engine_sim(
         prompt, output, send, concurrency=concurrency, cls=SpecEngineSim, step=step, policy=policy,
-        max_seqs=max_rows, alpha=chain_alpha(cfg), k=cfg.k, seed=seed,
+        max_seqs=max_rows, alpha=chain_alpha(cfg), k=cfg.k, seed=seed, overhead_seed=seed,
     )  # fmt: skip
     assert isinstance(sim, SpecEngineSim)
     t0 = time.perf_counter()
