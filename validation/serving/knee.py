@@ -34,7 +34,8 @@ def main() -> None:
     m["concurrency"] = m.qps_or_concurrency.str.extract(r"concurrency (\d+)").astype(int)
     fits = pd.read_csv(HERE.parent / "results" / "serving_sim.csv")
     v = fits[fits.engine == "vllm"].groupby("held_out")[["step_overhead_s", "request_overhead_s"]].first().mean()
-    over = {"step_overhead_s": float(v.step_overhead_s), "request_overhead_s": float(v.request_overhead_s)}
+    over = {"step_overhead_s": float(v.step_overhead_s), "request_overhead_s": float(v.request_overhead_s),
+            "request_overhead_cv": 1.0}  # fmt: skip
     rows = []
     for (isl, osl), g in m.groupby(["prompt_len", "output_len"]):
         piv = g.pivot_table(index="concurrency", columns="metric", values="value")

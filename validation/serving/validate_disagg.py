@@ -44,7 +44,7 @@ from roofline.specs.disagg import DEFAULT_LATENCY_S, DEFAULT_LINK_BYTES_PER_S, D
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from pick_rows import FAMILY, HW, SPEC  # noqa: E402
-from validate_simulator import best_offset, weight_dtype  # noqa: E402
+from validate_simulator import weight_dtype  # noqa: E402
 
 ROWS = HERE / "aic_silicon_disagg.csv"
 OUT = HERE.parent / "results" / "serving_disagg.csv"
@@ -98,19 +98,17 @@ def static(row: pd.Series) -> tuple[float, float]:
 def agg_overheads() -> dict[str, tuple[float, float]]:
     """Per engine (step_overhead_s, request_overhead_s) fitted on the AGGREGATED rows only.
 
-    As ``validate_simulator.py`` fits them per fold, here on all of ``validation/results/serving_sim.csv``
-    (no disaggregated row in it): no per-step cost (the engines overlap scheduling with the GPU; a fitted one
-    failed that script's held-out test), request = the y ≥ 0 minimising median |(simulated TTFT + y) /
-    measured − 1| (:func:`validate_simulator.best_offset`).
+    The mean over ``validate_simulator.py``'s folds of its fitted mean request overhead (exponentially
+    spread, ``request_overhead_cv`` = 1, as there), read from ``validation/results/serving_sim.csv`` (no
+    disaggregated row in it); no per-step cost (the engines overlap scheduling with the GPU; a fitted one
+    failed that script's held-out test).
     """
     path = HERE.parent / "results" / "serving_sim.csv"
     if not path.exists():
         return {}
-    d = pd.read_csv(path).drop_duplicates("id")
-    return {
-        str(eng): (0.0, best_offset(g.ttft_sim0_ms.to_numpy(), g.ttft_meas_ms.to_numpy()) / 1e3)
-        for eng, g in d.groupby("engine")
-    }
+    d = pd.read_csv(path)
+    per_fold = d.groupby(["engine", "held_out"]).request_overhead_s.first()
+    return {str(eng): (0.0, float(g.mean())) for eng, g in per_fold.groupby(level=0)}
 
 
 def simulated(
@@ -121,7 +119,7 @@ def simulated(
     cfg = config(row)
     over: dict[str, object] = {"chunked_prefill": True} if row.backend == "trtllm" else {}
     if overheads is not None:
-        over |= {"step_overhead_s": overheads[0], "request_overhead_s": overheads[1]}
+        over |= {"step_overhead_s": overheads[0], "request_overhead_s": overheads[1], "request_overhead_cv": 1.0}
     n = int(min(max(3 * c, 120), 1500))
 
     def run(x: float, num: int) -> tuple[float, float, float]:
