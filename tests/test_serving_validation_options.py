@@ -1,0 +1,38 @@
+"""The serving validation's engine options and protocol follow the cited generator rules (hand-derived)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "validation" / "serving"))
+import validate_simulator as vs
+
+
+def _row(backend: str, c: int, isl: int, hw: str = "h200-sxm") -> pd.Series:
+    return pd.Series({"backend": backend, "batch_size": float(c), "isl": isl, "hardware": hw})
+
+
+def test_vllm_and_trtllm_budget_is_batch_plus_prompt_plus_1500() -> None:
+    """vllm.rule: max_batch_size 512 below concurrency 512 (else 2C); max_num_tokens = m + ISL + 1500.
+    trtllm.rule: the same, rounded up to 32-token blocks, chunked prefill at its default (off)."""
+    assert vs.deployment_options(_row("vllm", 64, 1024)) == {"max_num_seqs": 512, "max_num_batched_tokens": 3036}
+    assert vs.deployment_options(_row("vllm", 512, 8192)) == {"max_num_seqs": 1024, "max_num_batched_tokens": 10716}
+    t = vs.deployment_options(_row("trtllm", 8, 1000))
+    assert t == {"max_num_seqs": 512, "max_num_batched_tokens": 3040, "chunked_prefill": False}  # 3012 -> 3040
+
+
+@pytest.mark.parametrize(("hw", "isl", "budget"), [("h200-sxm", 1024, 2524), ("h200-sxm", 16384, 16384),
+                                                   ("h100-sxm", 8192, 8192)])  # fmt: skip
+def test_sglang_mixed_chunks_and_prefill_cap(hw: str, isl: int, budget: int) -> None:
+    """sglang.rule: enable_mixed_chunk and max_prefill_tokens = ISL + 1500, chunks capped by the preset's
+    chunked_prefill_size (16,384 on 141 GB GPUs, 8,192 on 80 GB ones)."""
+    assert vs.deployment_options(_row("sglang", 16, isl, hw)) == {"mixed_chunk": True, "max_num_batched_tokens": budget}
+
+
+def test_vllm_async_from_v0_14() -> None:
+    assert not vs.vllm_async("0.12.0") and not vs.vllm_async("0.11.2")
+    assert vs.vllm_async("0.14.0") and vs.vllm_async("0.19.0") and vs.vllm_async("nightly-5b8c30d62b754b57")
