@@ -343,18 +343,23 @@ class EngineSim(RequestLifecycle, RunStats):
             self._finish_decodes(end)
         return end
 
-    def _partial_fits(self) -> bool:
-        """True when the running partial prefills' next chunks (within the token budget) find their KV blocks."""
-        if self.pol.reserve_full:
-            return True
-        left, need = self.max_tokens, 0
+    def _prefill_chunks(self, left: int) -> tuple[list[tuple[Req, int]], int, int]:
+        """(next chunk of each running partial prefill within ``left`` budget tokens, the new KV blocks they
+        need, the budget left)."""
+        chunks, need = [], 0
         for r in self.prefilling:
             if left <= 0:
                 break
             c = min(r.target - r.computed, left)
-            need += -(-(r.computed + c) // self.bs) - r.blocks
+            if not self.pol.reserve_full:
+                need += -(-(r.computed + c) // self.bs) - r.blocks
+            chunks.append((r, c))
             left -= c
-        return need <= self.pool.free
+        return chunks, need, left
+
+    def _partial_fits(self) -> bool:
+        """True when the running partial prefills' next chunks (within the token budget) find their KV blocks."""
+        return self._prefill_chunks(self.max_tokens)[1] <= self.pool.free
 
     def _can_prefill(self) -> bool:
         if len(self.running) >= self.max_seqs:
@@ -365,19 +370,10 @@ class EngineSim(RequestLifecycle, RunStats):
     def _plan_running(self, with_decodes: bool) -> tuple[list[tuple[Req, int]], int, int, bool]:
         """Chunks of running prefills and the blocks the step needs, preempting the newest on a shortage."""
         preempted = False
-        bs = self.bs
         while True:
-            need = self._dec_need(self.G) if with_decodes else 0
-            left = self.max_tokens - (self.d_count if with_decodes else 0)
-            chunks = []
-            for r in self.prefilling:
-                if left <= 0:
-                    break
-                c = min(r.target - r.computed, left)
-                if not self.pol.reserve_full:
-                    need += -(-(r.computed + c) // bs) - r.blocks
-                chunks.append((r, c))
-                left -= c
+            chunks, need, left = self._prefill_chunks(self.max_tokens - (self.d_count if with_decodes else 0))
+            if with_decodes:
+                need += self._dec_need(self.G)
             if need <= self.pool.free or not self.running:
                 return chunks, need, left, preempted
             self._preempt(self.running[-1])
