@@ -77,6 +77,7 @@ class EngineSim(RequestLifecycle, RunStats):
         self.closed = concurrency is not None
         self.send: list[float] = list(send_s) if send_s is not None else [0.0] * min(concurrency or 0, self.n)
         self.arrived = 0
+        self.span = 0  # 1 + the highest index that reached the queue (= arrived when entries keep send order)
         # requests sent but not yet in the queue, by entry time: a sorted array (open loop, all known) or a heap
         self.pending: list[tuple[float, int]] = []
         self.order = np.zeros(0, dtype=np.int64)
@@ -133,6 +134,7 @@ class EngineSim(RequestLifecycle, RunStats):
             h = self.hashes[i] if self.hashes is not None and self.pol.prefix_caching else ()
             self.waiting.append(Req(i, int(self.prompt[i]), int(self.output[i]), entry, h))
             self.arrived += 1
+            self.span = max(self.span, i + 1)
             if self.arrived == self.n and not self.closed:
                 self.last_send = (now, len(self.waiting), self._work())
 

@@ -116,7 +116,7 @@ def build_result(sim: EngineSim, send_s: np.ndarray, config: dict[str, Any]) -> 
     """Collect per-request records, the timeline and the summary from a finished simulation."""
     import pandas as pd
 
-    n = sim.arrived
+    n = sim.span  # every request up to the last that reached the queue (a spread overhead reorders entries)
     send = np.asarray(sim.send[:n], dtype=np.float64)
     first, finish = np.array(sim.rec_first[:n], np.float64), np.array(sim.rec_finish[:n], np.float64)
     prompt, output = np.asarray(sim.prompt[:n], np.int64), np.asarray(sim.output[:n], np.int64)
