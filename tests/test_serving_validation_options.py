@@ -36,3 +36,11 @@ def test_sglang_mixed_chunks_and_prefill_cap(hw: str, isl: int, budget: int) -> 
 def test_vllm_async_from_v0_14() -> None:
     assert not vs.vllm_async("0.12.0") and not vs.vllm_async("0.11.2")
     assert vs.vllm_async("0.14.0") and vs.vllm_async("0.19.0") and vs.vllm_async("nightly-5b8c30d62b754b57")
+
+
+def test_aiperf_protocol_counts_every_measured_request_from_a_cold_start() -> None:
+    """bench_run.sh.j2: --num-requests 50C after 2C warm-up requests that aiperf drains first, so the
+    simulation runs the 50C measured requests from an idle engine and counts them all."""
+    assert vs.request_count(4, "aiperf") == 200 and vs.request_count(128, "aiperf") == 6400
+    assert vs.request_count(1024, "aiperf") == vs.MAX_REQUESTS
+    assert vs.request_count(4, "short") == 50 and vs.request_count(64, "short") == 320
