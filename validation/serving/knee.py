@@ -5,7 +5,8 @@ AIConfigurator-silicon-sample-sweeps: Qwen3-32B, vLLM 0.12, H100 SXM, tp 2, clos
 8 … 128; precision not recorded, "likely bf16" per the source note, so bf16 here). The knee is the first
 concurrency step at which mean TTFT grows by more than 3× (KV exhausted: requests queue or are preempted).
 The engine's CPU overheads are the vLLM values fitted in ``validate_simulator.py`` (mean over its folds,
-none of which saw these rows). Run: ``python validation/serving/knee.py``; writes
+none of which saw these rows), and each point runs the benchmark protocol used there (50C requests from a cold
+start, ``request_count``). Run: ``python validation/serving/knee.py``; writes
 ``validation/results/serving_knee.csv``.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from validate_simulator import request_count
 
 from roofline.serving.simulate import simulate
 
@@ -41,7 +43,7 @@ def main() -> None:
         piv = g.pivot_table(index="concurrency", columns="metric", values="value")
         for c, r in piv.iterrows():
             s = simulate("qwen3-32b", "h100-sxm", engine="vllm", tp=2, concurrency=int(c), prompt_len=int(isl),
-                         output_len=int(osl), num_requests=max(5 * int(c), 50), weight_dtype="bf16",
+                         output_len=int(osl), num_requests=request_count(int(c), "aiperf"), weight_dtype="bf16",
                          engine_overrides=over)  # fmt: skip
             rows.append({"isl": isl, "osl": osl, "concurrency": c, "ttft_meas_ms": r.ttft, "tpot_meas_ms": r.tpot,
                          "ttft_sim_ms": s.summary["ttft_mean_s"] * 1e3, "tpot_sim_ms": s.summary["tpot_mean_s"] * 1e3,
