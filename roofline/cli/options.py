@@ -186,8 +186,8 @@ def _progression(prefix: list[int], hi: int, option: str, text: str) -> list[int
     return values
 
 
-def parse_engine_set(values: Iterable[str] | None) -> dict[str, Any]:
-    """``--engine-set NAME=VALUE`` pairs → engine overrides (numbers, true/false, or text).
+def parse_engine_set(values: Iterable[str] | None, flag: str = "--engine-set") -> dict[str, Any]:
+    """``--engine-set NAME=VALUE`` pairs (or ``flag``'s) → engine overrides (numbers, true/false, or text).
 
     Names are :class:`roofline.engine.EngineConfig` fields or the engines' own option names
     (``gpu_memory_utilization``, ``max_num_batched_tokens``, ``block_size`` …); counts accept
@@ -200,14 +200,14 @@ def parse_engine_set(values: Iterable[str] | None) -> dict[str, Any]:
         name, sep, raw = item.partition("=")
         name, raw = name.strip().replace("-", "_"), raw.strip()
         if not sep or not name or not raw:
-            raise OptionError(f"--engine-set: expected NAME=VALUE such as max_num_seqs=256, got {item!r}")
+            raise OptionError(f"{flag}: expected NAME=VALUE such as max_num_seqs=256, got {item!r}")
         if raw.lower() in ("true", "false", "on", "off"):
             out[name] = raw.lower() in ("true", "on")
             continue
         try:
             value = parse_quantity(raw, "count")
         except (UnitError, ValueError):
-            raise OptionError(f"--engine-set {name}: cannot read {raw!r} as a number or true/false") from None
+            raise OptionError(f"{flag} {name}: cannot read {raw!r} as a number or true/false") from None
         out[name] = int(value) if value.is_integer() and "." not in raw else value
     return out
 

@@ -36,6 +36,22 @@ DisaggOpt = Annotated[
         "prefill=h100-sxm:tp4x2,decode=h100-sxm:tp8x1,first=decode",
     ),
 ]  # fmt: skip
+PrefillSetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--prefill-set", metavar="NAME=VALUE",
+        help="Override a setting of the prefill pool's engine only (repeatable, over --engine-set): e.g. "
+        "max_num_seqs=1 for a prefill engine that runs one request at a time.",
+    ),
+]  # fmt: skip
+DecodeSetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--decode-set", metavar="NAME=VALUE",
+        help="Override a setting of the decode pool's engine only (repeatable, over --engine-set): e.g. "
+        "max_num_seqs=64 max_num_batched_tokens=64.",
+    ),
+]  # fmt: skip
 
 
 def simulate_disagg_cmd(
@@ -43,6 +59,8 @@ def simulate_disagg_cmd(
     disagg: DisaggOpt,
     engine: EngineOpt = "vllm",
     engine_set: EngineSetOpt = None,
+    prefill_set: PrefillSetOpt = None,
+    decode_set: DecodeSetOpt = None,
     qps: Annotated[str, typer.Option("--qps", metavar="RATE", help="Open loop: requests per second.")] = "1",
     arrival: ArrivalOpt = "poisson",
     arrival_cv: CvOpt = "1",
@@ -70,7 +88,8 @@ def simulate_disagg_cmd(
         model, disagg, engine=engine, qps=rate, arrival=arrival, arrival_cv=parse_float_opt(arrival_cv, "--arrival-cv"),
         prompt_len=_length(prompt, "--prompt"), output_len=_length(output, "--output"),
         num_requests=parse_count_opt(num_requests, "--num-requests"), seed=seed, weight_dtype=weight_dtype,
-        engine_overrides=parse_engine_set(engine_set),
+        engine_overrides=parse_engine_set(engine_set), prefill_overrides=parse_engine_set(prefill_set, "--prefill-set"),
+        decode_overrides=parse_engine_set(decode_set, "--decode-set"),
     )  # fmt: skip
     s = r.summary
     if json:

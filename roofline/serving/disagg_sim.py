@@ -134,11 +134,18 @@ def simulate_disagg(
     arrival: str = "poisson",
     arrival_cv: float = 1.0,
     engine_overrides: Any = None,
+    prefill_overrides: Any = None,
+    decode_overrides: Any = None,
     weight_dtype: Any = None,
     kv_dtype: Any = None,
     calibration: Any = None,
 ) -> DisaggResult:
-    """Serve an open-loop stream on a prefill pool and a decode pool (see the module docstring)."""
+    """Serve an open-loop stream on a prefill pool and a decode pool (see the module docstring).
+
+    ``engine_overrides`` apply to both pools' engines; ``prefill_overrides`` / ``decode_overrides`` to one
+    pool's, over them (deployments size the pools apart: e.g. a prefill engine that runs one request at a
+    time, ``max_num_seqs`` 1, and a decode engine whose token budget is its batch).
+    """
     from roofline.serving import simulate as base
 
     cfg = DisaggConfig.parse(disagg) if isinstance(disagg, str) else disagg
@@ -149,10 +156,13 @@ def simulate_disagg(
                                              arrival_cv, rng, 512)  # fmt: skip
     assert send is not None
     n = len(prompt)
-    kw = dict(engine_overrides=engine_overrides, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-              calibration=calibration, prompt_mean=float(prompt.mean()), output_mean=float(output.mean()))  # fmt: skip
-    rp = base.replica(model, cfg.prefill.hardware, engine, cfg.prefill.tp, ep=cfg.prefill.ep, **kw)
-    rd = base.replica(model, cfg.decode.hardware, engine, cfg.decode.tp, ep=cfg.decode.ep, **kw)
+    kw = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, calibration=calibration,
+              prompt_mean=float(prompt.mean()), output_mean=float(output.mean()))  # fmt: skip
+    both = dict(engine_overrides or {})
+    rp = base.replica(model, cfg.prefill.hardware, engine, cfg.prefill.tp, ep=cfg.prefill.ep,
+                      engine_overrides=both | dict(prefill_overrides or {}), **kw)  # fmt: skip
+    rd = base.replica(model, cfg.decode.hardware, engine, cfg.decode.tp, ep=cfg.decode.ep,
+                      engine_overrides=both | dict(decode_overrides or {}), **kw)  # fmt: skip
     link = cfg.link_bytes_per_s or rd.hardware.scale_out_bandwidth_per_direction_bytes_per_s or DEFAULT_LINK_BYTES_PER_S
     t_wall = time.perf_counter()
 
