@@ -44,3 +44,24 @@ def test_aiperf_protocol_counts_every_measured_request_from_a_cold_start() -> No
     assert vs.request_count(4, "aiperf") == 200 and vs.request_count(128, "aiperf") == 6400
     assert vs.request_count(1024, "aiperf") == vs.MAX_REQUESTS
     assert vs.request_count(4, "short") == 50 and vs.request_count(64, "short") == 320
+
+
+def test_disaggregated_pool_options_follow_the_benchmark_rules() -> None:
+    """rule_plugin/benchmark/*.rule: prefill max_batch_size = the row's (default 1) and ISL + 1500 tokens
+    (TensorRT-LLM: 32-token blocks, no overlap scheduler, no chunking); decode max_batch_size = the row's
+    decode batch and, for vLLM / TensorRT-LLM, a token budget of that batch."""
+    import validate_disagg as vd
+
+    def row(backend: str, pb: float) -> pd.Series:
+        return pd.Series({"backend": backend, "isl": 8192, "decode_batch_size": 48.0, "prefill_batch_size": pb,
+                          "hardware": "h200-sxm"})  # fmt: skip
+
+    pre, dec = vd.pool_options(row("trtllm", 1.0))
+    assert pre == {"max_num_seqs": 1, "max_num_batched_tokens": 9696, "chunked_prefill": False,
+                   "async_scheduling": False}  # fmt: skip  # 9692 -> 9696
+    assert dec == {"max_num_seqs": 48, "max_num_batched_tokens": 64}
+    pre, dec = vd.pool_options(row("vllm", float("nan")))
+    assert pre == {"max_num_seqs": 1, "max_num_batched_tokens": 9692}
+    assert dec == {"max_num_seqs": 48, "max_num_batched_tokens": 48}
+    pre, dec = vd.pool_options(row("sglang", 2.0))
+    assert pre == {"max_num_seqs": 2, "max_num_batched_tokens": 9692} and dec == {"max_num_seqs": 48}

@@ -20,7 +20,9 @@ Two predictions, nothing fitted (every row out-of-sample; the engines' CPU costs
   + the KV transfer at the default link (50 GB/s per GPU, latency 0.1 ms);
 * simulated (the first ``--max-per-group`` rows per (engine, model, GPU)): :func:`simulate_disagg` in open
   loop at the request rate X that satisfies Little's law X · mean E2E = C (bisection on X, constant
-  arrivals), first token on the prefill side;
+  arrivals), first token on the prefill side, each pool with the engine options the source's config
+  generator writes for it (:func:`pool_options`; ``--engine-options preset``: the engines' defaults, written
+  to ``serving_disagg_preset.csv``);
 * simulated with fit (``simfit``): the same with each engine's request overhead fitted on the
   AGGREGATED rows only (:func:`agg_overheads`) — held out by serving mode: no disaggregated row is fitted.
 """
@@ -44,7 +46,10 @@ from roofline.specs.disagg import DEFAULT_LATENCY_S, DEFAULT_LINK_BYTES_PER_S, D
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from pick_rows import FAMILY, HW, SPEC  # noqa: E402
-from validate_simulator import weight_dtype  # noqa: E402
+from validate_simulator import vllm_async, weight_dtype  # noqa: E402
+
+from roofline.engine.presets import engine_preset  # noqa: E402
+from roofline.specs.library import hardware as hardware_spec  # noqa: E402
 
 ROWS = HERE / "aic_silicon_disagg.csv"
 OUT = HERE.parent / "results" / "serving_disagg.csv"
@@ -81,6 +86,35 @@ def config(row: pd.Series) -> DisaggConfig:
     return DisaggConfig(p, d)
 
 
+def pool_options(row: pd.Series) -> tuple[dict[str, object], dict[str, object]]:
+    """(prefill pool, decode pool) engine options the source's config generator writes for a disaggregated
+    benchmark deployment (``ai-dynamo/aiconfigurator`` ``src/aiconfigurator/generator/rule_plugin/benchmark/``
+    ``trtllm.rule`` @ 581e4591, ``vllm.rule`` @ 2b264ba7, ``sglang.rule`` @ 043c66c5):
+
+    * prefill: ``max_batch_size`` = the row's ``prefill_batch_size``, else the rules' default 1 (one request
+      at a time); token budget ISL + 1500 (TensorRT-LLM ``max_num_tokens`` rounded up to 32-token blocks,
+      SGLang ``max_prefill_tokens``, capped by its chunk size); TensorRT-LLM's prefill runs without the
+      overlap scheduler (``prefill disable_overlap_scheduler = true``);
+    * decode: ``max_batch_size`` = the row's ``decode_batch_size`` and, for vLLM and TensorRT-LLM, token
+      budget = that batch (``decode max_num_tokens = max_batch_size``).
+    """
+    isl, batch = int(row.isl), int(row.decode_batch_size)
+    pb = int(row.prefill_batch_size) if pd.notna(row.get("prefill_batch_size")) else 1
+    pre: dict[str, object] = {"max_num_seqs": pb}
+    dec: dict[str, object] = {"max_num_seqs": batch}
+    if row.backend == "trtllm":
+        pre |= {"max_num_batched_tokens": -(-(isl + 1500) // 32) * 32, "chunked_prefill": False,
+                "async_scheduling": False}  # fmt: skip
+        dec["max_num_batched_tokens"] = -(-batch // 32) * 32
+    elif row.backend == "vllm":
+        pre["max_num_batched_tokens"] = isl + 1500
+        dec["max_num_batched_tokens"] = max(batch, 1)
+    else:
+        chunk = engine_preset("sglang", hardware_spec(row.hardware)).max_num_batched_tokens
+        pre["max_num_batched_tokens"] = min(isl + 1500, chunk)
+    return pre, dec
+
+
 def static(row: pd.Series) -> tuple[float, float]:
     """(TTFT ms, TPOT ms) from the static model (see the module docstring)."""
     wd = weight_dtype(row)
@@ -112,12 +146,20 @@ def agg_overheads() -> dict[str, tuple[float, float]]:
 
 
 def simulated(
-    row: pd.Series, overheads: tuple[float, float] | None = None, iters: int = 7
+    row: pd.Series, overheads: tuple[float, float] | None = None, iters: int = 7, options: str = "deployment"
 ) -> tuple[float, float, float]:
     """(TTFT ms, TPOT ms, request rate) at the Little's-law rate for concurrency C (bisection in log X)."""
     c = int(row.decode_batch_size) * int(row.decode_num_workers)
     cfg = config(row)
-    over: dict[str, object] = {"chunked_prefill": True} if row.backend == "trtllm" else {}
+    over: dict[str, object] = {}
+    pre: dict[str, object] = {}
+    dec: dict[str, object] = {}
+    if row.backend == "vllm":
+        over["async_scheduling"] = vllm_async(row.backend_version)
+    if options == "deployment":
+        pre, dec = pool_options(row)
+    elif row.backend == "trtllm":
+        over["chunked_prefill"] = True
     if overheads is not None:
         over |= {"step_overhead_s": overheads[0], "request_overhead_s": overheads[1], "request_overhead_cv": 1.0}
     n = int(min(max(3 * c, 120), 1500))
@@ -125,7 +167,7 @@ def simulated(
     def run(x: float, num: int) -> tuple[float, float, float]:
         r = simulate_disagg(row.spec, cfg, engine=row.backend, qps=x, arrival="constant", prompt_len=int(row.isl),
                             output_len=int(row.osl), num_requests=num, weight_dtype=weight_dtype(row),
-                            engine_overrides=over)  # fmt: skip
+                            engine_overrides=over, prefill_overrides=pre, decode_overrides=dec)  # fmt: skip
         s = r.summary
         return s["ttft_mean_s"], s["tpot_mean_s"], s["e2e_mean_s"]
 
@@ -147,6 +189,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-per-group", type=int, default=4, help="simulated rows per (engine, model, GPU)")
     ap.add_argument("--pick", action="store_true", help="re-copy the rows from the shared sample first")
+    ap.add_argument("--engine-options", choices=("deployment", "preset"), default="deployment",
+                    help="the generator's per-pool options (pool_options) or the engines' defaults")  # fmt: skip
     a = ap.parse_args()
     if a.pick or not ROWS.exists():
         pick()
@@ -164,10 +208,10 @@ def main() -> None:
         try:
             rec["static_ttft_ms"], rec["static_tpot_ms"] = static(row)
             if i in sim_idx:
-                rec["sim_ttft_ms"], rec["sim_tpot_ms"], rec["sim_qps"] = simulated(row)
+                rec["sim_ttft_ms"], rec["sim_tpot_ms"], rec["sim_qps"] = simulated(row, options=a.engine_options)
                 if row.backend in fitted:
                     rec["simfit_ttft_ms"], rec["simfit_tpot_ms"], rec["simfit_qps"] = simulated(
-                        row, fitted[row.backend]
+                        row, fitted[row.backend], options=a.engine_options
                     )
         except RooflineError as exc:
             rec["note"] = str(exc).split(";")[0][:120]
@@ -177,8 +221,9 @@ def main() -> None:
         for m in ("ttft", "tpot"):
             if f"{kind}_{m}_ms" in out:
                 out[f"{kind}_{m}_err"] = out[f"{kind}_{m}_ms"] / out[f"measured_{m}_ms"] - 1
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    out.to_csv(OUT, index=False)
+    path = OUT if a.engine_options == "deployment" else OUT.with_name(f"serving_disagg_{a.engine_options}.csv")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out.to_csv(path, index=False)
     print(f"{len(out)} rows; {out.get('note', pd.Series(dtype=str)).notna().sum()} not modelled")
     cols = [c for c in out if c.endswith("_err")]
     g = out.groupby("backend")[cols].agg(lambda x: float(np.nanmedian(np.abs(x))) if x.notna().any() else np.nan)
