@@ -1,7 +1,7 @@
 """Cross-validated accuracy of ``roofline.simulate`` on public closed-loop serving measurements.
 
 Run: ``python validation/serving/validate_simulator.py [--max-per-group N] [--jobs J]`` (``--max-per-group
-100``: 1,416 rows, seven simulation passes of about 3 million simulated requests each, about 15 minutes on
+100``: 1,416 rows, seven simulation passes of about 3 million simulated requests each, about 17 minutes on
 two cores). Writes ``validation/results/serving_sim.csv`` (one row per measurement and its fold) and prints
 median |error| of TTFT, TPOT and E2E per engine.
 
