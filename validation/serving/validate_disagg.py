@@ -22,7 +22,7 @@ Two predictions, nothing fitted (every row out-of-sample; the engines' CPU costs
   loop at the request rate X that satisfies Little's law X · mean E2E = C (bisection on X, constant
   arrivals), first token on the prefill side, each pool with the engine options the source's config
   generator writes for it (:func:`pool_options`; ``--engine-options preset``: the engines' defaults, written
-  to ``serving_disagg_preset.csv``);
+  to ``serving_disagg_preset.csv``), vLLM scheduling asynchronously from v0.14 as in ``validate_simulator.py``;
 * simulated with fit (``simfit``): the same with each engine's request overhead fitted on the
   AGGREGATED rows only (:func:`agg_overheads`) — held out by serving mode: no disaggregated row is fitted.
 """

@@ -49,11 +49,12 @@ CPU cost per step (``step_overhead_s``) is not fitted: the three engines overlap
 (SGLang's and TensorRT-LLM's overlap schedulers, vLLM's asynchronous scheduling), and a fitted per-step cost
 failed the held-out test when tried (it made every engine's held-out TPOT worse: SGLang 15.4 → 18.9 %,
 TensorRT-LLM 17.3 → 18.7 %, vLLM 15.9 → 20.5 %, because the CPU time left over differs by model family).
-Diagnostic (not a prediction of the simulator, reported next to it): the measured TTFT exceeds the
-simulated one by a roughly constant number of the row's own decode steps across concurrency and prompt
-length, not by a constant time. The column ``ttft_lag_ms`` = physics-only TTFT + k · physics-only TPOT,
-k (``lag_steps``, 0–40) chosen on the training families as above, measures how much of the residual that
-form explains; its mechanism is not known, so the simulator does not carry it.
+Diagnostic (not a prediction of the simulator, reported next to it): the excess of the measured over the
+simulated TTFT, counted in the row's own decode steps, varies far less with concurrency than the excess
+in time does (vLLM, 1k prompts, concurrency 4 → 128: 3 → 7 steps, 19 → 127 ms). The column
+``ttft_lag_ms`` = physics-only TTFT + k · physics-only TPOT, k (``lag_steps``, 0–40) chosen on the training
+families as above, measures how much of the residual that form explains; its mechanism is not known, so
+the simulator does not carry it.
 Folds: whole model families held out (every engine has rows of two or more families); an engine with one
 family would hold out whole GPU types instead.
 """
