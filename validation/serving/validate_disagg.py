@@ -46,10 +46,7 @@ from roofline.specs.disagg import DEFAULT_LATENCY_S, DEFAULT_LINK_BYTES_PER_S, D
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from pick_rows import FAMILY, HW, SPEC  # noqa: E402
-from validate_simulator import vllm_async, weight_dtype  # noqa: E402
-
-from roofline.engine.presets import engine_preset  # noqa: E402
-from roofline.specs.library import hardware as hardware_spec  # noqa: E402
+from validate_simulator import sglang_prefill_tokens, trtllm_tokens, vllm_async, weight_dtype  # noqa: E402
 
 ROWS = HERE / "aic_silicon_disagg.csv"
 OUT = HERE.parent / "results" / "serving_disagg.csv"
@@ -103,15 +100,14 @@ def pool_options(row: pd.Series) -> tuple[dict[str, object], dict[str, object]]:
     pre: dict[str, object] = {"max_num_seqs": pb}
     dec: dict[str, object] = {"max_num_seqs": batch}
     if row.backend == "trtllm":
-        pre |= {"max_num_batched_tokens": -(-(isl + 1500) // 32) * 32, "chunked_prefill": False,
+        pre |= {"max_num_batched_tokens": trtllm_tokens(isl + 1500), "chunked_prefill": False,
                 "async_scheduling": False}  # fmt: skip
-        dec["max_num_batched_tokens"] = -(-batch // 32) * 32
+        dec["max_num_batched_tokens"] = trtllm_tokens(batch)
     elif row.backend == "vllm":
         pre["max_num_batched_tokens"] = isl + 1500
         dec["max_num_batched_tokens"] = max(batch, 1)
     else:
-        chunk = engine_preset("sglang", hardware_spec(row.hardware)).max_num_batched_tokens
-        pre["max_num_batched_tokens"] = min(isl + 1500, chunk)
+        pre["max_num_batched_tokens"] = sglang_prefill_tokens(row)
     return pre, dec
 
 

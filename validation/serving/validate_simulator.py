@@ -99,6 +99,18 @@ def vllm_async(version: str) -> bool:
     return (major, minor) >= (0, 14)
 
 
+def trtllm_tokens(n: int) -> int:
+    """A TensorRT-LLM token budget rounded up to its 32-token blocks."""
+    return -(-n // 32) * 32
+
+
+def sglang_prefill_tokens(row: pd.Series) -> int:
+    """SGLang's prefill budget in the generator's rules: ``max_prefill_tokens`` = ISL + 1500, chunks still at
+    most the preset's ``chunked_prefill_size``."""
+    chunk = engine_preset("sglang", hardware_spec(row.hardware)).max_num_batched_tokens
+    return min(int(row.isl) + 1500, chunk)
+
+
 def deployment_options(row: pd.Series) -> dict[str, float | bool]:
     """The engine options the source's config generator writes for this row (see the module docstring)."""
     c, isl = int(row.batch_size), int(row.isl)
@@ -106,9 +118,8 @@ def deployment_options(row: pd.Series) -> dict[str, float | bool]:
     if row.backend == "vllm":
         return {"max_num_seqs": m, "max_num_batched_tokens": m + isl + 1500}
     if row.backend == "trtllm":
-        return {"max_num_seqs": m, "max_num_batched_tokens": -(-(m + isl + 1500) // 32) * 32, "chunked_prefill": False}
-    chunk = engine_preset("sglang", hardware_spec(row.hardware)).max_num_batched_tokens
-    return {"mixed_chunk": True, "max_num_batched_tokens": min(isl + 1500, chunk)}
+        return {"max_num_seqs": m, "max_num_batched_tokens": trtllm_tokens(m + isl + 1500), "chunked_prefill": False}
+    return {"mixed_chunk": True, "max_num_batched_tokens": sglang_prefill_tokens(row)}
 
 
 def request_count(concurrency: int, protocol: str) -> int:
