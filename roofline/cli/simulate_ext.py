@@ -36,22 +36,18 @@ DisaggOpt = Annotated[
         "prefill=h100-sxm:tp4x2,decode=h100-sxm:tp8x1,first=decode",
     ),
 ]  # fmt: skip
-PrefillSetOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--prefill-set", metavar="NAME=VALUE",
-        help="Override a setting of the prefill pool's engine only (repeatable, over --engine-set): e.g. "
-        "max_num_seqs=1 for a prefill engine that runs one request at a time.",
-    ),
-]  # fmt: skip
-DecodeSetOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--decode-set", metavar="NAME=VALUE",
-        help="Override a setting of the decode pool's engine only (repeatable, over --engine-set): e.g. "
-        "max_num_seqs=64 max_num_batched_tokens=64.",
-    ),
-]  # fmt: skip
+
+
+def _pool_set(pool: str, example: str) -> typer.models.OptionInfo:
+    """``--{pool}-set NAME=VALUE``: an engine setting of one pool only, over ``--engine-set``."""
+    return typer.Option(
+        f"--{pool}-set", metavar="NAME=VALUE",
+        help=f"Override a setting of the {pool} pool's engine only (repeatable, over --engine-set): e.g. {example}.",
+    )  # fmt: skip
+
+
+PrefillSetOpt = Annotated[list[str] | None, _pool_set("prefill", "max_num_seqs=1 for one request at a time")]
+DecodeSetOpt = Annotated[list[str] | None, _pool_set("decode", "max_num_seqs=64 max_num_batched_tokens=64")]
 
 
 def simulate_disagg_cmd(
