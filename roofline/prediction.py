@@ -12,7 +12,7 @@ import numpy as np
 from roofline.boundary.limits import MAX_API_SWEEP_POINTS
 from roofline.costs import latencies, scenario_costs, step_cost
 from roofline.engine.config import EngineConfig
-from roofline.engine.presets import EngineArg, resolve_engine
+from roofline.engine.presets import EngineArg, overrides_map, resolve_engine
 from roofline.errors import ScenarioError
 from roofline.evaluate import op_time, op_time_summed_over_context
 from roofline.memory import kv_bytes_per_sequence, kv_bytes_per_sequence_all_gpus, kv_bytes_per_token, memory_budget
@@ -81,11 +81,9 @@ def make_scenario(
     (None = the engine's setting) replays decode steps as CUDA graphs; False launches every
     decode kernel eagerly.
     """
-    if engine_overrides is not None and not isinstance(engine_overrides, Mapping):
-        raise ScenarioError(f"engine_overrides must map engine option names to values, got {engine_overrides!r}")
+    overrides = overrides_map(engine_overrides)
     if engine is not None and not isinstance(engine, str | EngineConfig):
         raise ScenarioError(f"engine must be a preset name (vllm, sglang, trtllm, ideal) or EngineConfig: {engine!r}")
-    overrides = dict(engine_overrides or {})
     if cuda_graphs is not None:
         overrides["cuda_graphs"] = cuda_graphs
     return Scenario(

@@ -53,3 +53,11 @@ def test_cli_pool_options_match_the_api_and_bad_ones_name_their_flag() -> None:
     assert json.loads(res.output)["summary"]["ttft_mean_s"] == api.summary["ttft_mean_s"]
     bad = CliRunner().invoke(app, [*args, "--decode-set", "max_num_seqs"])
     assert bad.exit_code != 0 and "--decode-set" in bad.output
+
+
+@pytest.mark.parametrize("field", ["engine_overrides", "prefill_overrides", "decode_overrides"])
+def test_pool_options_that_are_not_a_mapping_are_named(field: str) -> None:
+    from roofline.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match=f"^{field} must map engine option names to values"):
+        simulate_disagg(M, SPEC, qps=1.0, num_requests=2, **{field: "max_num_seqs=1"})  # type: ignore[arg-type]

@@ -10,11 +10,11 @@ chunk size by GPU memory), so a preset is resolved against a hardware spec.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from roofline.engine.config import EngineConfig
-from roofline.errors import UnknownNameError, suggest
+from roofline.errors import ScenarioError, UnknownNameError, suggest
 from roofline.specs.hardware import HardwareSpec
 
 GIB = 2**30
@@ -141,3 +141,14 @@ def resolve_engine(engine: EngineArg, hw: HardwareSpec, overrides: dict[str, Any
     """An EngineConfig from a preset name (default ``vllm``) or a config, with overrides applied."""
     cfg = engine if isinstance(engine, EngineConfig) else engine_preset(engine or DEFAULT_ENGINE, hw)
     return cfg.with_overrides(overrides)
+
+
+def overrides_map(value: Any, field: str = "engine_overrides") -> dict[str, Any]:
+    """A copy of user engine overrides (None = none); anything but a mapping is a ScenarioError naming ``field``."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ScenarioError(
+            f"{field} must map engine option names to values, e.g. {{'max_num_seqs': 256}}; got {value!r}"
+        )
+    return dict(value)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.engine.presets import overrides_map
 from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu
 from roofline.serving.engine_sim import EngineSim
@@ -158,11 +159,11 @@ def simulate_disagg(
     n = len(prompt)
     kw = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, calibration=calibration,
               prompt_mean=float(prompt.mean()), output_mean=float(output.mean()))  # fmt: skip
-    both = dict(engine_overrides or {})
+    both = overrides_map(engine_overrides)
     rp = base.replica(model, cfg.prefill.hardware, engine, cfg.prefill.tp, ep=cfg.prefill.ep,
-                      engine_overrides=both | dict(prefill_overrides or {}), **kw)  # fmt: skip
+                      engine_overrides=both | overrides_map(prefill_overrides, "prefill_overrides"), **kw)  # fmt: skip
     rd = base.replica(model, cfg.decode.hardware, engine, cfg.decode.tp, ep=cfg.decode.ep,
-                      engine_overrides=both | dict(decode_overrides or {}), **kw)  # fmt: skip
+                      engine_overrides=both | overrides_map(decode_overrides, "decode_overrides"), **kw)  # fmt: skip
     link = cfg.link_bytes_per_s or rd.hardware.scale_out_bandwidth_per_direction_bytes_per_s or DEFAULT_LINK_BYTES_PER_S
     t_wall = time.perf_counter()
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from roofline.boundary.limits import MAX_SIM_REQUESTS
 from roofline.engine.config import EngineConfig
-from roofline.engine.presets import EngineArg, resolve_engine
+from roofline.engine.presets import EngineArg, overrides_map, resolve_engine
 from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu, memory_budget, no_fit_reason
 from roofline.prediction import HardwareArg, ModelArg, ProfileArg, resolve
@@ -226,7 +226,7 @@ def replica(
     taken at the workload's mean context (exact for full attention; sliding-window layers hold min(L, W)).
     """
     m, hw, prof = resolve(model, hardware, calibration)
-    eng_over, pol_over = split_overrides(dict(engine_overrides or {}))
+    eng_over, pol_over = split_overrides(overrides_map(engine_overrides))
     eng = resolve_engine(engine, hw, eng_over)
     policy = policy_for(eng.scheduler, pol_over)
     weights = weight_dtype_fields(weight_dtype)  # None or "checkpoint": the shipped checkpoint, as predict
