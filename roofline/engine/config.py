@@ -41,6 +41,7 @@ OVERRIDABLE = (
     "step_overhead_s",
     "request_overhead_s",
     "request_overhead_cv",
+    "output_lag_steps",
 )
 
 #: Names users of the engines know, accepted as aliases of the fields above.
@@ -86,10 +87,16 @@ class EngineConfig(BaseModel):
     step_overhead_s: float = Field(default=0.0, ge=0)
     request_overhead_s: float = Field(default=0.0, ge=0)
     request_overhead_cv: float = Field(default=0.0, ge=0, le=10)
+    output_lag_steps: float = Field(default=0.0, ge=0, le=1000)
     sources: dict[str, str] = Field(default_factory=dict)
 
     @field_validator(
-        "memory_fraction", "runtime_reserve_bytes", "step_overhead_s", "request_overhead_s", "request_overhead_cv"
+        "memory_fraction",
+        "runtime_reserve_bytes",
+        "step_overhead_s",
+        "request_overhead_s",
+        "request_overhead_cv",
+        "output_lag_steps",
     )
     @classmethod
     def _finite(cls, v: float) -> float:

@@ -176,7 +176,7 @@ def simulate_disagg(
             continue
         one_token = np.ones(len(idx), dtype=prompt.dtype)
         rp.check_requests(prompt[idx], one_token)
-        sim = rp.engine_sim(prompt[idx], one_token, send[idx])
+        sim = rp.engine_sim(prompt[idx], one_token, send[idx], lag_steps=0.0)  # engine time: the hand-off starts
         sim.run()
         prefill_done[idx] = np.frombuffer(sim.rec_first, dtype=np.float64)[: len(idx)]
     ok = np.isfinite(prefill_done)
@@ -199,7 +199,7 @@ def simulate_disagg(
         if not len(idx):
             continue
         sim = rd.engine_sim(prompt[idx] + 1, output[idx] - 1, t_end[idx], cls=DecodeSideSim, request_overhead_s=0.0,
-                            pre=prompt[idx])  # fmt: skip
+                            lag_steps=0.0, pre=prompt[idx])  # fmt: skip
         sim.run()
         k = len(idx)
         tok2[idx] = np.frombuffer(sim.rec_first, dtype=np.float64)[:k]
@@ -219,9 +219,12 @@ def simulate_disagg(
     for g in gap1[np.isfinite(gap1)]:
         hist.add(float(g))
     done = np.isfinite(finish)
-    ttft, e2e = first - send, finish - send
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output > 1, (finish - first) / (output - 1), np.nan)
+    if rd.engine.output_lag_steps:  # the decode server's output lag (open loop: it feeds nothing back)
+        lag = rd.engine.output_lag_steps * np.where(output > 1, tpot, 0.0)
+        first, finish = first + lag, finish + lag
+    ttft, e2e = first - send, finish - send
     xfer = t_end - prefill_done
     duration = float(np.max(finish[done]) - np.min(send)) if done.any() else float("nan")
     gpus = cfg.prefill.gpus + cfg.decode.gpus

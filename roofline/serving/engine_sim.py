@@ -18,6 +18,13 @@ GPU, so a request that reaches the queue after step k started can join step k + 
 arrivals are admitted against the start time of the step that just ended (``_cut``), not its end.
 An idle engine schedules at once.
 
+Output lag (``output_lag_steps`` = k): the client receives every token of a request k of that request's own
+mean inter-token intervals after the engine computed it (the server's output pipeline: the engine's outputs
+are detokenised and streamed by a frontend that works through one step's outputs while the engine runs the
+next ones). The shift is the same for all tokens of a request, so TTFT and E2E grow by k·TPOT while TPOT
+and every inter-token gap stay as computed; a closed-loop client sends its next request when it received
+the last token. A request of one output token (no interval of its own) lags k times the last step.
+
 Token and block accounting (checked by the tests): a request of P prompt and O output tokens
 emits O tokens; its prefill writes P tokens (P + g when recomputed after a preemption with g
 tokens generated) and each decode step one; it holds ceil(tokens in cache / bs) blocks.
@@ -62,6 +69,7 @@ class EngineSim(RequestLifecycle, RunStats):
         send_s: np.ndarray | None,
         concurrency: int | None,
         request_overhead_s: float = 0.0,
+        output_lag_steps: float = 0.0,
         entry_extra_s: np.ndarray | None = None,
         saturation_queue: int = 2000,
         timeline_rows: int = 200_000,
@@ -73,6 +81,7 @@ class EngineSim(RequestLifecycle, RunStats):
         self.prompt, self.output, self.hashes = prompt, output, hashes
         self.n = len(prompt)
         self.req_overhead = request_overhead_s
+        self.lag_steps = float(output_lag_steps)  # output pipeline lag, in the request's own token intervals
         self.extra = entry_extra_s  # per-request addition to the overhead (its variability), or None
         self.closed = concurrency is not None
         self.send: list[float] = list(send_s) if send_s is not None else [0.0] * min(concurrency or 0, self.n)
@@ -330,6 +339,7 @@ class EngineSim(RequestLifecycle, RunStats):
             dt = self.step.step_time(d, span)
         end = now + dt
         self._cut = now
+        self.last_step_s = dt  # before the chunks complete: a one-token request lags k of this step
         used0 = self.pool.used - need
         if d:
             self.G += 1

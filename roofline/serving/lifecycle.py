@@ -63,6 +63,8 @@ class RequestLifecycle:
     dec_time: float
     n: int
     closed: bool
+    lag_steps: float
+    last_step_s: float
     generated: int
     completed: int
     preemptions: int
@@ -151,15 +153,18 @@ class RequestLifecycle:
         r.finish = end
         self.completed += 1
         i = r.rid
+        lag = 0.0
+        if self.lag_steps:  # the output pipeline's lag (engine_sim module docstring)
+            lag = self.lag_steps * ((end - r.first) / (r.gen - 1) if r.gen > 1 else self.last_step_s)
         self.rec_first[i], self.rec_finish[i], self.rec_cached[i], self.rec_preempt[i] = (
-            r.first,
-            end,
+            r.first + lag,
+            end + lag,
             r.cached,
             r.preempt,
         )
         self.generated += r.gen
         if self.closed and len(self.send) < self.n:
-            self._sent(end)
+            self._sent(end + lag)
 
     def _sent(self, t: float) -> None:  # the client's next request (EngineSim)
         raise NotImplementedError

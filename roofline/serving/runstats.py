@@ -34,7 +34,7 @@ class RunStats:
     prefill_completions: int
 
     def _init_stats(self, saturation_queue: int, timeline_rows: int, work_per_req: float) -> None:
-        self.busy_s = self.batch_int = self.kv_int = 0.0
+        self.busy_s = self.batch_int = self.kv_int = self.last_step_s = 0.0
         self.tl = tuple(array("d") for _ in TIMELINE_COLUMNS)
         self.tl_rows, self.tl_stride, self.tl_skip = timeline_rows, 1, 0
         self.sat_queue = saturation_queue
@@ -45,6 +45,7 @@ class RunStats:
 
     def _account(self, end: float, dt: float, rows: int, prefill_tokens: int, steps: int, used0: int) -> None:
         self.busy_s += dt
+        self.last_step_s = dt / steps
         self.batch_int += rows * dt
         self.kv_int += (used0 + self.pool.used) / 2 * dt
         self.tl_skip += 1

@@ -16,7 +16,7 @@ a continuous-batching engine with chunked prefill (prompt P, output O tokens, Po
   (probability 1 − e^(−N): the decode population of an M/G/∞ stage is Poisson) waits one more step, a
   mean one (decode-only or carrying another request's chunk): + (1 − e^(−N))·τ̄;
 * TPOT = τ̄; ITL is the two-mass mixture {d with probability 1 − q, S with q} (mean τ̄);
-  E2E = TTFT + (O − 1)·τ̄.
+  E2E = TTFT + (O − 1)·τ̄; the engine's request overhead y and output lag k add y + k·τ̄ to both.
 
 Capacity: the fixed point exists only while λ·n·(S − d) < 1, N ≤ max_num_seqs and the KV pool holds
 (N + 1)·(P + O) tokens; the largest such λ is the sustainable rate and load = λ / that rate. Beyond it
@@ -113,9 +113,20 @@ def _solve(sm: StepModel, lam: np.ndarray, p: float, o: float, budget: int, iter
 
 
 def screen(
-    sm: StepModel, qps: np.ndarray, prompt: float, output: float, budget: int, max_seqs: int, kv_tokens: float
+    sm: StepModel,
+    qps: np.ndarray,
+    prompt: float,
+    output: float,
+    budget: int,
+    max_seqs: int,
+    kv_tokens: float,
+    *,
+    request_overhead_s: float = 0.0,
+    output_lag_steps: float = 0.0,
 ) -> Screen:
-    """Closed-form means for each rate in ``qps`` (see the module docstring)."""
+    """Closed-form means for each rate in ``qps`` (see the module docstring). The engine's mean request overhead
+    y and output lag k add to TTFT and E2E: + y + k·τ̄ (a Poisson stream delayed by independent overheads is
+    still Poisson at the same rate, so the queue is unchanged)."""
     lam = np.atleast_1d(np.asarray(qps, dtype=np.float64))
     n_dec, tau, d, s, n = _solve(sm, lam, prompt, output, budget)
     ok = np.isfinite(tau) & (n_dec <= max_seqs) & ((n_dec + 1) * (prompt + output) <= kv_tokens)
@@ -129,6 +140,7 @@ def screen(
     ttft = wq + (1 - rho) * d / 2 + x
     if sm.async_cpu:  # asynchronous scheduling: the next step was formed before the arrival
         ttft = ttft + (1 - np.exp(-n_dec)) * tau
+    ttft = ttft + request_overhead_s + (output_lag_steps * tau if output_lag_steps else 0.0)
     nan = np.full_like(lam, np.nan)
     return Screen(
         lam, lam / sus, in_range, np.where(ok, n_dec, nan), np.where(ok, tau, nan), np.where(ok, ttft, nan),

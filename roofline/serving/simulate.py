@@ -19,6 +19,8 @@ time between a request's send and its entry into the engine's queue (it counts i
 request's drawn from a gamma law of coefficient of variation ``request_overhead_cv`` (0, the default:
 the same for every request; 1: exponential). A spread matters beyond its mean: identical closed-loop
 clients with a constant overhead settle into a rhythm in which no two prefills ever meet.
+``output_lag_steps`` = k delays every token of a request on its way to the client by k of the request's
+own inter-token intervals (TTFT and E2E + k·TPOT, TPOT and ITL unchanged; :mod:`roofline.serving.engine_sim`).
 """
 
 from __future__ import annotations
@@ -163,6 +165,7 @@ class Replica:
         policy: Policy | None = None,
         max_seqs: int | None = None,
         request_overhead_s: float | None = None,
+        lag_steps: float | None = None,
         overhead_seed: int = 0,
         **extra: Any,
     ) -> EngineSim:
@@ -172,6 +175,7 @@ class Replica:
         Request overhead: mean y = ``request_overhead_s``; with ``request_overhead_cv`` = v > 0 each request's
         is drawn from a gamma distribution of mean y and coefficient of variation v (v = 1: exponential),
         seeded by ``overhead_seed`` apart from the workload's own draws; v = 0: exactly y for every request.
+        Output lag: ``lag_steps`` (default: the engine's ``output_lag_steps``; see :mod:`roofline.serving.engine_sim`).
         """
         e = self.engine
         rows = self.step.max_rows if max_seqs is None else max_seqs
@@ -185,7 +189,8 @@ class Replica:
             block_tokens=e.kv_block_tokens, total_blocks=self.kv_blocks, max_tokens=e.max_num_batched_tokens,
             max_seqs=rows, chunked=e.chunked_prefill, max_partial=e.max_partial_prefills, prompt=prompt,
             output=output, hashes=hashes, send_s=send, concurrency=concurrency,
-            request_overhead_s=y, entry_extra_s=jitter, saturation_queue=max(2000, 2 * rows), **extra,
+            request_overhead_s=y, output_lag_steps=e.output_lag_steps if lag_steps is None else lag_steps,
+            entry_extra_s=jitter, saturation_queue=max(2000, 2 * rows), **extra,
         )  # fmt: skip
 
     def run_config(
