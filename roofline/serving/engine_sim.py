@@ -18,12 +18,15 @@ GPU, so a request that reaches the queue after step k started can join step k + 
 arrivals are admitted against the start time of the step that just ended (``_cut``), not its end.
 An idle engine schedules at once.
 
-Output lag (``output_lag_steps`` = k): the client receives every token of a request k of that request's own
-mean inter-token intervals after the engine computed it (the server's output pipeline: the engine's outputs
-are detokenised and streamed by a frontend that works through one step's outputs while the engine runs the
-next ones). The shift is the same for all tokens of a request, so TTFT and E2E grow by k·TPOT while TPOT
-and every inter-token gap stay as computed; a closed-loop client sends its next request when it received
-the last token. A request of one output token (no interval of its own) lags k times the last step.
+Closed-loop resends: a client sends its next request when it received the last token of the previous one,
+which the engine emitted at the end of a step, the instant it formed its next step; the request then travels
+back and is tokenised, so it reaches the queue strictly after that instant even with no request overhead
+(``_entry``: the next float after the send when the overhead is 0). Physics only (``request_overhead_s`` = 0)
+is thus the limit of a vanishing overhead, y → 0⁺, not the tie in which a resend joins the step that starts
+as its predecessor finishes (one step early; the convention and its sign are named in AIConfigurator's
+queueing model, ``docs/design/queueing_model.md`` §6.13 @ 093fe28f).
+
+Output lag (``output_lag_steps``): :meth:`~roofline.serving.lifecycle.RequestLifecycle._done`.
 
 Token and block accounting (checked by the tests): a request of P prompt and O output tokens
 emits O tokens; its prefill writes P tokens (P + g when recomputed after a preemption with g
@@ -120,8 +123,11 @@ class EngineSim(RequestLifecycle, RunStats):
 
     # ---- arrivals -------------------------------------------------------------------------
     def _entry(self, i: int, t: float) -> float:
-        """When request i, sent at t, reaches the queue: t + the request overhead (+ its variable part)."""
-        return t + self.req_overhead + (float(self.extra[i]) if self.extra is not None else 0.0)
+        """When closed-loop request i, sent at t, reaches the queue: t + the request overhead (+ its variable
+        part), and strictly after t (the module docstring: a resend never joins the step that starts as the
+        previous request finishes)."""
+        e = t + self.req_overhead + (float(self.extra[i]) if self.extra is not None else 0.0)
+        return e if e > t else math.nextafter(t, math.inf)
 
     def _sent(self, t: float) -> None:
         """A closed-loop client sends its next request at t."""

@@ -149,12 +149,21 @@ class RequestLifecycle:
         self.running.remove(r)
 
     def _done(self, r: Req, end: float) -> None:
+        """r finished at ``end`` (engine time): record it, and resend for a closed-loop client.
+
+        Output lag (``output_lag_steps`` = k): the client receives every token of a request k of that request's
+        own mean inter-token intervals after the engine computed it (the server's output pipeline: a frontend
+        detokenises and streams one step's outputs while the engine runs the next ones). The shift is the same
+        for all tokens of a request, so TTFT and E2E grow by k·TPOT while TPOT and every inter-token gap stay as
+        computed; a closed-loop client resends when it received the last token. A request of one output token
+        (no interval of its own) lags k times the last step.
+        """
         r.state = DONE
         r.finish = end
         self.completed += 1
         i = r.rid
         lag = 0.0
-        if self.lag_steps:  # the output pipeline's lag (engine_sim module docstring)
+        if self.lag_steps:
             lag = self.lag_steps * ((end - r.first) / (r.gen - 1) if r.gen > 1 else self.last_step_s)
         self.rec_first[i], self.rec_finish[i], self.rec_cached[i], self.rec_preempt[i] = (
             r.first + lag,
