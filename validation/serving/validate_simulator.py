@@ -1,7 +1,7 @@
 """Cross-validated accuracy of ``roofline.simulate`` on public closed-loop serving measurements.
 
 Run: ``python validation/serving/validate_simulator.py [--max-per-group N] [--jobs J]`` (``--max-per-group
-100``: 1,416 rows, seven simulation passes of about 3 million simulated requests each, about 17 minutes on
+100``: 1,416 rows, thirteen simulation passes of about 3 million simulated requests each, about 35 minutes on
 two cores). Writes ``validation/results/serving_sim.csv`` (one row per measurement and its fold) and prints
 median |error| of TTFT, TPOT and E2E per engine.
 
@@ -37,24 +37,32 @@ most 20,000) from a cold start, all counted. An earlier version of this script r
 into the measured requests; that drops the first wave of C simultaneous prefills, which the measurement
 includes. ``short``: 5C requests (at least 50) from a cold start, all counted (a shorter benchmark).
 
-Fit (per engine, never on the rows it is scored on): the per-request overhead, the time from a client's
-send to the engine's queue (HTTP, tokenisation, detokenising the first token), as a named engine
-parameter: ``request_overhead_s`` = its mean y, ``request_overhead_cv`` = 1 (``--overhead-cv``): each
-request's overhead is drawn from an exponential distribution (assumed: the maximum-entropy law of a
-positive delay of known mean; a constant overhead keeps identical clients in an artificial collision-free
-rhythm). y is the grid value (``GRID_MS``) whose simulations minimise the median over the training rows of
-|simulated TTFT / measured − 1|, the statistic the error is reported in; every grid value is a full
-simulation pass (the overhead's spread changes the queueing, so it is not an additive shift). The engine's
-CPU cost per step (``step_overhead_s``) is not fitted: the three engines overlap scheduling with the GPU
-(SGLang's and TensorRT-LLM's overlap schedulers, vLLM's asynchronous scheduling), and a fitted per-step cost
-failed the held-out test when tried (it made every engine's held-out TPOT worse: SGLang 15.4 → 18.9 %,
-TensorRT-LLM 17.3 → 18.7 %, vLLM 15.9 → 20.5 %, because the CPU time left over differs by model family).
-Diagnostic (not a prediction of the simulator, reported next to it): the excess of the measured over the
-simulated TTFT, counted in the row's own decode steps, varies far less with concurrency than the excess
-in time does (vLLM, 1k prompts, concurrency 4 → 128: 3 → 7 steps, 19 → 127 ms). The column
-``ttft_lag_ms`` = physics-only TTFT + k · physics-only TPOT, k (``lag_steps``, 0–40) chosen on the training
-families as above, measures how much of the residual that form explains; its mechanism is not known, so
-the simulator does not carry it.
+Fit (per engine, never on the rows it is scored on): what the client sees beyond the engine's GPU time, as a
+named engine parameter, each grid value a full simulation pass (it moves the closed loop's queueing, so it is
+not an additive shift); the value is the grid value whose simulations minimise the median over the training
+rows of |simulated TTFT / measured − 1|, the statistic the error is reported in:
+- ``request_overhead_s`` = y (``GRID_MS``), the time from a client's send to the engine's queue (HTTP,
+  tokenisation), ``request_overhead_cv`` = 1 (``--overhead-cv``): each request's drawn from an exponential
+  law (assumed: the maximum-entropy law of a positive delay of known mean; its spread also breaks the cohorts
+  that identical fixed-length closed-loop clients otherwise keep forever).
+- the other form, fitted and reported the same way (columns ``*_lag_ms``), not used elsewhere:
+  ``output_lag_steps`` = k (``LAG_STEPS``; 0 = physics only), the server's output pipeline: every token
+  reaches the client k of the request's own inter-token intervals after the engine computed it
+  (``roofline.serving.lifecycle``), so TTFT and E2E grow by k·TPOT and the client resends that much later.
+  Why it was tried: the excess of the measured over the physics-only TTFT, counted in the row's own decode
+  steps, varies far less with concurrency than the excess in time does (vLLM, 1k prompts, concurrency
+  4 → 128: 3 → 7 steps while 19 → 127 ms, before the resend convention below). It cross-validates better
+  than the overhead on vLLM and TensorRT-LLM here and worse on SGLang and on the Qwen3-32B sweeps of
+  ``knee.py`` (README), so the overhead stays the fitted form.
+Physics only includes the closed-loop resend convention of ``roofline.serving.engine_sim`` (a resend never
+joins the step that starts as its predecessor finishes); before it, physics-only TTFT was 70.9 / 53.5 / 44.5 %
+(SGLang / TensorRT-LLM / vLLM) off instead of 61.1 / 37.6 / 26.3 %, and the fitted overhead mostly made up for it.
+The fit on every family of an engine (both forms) is in ``serving_engine_fit.csv``; every pass of every row
+in ``serving_sim_passes.csv.gz`` (``--passes`` refits from it without simulating).
+The engine's CPU cost per step (``step_overhead_s``) is not fitted: the three engines overlap scheduling with
+the GPU (SGLang's and TensorRT-LLM's overlap schedulers, vLLM's asynchronous scheduling), and a fitted
+per-step cost failed the held-out test when tried (it made every engine's held-out TPOT worse: SGLang 15.4 →
+18.9 %, TensorRT-LLM 17.3 → 18.7 %, vLLM 15.9 → 20.5 %, because the CPU time left over differs by family).
 Folds: whole model families held out (every engine has rows of two or more families); an engine with one
 family would hold out whole GPU types instead.
 """
@@ -79,8 +87,10 @@ from roofline.specs.library import hardware as hardware_spec
 HERE = Path(__file__).parent
 OUT = HERE.parent / "results" / "serving_sim.csv"
 GRID_MS = (0.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0)  # candidate mean request overheads, ms (0: physics only)
+LAG_STEPS = (1.0, 2.0, 3.0, 4.0, 6.0, 8.0)  # candidate output lags, in the request's own decode steps
+CANDIDATES = [("request_overhead_s", y / 1e3) for y in GRID_MS] + [("output_lag_steps", k) for k in LAG_STEPS]
+FIT = HERE.parent / "results" / "serving_engine_fit.csv"
 MAX_REQUESTS = 20_000
-LAG_STEPS = range(41)  # candidate first-token lags of the diagnostic, in decode steps (docstring)
 
 
 def weight_dtype(row: pd.Series) -> str:
@@ -130,11 +140,18 @@ def request_count(concurrency: int, protocol: str) -> int:
 
 
 def run_row(
-    row: pd.Series, req_s: float, options: str = "deployment", protocol: str = "aiperf", cv: float = 1.0
+    row: pd.Series,
+    req_s: float,
+    options: str = "deployment",
+    protocol: str = "aiperf",
+    cv: float = 1.0,
+    lag_steps: float = 0.0,
 ) -> tuple[float, float, str]:
-    """(mean TTFT ms, mean TPOT ms, note) of one measurement simulated with a mean request overhead ``req_s``."""
+    """(mean TTFT ms, mean TPOT ms, note) of one measurement simulated with a mean request overhead ``req_s``
+    and an output lag of ``lag_steps``."""
     c = int(row.batch_size)
-    over: dict[str, float | bool] = {"request_overhead_s": req_s, "request_overhead_cv": cv}
+    over: dict[str, float | bool] = {"request_overhead_s": req_s, "request_overhead_cv": cv,
+                                     "output_lag_steps": lag_steps}  # fmt: skip
     if row.backend == "vllm":
         over["async_scheduling"] = vllm_async(row.backend_version)
     if options == "deployment":
@@ -154,9 +171,12 @@ def run_row(
     return float(q.ttft_s.mean()) * 1e3, float(q.tpot_s.mean()) * 1e3, ""
 
 
-def _run_record(rec: dict, req_s: float, options: str, protocol: str, cv: float) -> tuple[float, float, str]:
-    """``run_row`` on a plain record (picklable for the worker processes)."""
-    return run_row(pd.Series(rec), req_s, options, protocol, cv)
+def _run_record(
+    rec: dict, field: str, value: float, options: str, protocol: str, cv: float
+) -> tuple[float, float, str]:
+    """``run_row`` of one candidate (``field`` = value) on a plain record (picklable for the worker processes)."""
+    req_s, lag = (value, 0.0) if field == "request_overhead_s" else (0.0, value)
+    return run_row(pd.Series(rec), req_s, options, protocol, cv, lag)
 
 
 def folds(d: pd.DataFrame) -> list[tuple[str, str, pd.Index, pd.Index]]:
@@ -177,67 +197,90 @@ def main() -> None:
     ap.add_argument("--protocol", choices=("aiperf", "short"), default="aiperf", help="benchmark protocol (docstring)")
     ap.add_argument("--overhead-cv", type=float, default=1.0, help="spread of the request overhead (0: constant)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    ap.add_argument("--passes", type=Path, help="refit from the saved passes of an earlier run (no simulation)")
     a = ap.parse_args()
     d = pd.read_csv(HERE / "aic_silicon_agg.csv")
     d = d.sample(frac=1.0, random_state=0).groupby(["backend", "family", "hardware"]).head(a.max_per_group)
     d = d.sort_values(["backend", "family", "hardware", "id"]).reset_index(drop=True)
     t0 = time.perf_counter()
-    sims: dict[float, np.ndarray] = {}
-    records = d.to_dict("records")
-    with ProcessPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        for y in GRID_MS:
-            task = partial(_run_record, req_s=y / 1e3, options=a.engine_options, protocol=a.protocol,
-                           cv=a.overhead_cv)  # fmt: skip
-            runs = list(pool.map(task, records, chunksize=8))
-            sims[y] = np.array([(t, p) for t, p, _ in runs], dtype=np.float64)
-            if y == 0.0:
-                d["note"] = [n for _, _, n in runs]
-            print(f"request overhead {y:g} ms: pass done at {time.perf_counter() - t0:.0f} s", flush=True)
-    ok = np.isfinite(sims[0.0][:, 0])
+    tag = "" if (a.engine_options, a.protocol, a.overhead_cv) == ("deployment", "aiperf", 1.0) else (
+        f"_{a.engine_options}_{a.protocol}_cv{a.overhead_cv:g}")  # fmt: skip
+    sims = np.full((len(CANDIDATES), len(d), 2), np.nan)  # [candidate, row, (TTFT ms, TPOT ms)]
+    if a.passes:  # the passes of an earlier run of the same rows and candidates
+        old = pd.read_csv(a.passes).set_index("id").loc[d.id]
+        for j, (field, value) in enumerate(CANDIDATES):
+            sims[j, :, 0], sims[j, :, 1] = old[f"ttft_ms_{field}={value:g}"], old[f"tpot_ms_{field}={value:g}"]
+    else:
+        records = d.to_dict("records")
+        with ProcessPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+            for j, (field, value) in enumerate(CANDIDATES):
+                task = partial(_run_record, field=field, value=value, options=a.engine_options, protocol=a.protocol,
+                               cv=a.overhead_cv)  # fmt: skip
+                sims[j] = np.array([(t, p) for t, p, _ in pool.map(task, records, chunksize=8)], dtype=np.float64)
+                print(f"{field} = {value:g}: pass done at {time.perf_counter() - t0:.0f} s", flush=True)
+        passes = d[["id", "backend", "family"]].copy()  # every pass of every row, to refit without re-running
+        for j, (field, value) in enumerate(CANDIDATES):
+            passes[f"ttft_ms_{field}={value:g}"], passes[f"tpot_ms_{field}={value:g}"] = sims[j, :, 0], sims[j, :, 1]
+        passes.to_csv(OUT.with_name(f"serving_sim_passes{tag}.csv.gz"), index=False, float_format="%.6g")
+    ok = np.isfinite(sims[0, :, 0])
     print(f"{len(d)} rows ({(~ok).sum()} not simulable)")
-    rows = []
     meas = d.silicon_ttft_ms.to_numpy()
+
+    def train_err(idx: pd.Index) -> np.ndarray:
+        return np.array([np.median(np.abs(sims[j, idx, 0] / meas[idx] - 1)) for j in range(len(CANDIDATES))])
+
+    forms = {  # candidate indices of each form, physics only (index 0) first
+        "request_overhead_s": [j for j, (f, _) in enumerate(CANDIDATES) if f == "request_overhead_s"],
+        "output_lag_steps": [0] + [j for j, (f, _) in enumerate(CANDIDATES) if f == "output_lag_steps"],
+    }
+
+    def pick(idx: pd.Index, form: str) -> int:
+        err = train_err(idx)[forms[form]]
+        return forms[form][int(np.argmin(err))]  # the first on ties: physics only, then the smaller value
+
+    fits = []
+    for eng, g in d[ok].groupby("backend"):  # the fit on every family of an engine
+        for form in forms:
+            j = pick(g.index, form)
+            fits.append({"engine": eng, "field": form, "value": CANDIDATES[j][1] if j else 0.0, "rows": len(g),
+                         "families": g.family.nunique(), "ttft_median_abs_err": train_err(g.index)[j],
+                         "ttft_median_abs_err_physics_only": train_err(g.index)[0],
+                         "engine_options": a.engine_options, "protocol": a.protocol,
+                         "request_overhead_cv": a.overhead_cv})  # fmt: skip
+    rows = []
     for eng, held, tr, te in folds(d[ok]):
-        train_err = {y: float(np.median(np.abs(sims[y][tr, 0] / meas[tr] - 1))) for y in GRID_MS}
-        y = min(train_err, key=lambda k: train_err[k])
-        t0_ms, p0_ms = sims[0.0][tr, 0], sims[0.0][tr, 1]
-        lag_err = {k: float(np.median(np.abs((t0_ms + k * p0_ms) / meas[tr] - 1))) for k in LAG_STEPS}
-        lag = min(lag_err, key=lambda k: lag_err[k])
+        jl, jo = pick(tr, "output_lag_steps"), pick(tr, "request_overhead_s")
         for i in te:
             r = d.loc[i]
             rows.append({
                 "engine": eng, "held_out": held, "id": r.id, "family": r.family, "hardware": r.hardware,
                 "isl": r.isl, "osl": r.osl, "concurrency": r.batch_size, "tp": r.tp_size, "ep": r.moe_ep_size,
-                "precision": r.precision, "step_overhead_s": 0.0, "request_overhead_s": y / 1e3,
-                "request_overhead_cv": a.overhead_cv, "ttft_meas_ms": r.silicon_ttft_ms,
-                "tpot_meas_ms": r.silicon_tpot_ms, "ttft_sim0_ms": sims[0.0][i, 0], "tpot_sim0_ms": sims[0.0][i, 1],
-                "ttft_sim_ms": sims[y][i, 0], "tpot_sim_ms": sims[y][i, 1], "lag_steps": lag,
-                "ttft_lag_ms": sims[0.0][i, 0] + lag * sims[0.0][i, 1],
+                "precision": r.precision, "step_overhead_s": 0.0,
+                "request_overhead_s": CANDIDATES[jo][1], "request_overhead_cv": a.overhead_cv,
+                "output_lag_steps": CANDIDATES[jl][1] if jl else 0.0,
+                "ttft_meas_ms": r.silicon_ttft_ms, "tpot_meas_ms": r.silicon_tpot_ms,
+                "ttft_sim0_ms": sims[0, i, 0], "tpot_sim0_ms": sims[0, i, 1],
+                "ttft_sim_ms": sims[jo, i, 0], "tpot_sim_ms": sims[jo, i, 1],
+                "ttft_lag_ms": sims[jl, i, 0], "tpot_lag_ms": sims[jl, i, 1],
             })  # fmt: skip
     res = pd.DataFrame(rows)
-    for sfx in ("meas", "sim0", "sim"):  # E2E = TTFT + (OSL − 1)·TPOT, the same for measurement and simulation
+    for sfx in ("meas", "sim0", "sim", "lag"):  # E2E = TTFT + (OSL − 1)·TPOT, as measured and simulated
         res[f"e2e_{sfx}_ms"] = res[f"ttft_{sfx}_ms"] + (res.osl - 1) * res[f"tpot_{sfx}_ms"]
     for k in ("ttft", "tpot", "e2e"):
-        res[f"{k}_err0"] = res[f"{k}_sim0_ms"] / res[f"{k}_meas_ms"] - 1
-        res[f"{k}_err"] = res[f"{k}_sim_ms"] / res[f"{k}_meas_ms"] - 1
-    res["ttft_lag_err"] = res.ttft_lag_ms / res.ttft_meas_ms - 1  # diagnostic, not the simulator's prediction
-    tag = "" if (a.engine_options, a.protocol, a.overhead_cv) == ("deployment", "aiperf", 1.0) else (
-        f"_{a.engine_options}_{a.protocol}_cv{a.overhead_cv:g}")  # fmt: skip
+        for sfx, name in (("sim0", "err0"), ("sim", "err"), ("lag", "err_lag")):
+            res[f"{k}_{name}"] = res[f"{k}_{sfx}_ms"] / res[f"{k}_meas_ms"] - 1
     out = OUT.with_name(f"serving_sim{tag}.csv")
     out.parent.mkdir(exist_ok=True)
     res.to_csv(out, index=False)
+    pd.DataFrame(fits).to_csv(FIT.with_name(f"serving_engine_fit{tag}.csv"), index=False)
     med = lambda x: float(np.median(np.abs(x)))  # noqa: E731
-    summary = res.groupby("engine").agg(
-        rows=("id", "size"), ttft_physics_only=("ttft_err0", med), ttft_fitted=("ttft_err", med),
-        tpot=("tpot_err", med), e2e=("e2e_err", med), ttft_bias=("ttft_err", "median"),
-        tpot_bias=("tpot_err", "median"), ttft_step_lag=("ttft_lag_err", med),
-    )  # fmt: skip
-    summary.loc["all rows"] = [
-        len(res), med(res.ttft_err0), med(res.ttft_err), med(res.tpot_err), med(res.e2e_err),
-        float(res.ttft_err.median()), float(res.tpot_err.median()), med(res.ttft_lag_err),
-    ]  # fmt: skip
+    cols = {"ttft_physics_only": "ttft_err0", "ttft": "ttft_err", "tpot": "tpot_err", "e2e": "e2e_err"}
+    cols |= {"ttft_output_lag": "ttft_err_lag", "tpot_output_lag": "tpot_err_lag", "e2e_output_lag": "e2e_err_lag"}
+    summary = res.groupby("engine").agg(rows=("id", "size"), **{k: (v, med) for k, v in cols.items()})
+    summary.loc["all rows"] = [len(res)] + [med(res[v]) for v in cols.values()]
     print(summary.to_string(float_format=lambda x: f"{x:.3f}"))
-    print(res.groupby(["engine", "held_out"])[["request_overhead_s", "lag_steps"]].first().to_string())
+    print(res.groupby(["engine", "held_out"])[["request_overhead_s", "output_lag_steps"]].first().to_string())
+    print(pd.DataFrame(fits)[["engine", "field", "value", "ttft_median_abs_err"]].to_string(index=False))
     print(f"total {time.perf_counter() - t0:.0f} s -> {out}")
 
 
