@@ -45,7 +45,6 @@ class RunStats:
 
     def _account(self, end: float, dt: float, rows: int, prefill_tokens: int, steps: int, used0: int) -> None:
         self.busy_s += dt
-        self.last_step_s = dt / steps
         self.batch_int += rows * dt
         self.kv_int += (used0 + self.pool.used) / 2 * dt
         self.tl_skip += 1

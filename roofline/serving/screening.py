@@ -113,17 +113,9 @@ def _solve(sm: StepModel, lam: np.ndarray, p: float, o: float, budget: int, iter
 
 
 def screen(
-    sm: StepModel,
-    qps: np.ndarray,
-    prompt: float,
-    output: float,
-    budget: int,
-    max_seqs: int,
-    kv_tokens: float,
-    *,
-    request_overhead_s: float = 0.0,
-    output_lag_steps: float = 0.0,
-) -> Screen:
+    sm: StepModel, qps: np.ndarray, prompt: float, output: float, budget: int, max_seqs: int, kv_tokens: float,
+    *, request_overhead_s: float = 0.0, output_lag_steps: float = 0.0,
+) -> Screen:  # fmt: skip
     """Closed-form means for each rate in ``qps`` (see the module docstring). The engine's mean request overhead
     y and output lag k add to TTFT and E2E: + y + k·τ̄ (a Poisson stream delayed by independent overheads is
     still Poisson at the same rate, so the queue is unchanged)."""

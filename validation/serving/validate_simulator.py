@@ -240,11 +240,12 @@ def main() -> None:
 
     fits = []
     for eng, g in d[ok].groupby("backend"):  # the fit on every family of an engine
+        err = train_err(g.index)
         for form in forms:
             j = pick(g.index, form)
             fits.append({"engine": eng, "field": form, "value": CANDIDATES[j][1] if j else 0.0, "rows": len(g),
-                         "families": g.family.nunique(), "ttft_median_abs_err": train_err(g.index)[j],
-                         "ttft_median_abs_err_physics_only": train_err(g.index)[0],
+                         "families": g.family.nunique(), "ttft_median_abs_err": err[j],
+                         "ttft_median_abs_err_physics_only": err[0],
                          "engine_options": a.engine_options, "protocol": a.protocol,
                          "request_overhead_cv": a.overhead_cv})  # fmt: skip
     rows = []
