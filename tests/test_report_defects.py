@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 import roofline
 from roofline.cli.app import app
+from roofline.published.serving_error import serving_upper_factor
 from roofline.report import build
 from roofline.report.charts import MARKERS, pareto_figure
 from roofline.report.loadcharts import load_figure, x_limit
@@ -84,6 +85,8 @@ def test_table_and_charts_show_the_same_planned_load_figures(report: Any) -> Non
     wl = report.data.inputs.workload
     for i, row in enumerate(report.data.rows):
         f = row.finalist
+        if not row.feasible:  # no configuration meets the SLOs (the A100 here): no load chart
+            continue
         fig = load_figure(report.data, i, row, "#000")
         for ax, key in zip(fig.axes, ("ttft_s", "tpot_s"), strict=True):
             (marker,) = [ln for ln in ax.get_lines() if ln.get_label().startswith("P") and "planned" in ln.get_label()]
@@ -163,6 +166,8 @@ def test_load_axis_is_scaled_to_the_planned_region(report: Any) -> None:
     assert x_limit(10.0, 2.0, 50.0) == 15.0  # at least 1.5 × the planned load
     wl = report.data.inputs.workload
     for i, row in enumerate(report.data.rows):
+        if not row.feasible:
+            continue
         fig = load_figure(report.data, i, row, "#000")
         for ax in fig.axes:
             lo, hi = ax.get_xlim()
@@ -173,10 +178,11 @@ def test_planned_markers_of_different_hardware_are_distinguishable(report: Any) 
     """First edition: planned-batch circles of different hardware overlapped in one latency chart."""
     ax = pareto_figure(report.data).axes[0]
     planned = [ln for ln in ax.get_lines() if ln.get_label().endswith(": planned batch")]
-    assert len(planned) == 3
-    assert len({ln.get_marker() for ln in planned}) == 3 and {ln.get_marker() for ln in planned} <= set(MARKERS)
-    # one latency-vs-load chart per hardware: no two hardware share a chart
-    assert all(f"chart-load-{r.hardware.name}" in report.html for r in report.data.rows)
+    n = sum(r.candidate is not None for r in report.data.rows)
+    assert len(planned) == n >= 2
+    assert len({ln.get_marker() for ln in planned}) == n and {ln.get_marker() for ln in planned} <= set(MARKERS)
+    # one latency-vs-load chart per hardware that meets the SLOs: no two hardware share a chart
+    assert all(f"chart-load-{r.hardware.name}" in report.html for r in report.data.rows if r.feasible)
 
 
 def test_memory_failure_is_not_captioned_as_an_slo_miss() -> None:
@@ -246,8 +252,9 @@ def test_what_if_rows_state_the_change_in_gpus_cost_and_latency(report: Any) -> 
         else:
             assert w.note
     by = {w.label: w for w in report.data.whatifs}
-    # a shorter prompt never needs more GPUs; speculation at the same GPUs shortens TPOT (τ > 1)
+    # a shorter prompt never needs more GPUs; speculation shortens TPOT (τ > 1), though its draft and verify work
+    # lengthens the steps a prompt waits behind, so where TTFT binds (here) it may need more GPUs
     assert by["Prompt reduction"].gpus <= rec.finalist.gpus
     spec = by["Speculative decoding"]
-    assert spec.gpus <= rec.finalist.gpus and (spec.gpus < rec.finalist.gpus or spec.tpot_s < rec.finalist.tpot_s)
+    assert spec.tpot_s < rec.finalist.tpot_s and spec.ttft_s * serving_upper_factor("ttft_s", 0.8, "vllm") <= 0.5
     assert 'id="whatif-table"' in report.html

@@ -3,7 +3,7 @@
 GIVEN Llama-3.1-8B on one H100 (tp 1), chat lengths (1,024 + 256 tokens) at 20 requests/s, TTFT P99 ≤ 0.5 s,
 TPOT P90 ≤ 50 ms. WHEN the planner's cheapest candidate is re-sized on the simulator THEN:
 * replicas never fall below the planner's, and headroom = replicas·λ_sus/qps − 1 ≥ the minimum;
-* the SLO check is on value × e^(q) at the confidence level (upper_factors);
+* the SLO check is on value × the engine's serving upper factor at the confidence level (serving_upper_factor);
 * cost = GPUs × price; energy = GPUs × TDP / (qps · O) J per token → kWh per 1e6 tokens;
 * the percentiles are those of roofline.simulate at qps / replicas (same seed).
 """
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import roofline
-from roofline.published.uncertainty import upper_factors
+from roofline.published.serving_error import serving_upper_factor
 from roofline.serving.finalists import checkpoint_format, size_finalist
 
 M, HW, QPS, P, OUT = "llama-3.1-8b", "h100-sxm", 20.0, 1024, 256
@@ -45,9 +45,8 @@ def test_sizing_invariants_and_formulas(cand: Any) -> None:
         f.headroom == pytest.approx(f.replicas * f.sustainable_replica_rps / QPS - 1) and f.headroom >= f.min_headroom
     )
     assert f.knee_rps <= f.capacity_rps
-    one = np.asarray([""])
-    assert f.ttft_upper_s == pytest.approx(f.ttft_s * float(upper_factors("ttft_s", one, 0.8)[0]))
-    assert f.tpot_upper_s == pytest.approx(f.tpot_s * float(upper_factors("tpot_s", one, 0.8)[0]))
+    assert f.ttft_upper_s == pytest.approx(f.ttft_s * serving_upper_factor("ttft_s", 0.8, "vllm"))
+    assert f.tpot_upper_s == pytest.approx(f.tpot_s * serving_upper_factor("tpot_s", 0.8, "vllm"))
     assert f.ttft_upper_s <= 0.5 and f.tpot_upper_s <= 0.05
     price = roofline.hardware(HW).price.usd_per_gpu_hour
     assert f.usd_per_hour == pytest.approx(f.gpus * price)

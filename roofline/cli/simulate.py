@@ -186,7 +186,11 @@ def simulate_cmd(
             for lo, hi in [s.interval(k)]
         )
         reps = f" and the spread over {replicas} seeded replicas" if replicas > 1 else ""
-        con.print(f"80 % intervals (model error on public rows held out by source{reps}): {text}")
+        from roofline.published.serving_error import POOLED, engine_pool
+
+        pool = engine_pool(s.config.get("engine"))
+        rows = "all engines' public serving rows" if pool == POOLED else f"public {pool} serving rows"
+        con.print(f"80 % intervals (the simulator's error on {rows}, held out by model family{reps}): {text}")
     if s.saturated:
         raise InfeasibleError(s.saturated)
 

@@ -55,6 +55,19 @@ class AccuracyRow:
 
 
 @dataclass(frozen=True)
+class ServingErrorRow:
+    """The serving simulator's 80 % interval factors and held-out coverage on one engine's public rows."""
+
+    engine: str
+    n: int
+    ttft_factors: tuple[float, float]
+    tpot_factors: tuple[float, float]
+    ttft_coverage: float
+    tpot_coverage: float
+    used: bool
+
+
+@dataclass(frozen=True)
 class Evidence:
     """Where the ceilings come from and how accurate roofline is known to be."""
 
@@ -65,6 +78,7 @@ class Evidence:
     ceilings: tuple[CeilingRow, ...]
     accuracy: tuple[AccuracyRow, ...]
     accuracy_note: str
+    serving: tuple[ServingErrorRow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,7 +131,22 @@ def evidence(inp: Any, dtype: ComputeDtype = "bf16") -> Evidence:
             hw.memory.bandwidth_bytes_per_s, p.memory_ceiling(hw), p.device == hw.name,
         ))  # fmt: skip
     acc, note = accuracy(inp)
-    return Evidence(kind, statement, p, prov, tuple(rows), acc, note)
+    return Evidence(kind, statement, p, prov, tuple(rows), acc, note, serving_error_rows(inp.engine))
+
+
+def serving_error_rows(engine: Any) -> tuple[ServingErrorRow, ...]:
+    """Per engine pool: the 80 % TTFT and TPOT factors and their coverage with each model family held out
+    (:mod:`roofline.published.serving_error`); ``used`` marks the pool the report's SLO checks drew on."""
+    from roofline.published.serving_error import engine_pool, load_serving_error, serving_interval
+
+    doc = load_serving_error()
+    used = engine_pool(engine, doc)
+    out = []
+    for pool, cov in doc["coverage"]["0.8"].items():
+        t, u = (serving_interval(f, 1.0, engine=pool, level=0.8, doc=doc) for f in ("ttft_s", "tpot_s"))
+        out.append(ServingErrorRow(pool, t.n_rows, (t.low, t.high), (u.low, u.high), cov["ttft"][0] / cov["ttft"][1],
+                                   cov["tpot"][0] / cov["tpot"][1], pool == used))  # fmt: skip
+    return tuple(out)
 
 
 def _text(v: Any) -> str:

@@ -3,7 +3,8 @@
 Sources, most severe first:
 
 1. **Model error.** At a stricter level ℓ' = max(0.95, confidence + 0.1) (capped at 0.99) than the one
-   the plan was sized at, the simulated percentiles become value·e^(q_ℓ') and capacity
+   the plan was sized at, the simulated percentiles become value × the engine's upper factor measured on
+   public serving rows (:func:`roofline.published.serving_error.serving_upper_factor`) and capacity
    capacity·e^(−q_ℓ') (:func:`roofline.published.uncertainty.upper_factor`). The figure that breaks
    first is named with its excess over the SLO (or its shortfall under the planned load).
 2. **Traffic.** Above the knee (mean TTFT twice its zero-load value) latency grows quickly; above
@@ -34,13 +35,15 @@ def stress_level(confidence: float) -> float:
 
 def model_error_risk(rec: HardwareRow, inp: ReportInputs) -> tuple[float, str] | None:
     """How far the plan misses when the model errs to the stress level's bound (None if it holds)."""
+    from roofline.published.serving_error import serving_upper_factor
     from roofline.published.uncertainty import upper_factor
 
     f, wl = rec.finalist, inp.workload
     if f is None:
         return None
     lv = stress_level(inp.confidence)
-    ft, fp, fc = (upper_factor(fig, lv) for fig in ("ttft_s", "tpot_s", "e2e_s"))
+    ft, fp = (serving_upper_factor(fig, lv, inp.engine, inp.profile) for fig in ("ttft_s", "tpot_s"))
+    fc = upper_factor("e2e_s", lv)
     cap = f.capacity_rps / fc
     cases = [
         (f.ttft_s * ft / wl.ttft_slo_s - 1, f"TTFT P{wl.ttft_pct:g} becomes {fmt_seconds(f.ttft_s * ft)}, "

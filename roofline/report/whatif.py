@@ -94,15 +94,14 @@ def _speculative(inp: ReportInputs, rec: HardwareRow) -> WhatIf:
 
 def _disaggregated(inp: ReportInputs, rec: HardwareRow) -> WhatIf:
 
-    from roofline.published.uncertainty import upper_factor
+    from roofline.published.serving_error import serving_upper_factor
     from roofline.serving.disagg_plan import plan_disagg
 
     f0, wl = rec.finalist, inp.workload
     assert f0 is not None
     tp = f0.candidate.tp
     pct = 99 if max(wl.ttft_pct, wl.tpot_pct) > 90 else 90
-    ft = upper_factor("ttft_s", inp.confidence, inp.profile)
-    fp = upper_factor("tpot_s", inp.confidence, inp.profile)
+    ft, fp = (serving_upper_factor(fig, inp.confidence, inp.engine, inp.profile) for fig in ("ttft_s", "tpot_s"))
     desc = f"separate prefill and decode pools of tp {tp} (up to 3 each), P{pct} SLOs at the same bound"
     try:
         p = plan_disagg(

@@ -11,9 +11,11 @@ formulas. For a finalist (one feasible candidate) this module:
 3. simulates one replica at the planned per-replica load qps / replicas (Poisson arrivals,
    ``num_requests`` requests, fixed seed) and reads TTFT and TPOT at the SLO percentiles
    (over requests, :mod:`roofline.serving.metrics`);
-4. checks the SLOs on the upper bound of the model's error at ``confidence`` ℓ:
-   value·e^(q_ℓ) ≤ SLO, with q_ℓ from :func:`roofline.published.uncertainty.upper_factor`;
-   if a check fails or the run saturates, adds a replica and repeats (at most ``MAX_EXTRA``).
+4. checks the SLOs on the upper bound of the simulator's error at ``confidence`` ℓ:
+   value·f_ℓ ≤ SLO, with f_ℓ the engine's upper factor measured on public serving rows held out by
+   model family (:func:`roofline.published.serving_error.serving_upper_factor`; e.g. vLLM at 80 %:
+   TTFT ×2.32, TPOT ×1.33); if a check fails or the run saturates, adds a replica and repeats (at most
+   ``MAX_EXTRA``).
 
 Capacity (the maximum sustainable rate of the deployment) is replicas·λ_sus, the knee replicas ×
 the replica's knee. Energy is an upper bound from board power: E per output token =
@@ -162,7 +164,7 @@ def size_finalist(
     (:func:`roofline.serving.speculative_sim.simulate_speculative`); capacity and knee stay those of plain
     decoding from the screening tier (it has no speculative form), a conservative bound when speculation pays.
     """
-    from roofline.published.uncertainty import upper_factor
+    from roofline.published.serving_error import serving_upper_factor
     from roofline.serving.screening import screen
     from roofline.serving.simulate import replica, simulate
 
@@ -179,7 +181,7 @@ def size_finalist(
     from roofline.profile import load_profile
 
     prof = load_profile(calibration)  # a measured profile widens the interval by its run-to-run spread
-    f_ttft, f_tpot = upper_factor("ttft_s", confidence, prof), upper_factor("tpot_s", confidence, prof)
+    f_ttft, f_tpot = (serving_upper_factor(fig, confidence, engine, prof) for fig in ("ttft_s", "tpot_s"))
     first = max(c.replicas, math.ceil(qps * (1.0 + h_min) / sus)) if sus > 0 else c.replicas
     replicas, res, ok, why = first, None, False, ""
     run: Any = simulate

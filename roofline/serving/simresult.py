@@ -31,9 +31,6 @@ SUMMARY_KEYS = (
 
 
 #: Which static headline figure's error stands in for a simulated figure (by its first word).
-_FIGURE_OF = {"ttft": "ttft_s", "tpot": "tpot_s", "itl": "tpot_s", "e2e": "e2e_s"}
-
-
 @dataclass
 class SimulationResult:
     """Outcome of one simulated run (see the module docstring for the metric definitions).
@@ -60,20 +57,25 @@ class SimulationResult:
     def interval(self, name: str, level: float = 0.8) -> tuple[float, float]:
         """(low, high) of summary figure ``name`` (e.g. ``"ttft_p99_s"``) at ``level``.
 
-        Two independent parts, combined in log space (:func:`roofline.published.uncertainty.figure_interval`):
-        the cost model's error on public rows held out by source — TTFT figures in the prefill regime,
-        TPOT/ITL in decode, E2E and throughputs in the throughput regime (no public row measures a serving
-        percentile, so the static regimes stand in for it) — and the workload randomness: the log-spread of
-        the figure over the seeded replicas of ``simulate(..., replicas=N)`` (none with one run).
+        Latencies (``ttft_*``, ``tpot_*``, ``itl_*``, ``e2e_*``): the simulator's own error on public serving
+        measurements of this engine, held out by model family (:mod:`roofline.published.serving_error`;
+        asymmetric, since the simulated TTFT runs short). Throughputs: the static model's throughput regime
+        (:func:`roofline.published.uncertainty.figure_interval`). Either way the workload randomness, the
+        log-spread of the figure over the seeded replicas of ``simulate(..., replicas=N)`` (none with one run),
+        is folded in.
         """
+        from roofline.published.serving_error import serving_figure, serving_interval
         from roofline.published.uncertainty import figure_interval, replica_sigma_log
 
         if name not in self.summary:
             raise ScenarioError(f"no simulated figure '{name}'; intervals exist for {', '.join(self.summary)}")
-        figure = _FIGURE_OF.get(name.split("_")[0], "throughput_tok_s")
         reps = [float(s[name]) for s in self.config.get("replica_summaries", []) if float(s[name]) > 0]
         extra = replica_sigma_log(reps) if len(reps) >= 2 else 0.0
-        iv = figure_interval(figure, float(self.summary[name]), level=level, extra_sigma_log=extra)
+        value = float(self.summary[name])
+        if serving_figure(name) is not None:
+            sv = serving_interval(name, value, engine=self.config.get("engine"), level=level, extra_sigma_log=extra)
+            return sv.low, sv.high
+        iv = figure_interval("throughput_tok_s", value, level=level, extra_sigma_log=extra)
         return iv.low, iv.high
 
     def plot(self, path: str | None = None) -> Any:

@@ -1,0 +1,229 @@
+"""Prediction intervals for the serving simulator's latencies: its error on public serving measurements.
+
+**Residuals.** Every closed-loop row of the public serving sample (``validation/serving/aic_silicon_agg.csv``:
+TensorRT-LLM, vLLM and SGLang, 8 model families, H100/H200/B200) was simulated with the engine's own preset
+and no fitted overhead, which is what :func:`roofline.simulate` runs by default
+(``validation/serving/validate_simulator.py --engine-options preset``, results in ``SOURCE_CSV``). For the
+mean TTFT, TPOT and E2E of each row the residual is
+
+    r = ln(measured / simulated)
+
+signed: the simulator's TTFT is mostly short (median measured/simulated 1.1–1.6 by engine), so the
+intervals are asymmetric. The residuals are shipped by engine and model family in
+``roofline/data/serving_error.json`` (:func:`write_serving_error`; a test derives them again).
+
+**Interval** of a simulated figure v at level ℓ (α = 1 − ℓ), from the n residuals of its pool sorted
+r_(1) ≤ … ≤ r_(n), split-conformal on each side::
+
+    k_lo = ⌊(n+1)·α/2⌋,  k_hi = ⌈(n+1)·(1 − α/2)⌉,   interval = (v·e^(r_(k_lo)), v·e^(r_(k_hi)))
+
+(a rank outside 1 … n takes the extreme residual and flags the interval ``supported = False``). The pool is
+the engine's own rows for the presets measured (vllm, sglang, trtllm) and every row for any other engine
+(``ideal``, a custom one). Figures: ``ttft_*`` use the TTFT residuals, ``tpot_*`` and ``itl_*`` the TPOT
+ones (a request's TPOT is its mean inter-token gap), ``e2e_*`` the E2E ones. The rows measure means; the
+same ratio is assumed for every percentile of a figure (no public row measures a serving percentile).
+A further independent log-spread σ (seeded replicas, a measured profile's ceilings) widens each side
+around the pool's median residual m: r_hi → m + √((r_hi − m)² + (z_ℓ·σ)²), and r_lo likewise.
+
+**Coverage**, what the intervals promise, measured with whole model families held out: for each family F
+of a pool, the interval is built from the pool's other families and F's rows are counted inside or not
+(:func:`serving_coverage`; the table is in the shipped file and the README). Rows of one family share
+their deployment (kernels, engine options), so a family, not a row, is the unit that is held out.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roofline.errors import ScenarioError
+from roofline.published.uncertainty import check_level
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVING_ERROR_PATH = Path(__file__).resolve().parents[1] / "data" / "serving_error.json"
+SOURCE_CSV = "validation/results/serving_sim_preset_aiperf_cv1.csv"
+SCHEMA_VERSION = 1
+R_DIGITS = 6
+#: Serving figure → (measured, simulated) columns of ``SOURCE_CSV``.
+COLUMNS = {"ttft": ("ttft_meas_ms", "ttft_sim0_ms"), "tpot": ("tpot_meas_ms", "tpot_sim0_ms"),
+           "e2e": ("e2e_meas_ms", "e2e_sim0_ms")}  # fmt: skip
+POOLED = "all"
+COVERAGE_LEVELS = (0.8, 0.9)
+_FIGURE_OF_PREFIX = {"ttft": "ttft", "tpot": "tpot", "itl": "tpot", "e2e": "e2e"}
+
+
+@dataclass(frozen=True)
+class ServingInterval:
+    """(low, high) of a simulated figure at ``level``; ``pool`` names the residuals it came from."""
+
+    name: str
+    value: float
+    low: float
+    high: float
+    level: float
+    pool: str
+    n_rows: int
+    n_families: int
+    supported: bool = True
+
+    @property
+    def factors(self) -> tuple[float, float]:
+        """(low/value, high/value)."""
+        return (self.low / self.value, self.high / self.value) if self.value else (math.nan, math.nan)
+
+
+def serving_figure(name: str) -> str | None:
+    """``ttft``/``tpot``/``e2e`` for a simulated latency (``ttft_p99_s``, ``itl_mean_s``, ``tpot_s``), else None."""
+    return _FIGURE_OF_PREFIX.get(name.split("_")[0])
+
+
+def derive_serving_error(csv_path: str | Path | None = None) -> dict[str, Any]:
+    """The residual document (module docstring) from the preset validation results."""
+    path = Path(csv_path) if csv_path is not None else ROOT / SOURCE_CSV
+    if not path.is_file():
+        raise ScenarioError(f"no serving validation results at {path}; run validation/serving/validate_simulator.py "
+                            "--engine-options preset first")  # fmt: skip
+    pools: dict[str, dict[str, dict[str, list[float]]]] = {}
+    with path.open(newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            fam = pools.setdefault(row["engine"], {}).setdefault(row["family"], {f: [] for f in COLUMNS})
+            for fig, (meas, sim) in COLUMNS.items():
+                fam[fig].append(round(math.log(float(row[meas]) / float(row[sim])), R_DIGITS))
+    engines = {e: {f: {fig: sorted(v) for fig, v in figs.items()} for f, figs in sorted(fams.items())}
+               for e, fams in sorted(pools.items())}  # fmt: skip
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "generated_by": "roofline.published.serving_error.write_serving_error",
+        "data": f"{SOURCE_CSV} (validation/serving/validate_simulator.py --engine-options preset)",
+        "residual": "r = ln(measured / simulated) of the row's mean TTFT, TPOT, E2E; simulated: engine preset, "
+        "physics only",
+        "engines": engines,
+    }
+    doc["coverage"] = {f"{lv:g}": serving_coverage(lv, doc) for lv in COVERAGE_LEVELS}
+    return doc
+
+
+def write_serving_error(path: str | Path | None = None) -> Path:
+    """Derive the residuals and write them (and their held-out coverage) as JSON."""
+    out = Path(path) if path is not None else SERVING_ERROR_PATH
+    out.write_text(json.dumps(derive_serving_error(), indent=1) + "\n", encoding="utf-8")
+    load_serving_error.cache_clear()
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def load_serving_error(path: str | None = None) -> dict[str, Any]:
+    """The shipped residual document (``roofline/data/serving_error.json``)."""
+    doc: dict[str, Any] = json.loads(Path(path or SERVING_ERROR_PATH).read_text(encoding="utf-8"))
+    return doc
+
+
+def engine_pool(engine: Any, doc: Mapping[str, Any] | None = None) -> str:
+    """The residual pool of an engine (a preset name, an ``EngineConfig``, or a label like ``vllm 0.11``)."""
+    d = load_serving_error() if doc is None else doc
+    name = str(getattr(engine, "name", engine) or "").split(" ")[0].lower()
+    return name if name in d["engines"] else POOLED
+
+
+def pool_residuals(
+    figure: str, pool: str, doc: Mapping[str, Any] | None = None, exclude_family: str | None = None
+) -> tuple[list[float], int]:
+    """(sorted residuals of ``figure`` in ``pool``, number of families), without ``exclude_family``."""
+    d = load_serving_error() if doc is None else doc
+    if figure not in COLUMNS:
+        raise ScenarioError(f"no serving residuals for '{figure}'; figures: {', '.join(COLUMNS)}")
+    engines = d["engines"].values() if pool == POOLED else [d["engines"][pool]]
+    fams = [(f, figs[figure]) for fams in engines for f, figs in fams.items() if f != exclude_family]
+    return sorted(r for _, rs in fams for r in rs), len({f for f, _ in fams})
+
+
+def conformal_bounds(r: list[float], level: float) -> tuple[float, float, bool]:
+    """(r_(k_lo), r_(k_hi), supported) of sorted residuals ``r`` at ``level`` (module docstring)."""
+    n, a = len(r), 1.0 - check_level(level)
+    if not n:
+        raise ScenarioError("no serving residuals to build an interval from (roofline/data/serving_error.json)")
+    k_lo, k_hi = math.floor((n + 1) * a / 2 + 1e-12), math.ceil((n + 1) * (1 - a / 2) - 1e-12)
+    ok = k_lo >= 1 and k_hi <= n
+    return r[max(k_lo, 1) - 1], r[min(k_hi, n) - 1], ok
+
+
+def _widen(lo: float, hi: float, med: float, sigma_log: float, level: float) -> tuple[float, float]:
+    if sigma_log <= 0.0:
+        return lo, hi
+    from statistics import NormalDist
+
+    zs = NormalDist().inv_cdf((1.0 + level) / 2.0) * sigma_log
+    return med - math.hypot(med - lo, zs), med + math.hypot(hi - med, zs)
+
+
+def serving_interval(
+    name: str, value: float, *, engine: Any = None, level: float = 0.8, extra_sigma_log: float = 0.0,
+    doc: Mapping[str, Any] | None = None,
+) -> ServingInterval:  # fmt: skip
+    """The ``level`` interval of simulated latency figure ``name`` (value ``value``) for ``engine``."""
+    fig = serving_figure(name)
+    if fig is None:
+        raise ScenarioError(f"'{name}' is not a simulated latency figure (ttft_*, tpot_*, itl_*, e2e_*)")
+    lv = check_level(level)
+    pool = engine_pool(engine, doc)
+    r, fams = pool_residuals(fig, pool, doc)
+    lo, hi, ok = conformal_bounds(r, lv)
+    lo, hi = _widen(lo, hi, r[len(r) // 2], extra_sigma_log, lv)
+    low, high = (value * math.exp(lo), value * math.exp(hi)) if math.isfinite(value) else (math.nan, math.nan)
+    return ServingInterval(name, value, low, high, lv, pool, len(r), fams, ok)
+
+
+def serving_upper_factor(name: str, level: float, engine: Any = None, profile: Any = None) -> float:
+    """high/value of :func:`serving_interval`: what an SLO check multiplies a simulated figure by.
+
+    A measured profile (``device`` set) folds in its ceilings' run-to-run spread (the larger of compute and memory).
+    """
+    from roofline.published.uncertainty import spread_sigma_log
+
+    return serving_interval(name, 1.0, engine=engine, level=level,
+                            extra_sigma_log=spread_sigma_log(profile, "throughput")).high  # fmt: skip
+
+
+def serving_coverage(level: float, doc: Mapping[str, Any] | None = None) -> dict[str, dict[str, list[int]]]:
+    """{pool: {figure: [covered, rows]}}: each model family held out of its pool in turn (module docstring)."""
+    d = load_serving_error() if doc is None else doc
+    out: dict[str, dict[str, list[int]]] = {}
+    for pool in [*d["engines"], POOLED]:
+        engines = d["engines"].values() if pool == POOLED else [d["engines"][pool]]
+        fams = sorted({f for fams in engines for f in fams})
+        out[pool] = {}
+        for fig in COLUMNS:
+            hit = tot = 0
+            for f in fams:
+                rest = pool_residuals(fig, pool, d, exclude_family=f)[0]
+                if not rest:  # a pool of one family: nothing to build its interval from, not counted
+                    continue
+                lo, hi, _ = conformal_bounds(rest, level)
+                held = [r for fams_ in engines for r in fams_.get(f, {}).get(fig, [])]
+                hit += sum(lo <= r <= hi for r in held)
+                tot += len(held)
+            out[pool][fig] = [hit, tot]
+    return out
+
+
+def main() -> None:
+    """Regenerate the shipped file and print the held-out coverage."""
+    path = write_serving_error()
+    doc = load_serving_error()
+    print(f"wrote {path}")
+    for lv, table in doc["coverage"].items():
+        for pool, figs in table.items():
+            r = pool_residuals("ttft", pool, doc)[0]
+            lo, hi, _ = conformal_bounds(r, float(lv))
+            cov = ", ".join(f"{fig} {h / n:.0%}" for fig, (h, n) in figs.items())
+            print(f"level {lv} {pool}: TTFT ×{math.exp(lo):.2f}–×{math.exp(hi):.2f}; held-out coverage {cov}")
+
+
+if __name__ == "__main__":
+    main()
