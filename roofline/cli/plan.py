@@ -164,7 +164,9 @@ def plan_cmd(
             con.print(
                 f"[bold]simulated:[/] {f.candidate.label}: {f.replicas} replicas = {f.gpus} GPUs{cost}; at the planned "
                 f"load TTFT P{f.ttft_pct:g} {f.ttft_s * 1e3:.0f} ms, TPOT P{f.tpot_pct:g} {f.tpot_s * 1e3:.1f} ms "
-                f"({state} the SLOs at the {100 * f.confidence:.0f} % bound), capacity {f.capacity_rps:.3g} req/s, "
+                f"({state} the SLOs at the {100 * f.confidence:.0f} % bound of the simulator's error on public "
+                f"serving rows: TTFT ×{f.ttft_upper_s / f.ttft_s:.2f}, TPOT ×{f.tpot_upper_s / f.tpot_s:.2f}), "
+                f"capacity {f.capacity_rps:.3g} req/s, "
                 f"headroom {100 * f.headroom:.0f}%"
             )
     if res.recommended is None:
