@@ -8,7 +8,11 @@ The engine's CPU overheads are the vLLM values fitted in ``validate_simulator.py
 none of which saw these rows), and each point runs the benchmark protocol used there (50C requests from a cold
 start, ``request_count``). Run: ``python validation/serving/knee.py``; writes
 ``validation/results/serving_knee.csv``. ``--form output_lag`` runs the other fitted form instead (the vLLM
-``output_lag_steps``, mean over the folds) and writes ``serving_knee_output_lag.csv``.
+``output_lag_steps``, mean over the folds) and writes ``serving_knee_output_lag.csv``. ``--form physics`` runs
+the vLLM preset with no fitted overhead (what ``roofline.simulate`` runs by default), writes
+``serving_knee_physics.csv`` and counts how many measured points fall inside the simulator's 80 % serving
+intervals (``roofline.published.serving_error``): an out-of-sample check, since these intervals were derived
+from vLLM rows of other model families (no Qwen3-32B among them).
 """
 
 from __future__ import annotations
@@ -35,15 +39,18 @@ def knee(conc: np.ndarray, ttft: np.ndarray) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--form", choices=("request_overhead", "output_lag"), default="request_overhead",
-                    help="the fitted form to run with (output_lag writes serving_knee_output_lag.csv)")  # fmt: skip
+    ap.add_argument("--form", choices=("request_overhead", "output_lag", "physics"), default="request_overhead",
+                    help="the fitted form to run with (or physics: none); writes serving_knee_<form>.csv")  # fmt: skip
     a = ap.parse_args()
     m = pd.read_csv(HERE / "qwen3_32b_vllm_sweeps.csv")
     m["concurrency"] = m.qps_or_concurrency.str.extract(r"concurrency (\d+)").astype(int)
     fits = pd.read_csv(HERE.parent / "results" / "serving_sim.csv")
     folds = fits[fits.engine == "vllm"].groupby("held_out")
+    over: dict[str, float] = {}
     if a.form == "output_lag":
-        over: dict[str, float] = {"output_lag_steps": float(folds.output_lag_steps.first().mean())}
+        over = {"output_lag_steps": float(folds.output_lag_steps.first().mean())}
+    elif a.form == "physics":
+        pass
     else:
         v = folds[["step_overhead_s", "request_overhead_s"]].first().mean()
         over = {"step_overhead_s": float(v.step_overhead_s), "request_overhead_s": float(v.request_overhead_s),
@@ -60,7 +67,7 @@ def main() -> None:
                          "preemptions": s.summary["preemptions"]})  # fmt: skip
     res = pd.DataFrame(rows)
     OUT.parent.mkdir(exist_ok=True)
-    res.to_csv(OUT if a.form == "request_overhead" else OUT.with_name("serving_knee_output_lag.csv"), index=False)
+    res.to_csv(OUT if a.form == "request_overhead" else OUT.with_name(f"serving_knee_{a.form}.csv"), index=False)
     below = res[res.preemptions == 0]  # the rows below the knee
     err = float(np.median(np.abs(below.ttft_sim_ms / below.ttft_meas_ms - 1)))
     print(f"{over}: median |TTFT error| {err:.1%} on the {len(below)} points without preemption")
@@ -69,6 +76,16 @@ def main() -> None:
         c = g.concurrency.to_numpy()
         print(f"ISL {isl} OSL {osl}: measured knee at concurrency {knee(c, g.ttft_meas_ms.to_numpy())}, "
               f"simulated {knee(c, g.ttft_sim_ms.to_numpy())}")  # fmt: skip
+    if a.form == "physics":
+        from roofline.published.serving_error import serving_interval
+
+        for fig in ("ttft", "tpot"):
+            iv = serving_interval(f"{fig}_mean_s", 1.0, engine="vllm", level=0.8)
+            ratio = res[f"{fig}_meas_ms"] / res[f"{fig}_sim_ms"]
+            inside = (ratio >= iv.low) & (ratio <= iv.high)
+            print(f"{fig.upper()}: {int(inside.sum())} of {len(res)} measured points inside the vLLM 80 % interval "
+                  f"(×{iv.low:.2f} – ×{iv.high:.2f} the simulated value); below the knee "
+                  f"{int(inside[res.preemptions == 0].sum())} of {int((res.preemptions == 0).sum())}")
 
 
 if __name__ == "__main__":
