@@ -83,9 +83,11 @@ def main() -> None:
             iv = serving_interval(f"{fig}_mean_s", 1.0, engine="vllm", level=0.8)
             ratio = res[f"{fig}_meas_ms"] / res[f"{fig}_sim_ms"]
             inside = (ratio >= iv.low) & (ratio <= iv.high)
-            print(f"{fig.upper()}: {int(inside.sum())} of {len(res)} measured points inside the vLLM 80 % interval "
-                  f"(×{iv.low:.2f} – ×{iv.high:.2f} the simulated value); below the knee "
-                  f"{int(inside[res.preemptions == 0].sum())} of {int((res.preemptions == 0).sum())}")
+            print(
+                f"{fig.upper()}: {int(inside.sum())} of {len(res)} measured points inside the vLLM 80 % interval "
+                f"(×{iv.low:.2f} – ×{iv.high:.2f} the simulated value); below the knee "
+                f"{int(inside[res.preemptions == 0].sum())} of {int((res.preemptions == 0).sum())}"
+            )
 
 
 if __name__ == "__main__":
