@@ -207,7 +207,15 @@ def main() -> None:
         f"_{a.engine_options}_{a.protocol}_cv{a.overhead_cv:g}")  # fmt: skip
     sims = np.full((len(CANDIDATES), len(d), 2), np.nan)  # [candidate, row, (TTFT ms, TPOT ms)]
     if a.passes:  # the passes of an earlier run of the same rows and candidates
-        old = pd.read_csv(a.passes).set_index("id").loc[d.id]
+        old = pd.read_csv(a.passes).set_index("id")
+        missing = sorted(set(d.id) - set(old.index))
+        cols = [f"{m}_ms_{field}={value:g}" for field, value in CANDIDATES for m in ("ttft", "tpot")]
+        absent = [c for c in cols if c not in old.columns]
+        if missing or absent:
+            raise SystemExit(f"{a.passes} is not a run of these rows and candidates: {len(missing)} of the {len(d)} "
+                             f"rows missing (e.g. {missing[:2]}), {len(absent)} candidate columns missing (e.g. "
+                             f"{absent[:2]}); rerun without --passes, or with the same --max-per-group")  # fmt: skip
+        old = old.loc[d.id]
         for j, (field, value) in enumerate(CANDIDATES):
             sims[j, :, 0], sims[j, :, 1] = old[f"ttft_ms_{field}={value:g}"], old[f"tpot_ms_{field}={value:g}"]
     else:
