@@ -191,6 +191,13 @@ def simulate_cmd(
         pool = engine_pool(s.config.get("engine"))
         rows = "all engines' public serving rows" if pool == POOLED else f"public {pool} serving rows"
         con.print(f"80 % intervals (the simulator's error on {rows}, held out by model family{reps}): {text}")
+        if s.config.get("lockstep"):
+            con.print(
+                f"[yellow]lock-step:[/] {s.config['lockstep_share']:.0%} of the later requests got their first token "
+                "together with at least half of the clients: identical clients prefill, finish and resend together "
+                "wave after wave, which real clients drift out of; TTFT here is that of a synchronised burst. A 2 % "
+                "spread of answer lengths (--output lognormal:MEAN:0.02) already breaks it."
+            )
     if s.saturated:
         raise InfeasibleError(s.saturated)
 

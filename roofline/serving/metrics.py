@@ -95,3 +95,25 @@ def finite_percentile(x: np.ndarray, q: float) -> float:
     run stops have NaN latencies and are left out."""
     x = x[np.isfinite(x)]
     return float(np.percentile(x, q)) if x.size else float("nan")
+
+
+def lockstep_share(arrival_s: np.ndarray, first_token_s: np.ndarray, concurrency: int) -> float:
+    """Share of a closed-loop run's later half of requests (by arrival) whose first token came in a cohort of at
+    least max(2, ⌈C/2⌉) requests, C the number of clients.
+
+    A cohort is the set of requests whose first tokens come at one instant (one step's end). Identical
+    closed-loop clients (fixed lengths, no spread in when they resend) can stay synchronised forever: they prefill
+    in one step, finish in one step and resend together, so every wave waits for the whole burst's prefill.
+    Real clients drift apart (network and tokenisation jitter), so a share near 1 marks a simulated lock-step,
+    not a forecast. The first half (the cold start, one burst by construction) is left out. NaN when nothing
+    finished.
+    """
+    first = np.asarray(first_token_s, dtype=np.float64)
+    late = np.argsort(arrival_s, kind="stable")[len(first) // 2 :]
+    late = late[np.isfinite(first[late])]
+    if late.size == 0:
+        return math.nan
+    ok = np.isfinite(first)
+    values, counts = np.unique(first[ok], return_counts=True)
+    size = counts[np.searchsorted(values, first[late])]  # cohort of each later request, among all requests
+    return float(np.mean(size >= max(2, math.ceil(concurrency / 2))))

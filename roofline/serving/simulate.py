@@ -21,6 +21,12 @@ the same for every request; 1: exponential). A spread matters beyond its mean: i
 clients with a constant overhead settle into a rhythm in which no two prefills ever meet.
 ``output_lag_steps`` = k delays every token of a request on its way to the client by k of the request's
 own inter-token intervals (TTFT and E2E + k·TPOT, TPOT and ITL unchanged; :mod:`roofline.serving.engine_sim`).
+
+Lock-step (closed loop): ``config["lockstep_share"]`` is the share of the later half of requests whose first
+token came together with at least half of the clients' (:func:`roofline.serving.metrics.lockstep_share`), and
+``config["lockstep"]`` is True when it exceeds ``LOCKSTEP_SHARE``: identical clients then prefill, finish and
+resend together wave after wave, and TTFT is that of a synchronised burst, which real clients drift out of (e.g.
+Qwen3-32B on 2 × H100, 8 clients of 1,024 + 1,024 tokens: 418 ms; with a 2 % spread of answer lengths, 88 ms).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from roofline.prediction import HardwareArg, ModelArg, ProfileArg, resolve
 from roofline.profile import CalibrationProfile
 from roofline.serving.arrivals import arrival_times, parse_length
 from roofline.serving.engine_sim import EngineSim
+from roofline.serving.metrics import lockstep_share
 from roofline.serving.policy import Policy, policy_for, split_overrides
 from roofline.serving.screening import screen
 from roofline.serving.simresult import SimulationResult, build_result
@@ -52,6 +59,9 @@ from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
 from roofline.specs.scenario import Scenario, weight_dtype_fields
+
+#: ``config["lockstep"]`` when more than this share of a closed loop's later requests came in a half-population cohort.
+LOCKSTEP_SHARE = 0.5
 
 
 def simulate(
@@ -125,7 +135,13 @@ def simulate(
     workload = _describe(qps, concurrency, trace, prompt_len, output_len, arrival, arrival_cv, prefix_share)
     config = rep.run_config(sim, tp=tp, policy=rep.policy, max_seqs=step.max_rows, wall_s=wall, seed=seed,
                             workload=workload)  # fmt: skip
-    return build_result(sim, send if send is not None else np.zeros(0), config)
+    res = build_result(sim, send if send is not None else np.zeros(0), config)
+    if concurrency is not None:  # closed loop: do identical clients stay in lock-step? (metrics.lockstep_share)
+        r = res.requests
+        share = lockstep_share(r["arrival_s"].to_numpy(), r["first_token_s"].to_numpy(), int(concurrency))
+        res.config["lockstep_share"] = share
+        res.config["lockstep"] = bool(share > LOCKSTEP_SHARE)
+    return res
 
 
 @dataclass(frozen=True)
