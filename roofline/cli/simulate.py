@@ -195,8 +195,8 @@ def simulate_cmd(
             con.print(
                 f"[yellow]lock-step:[/] {s.config['lockstep_share']:.0%} of the later requests got their first token "
                 "together with at least half of the clients: identical clients prefill, finish and resend together "
-                "wave after wave, which real clients drift out of; TTFT here is that of a synchronised burst. A 2 % "
-                "spread of answer lengths (--output lognormal:MEAN:0.02) already breaks it."
+                "wave after wave, so TTFT is that of a synchronised burst; a 2 % spread of answer lengths (--output "
+                "lognormal:MEAN:0.02) lets them drift apart. Real benchmarks fall in between: run both."
             )
     if s.saturated:
         raise InfeasibleError(s.saturated)

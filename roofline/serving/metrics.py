@@ -104,9 +104,9 @@ def lockstep_share(arrival_s: np.ndarray, first_token_s: np.ndarray, concurrency
     A cohort is the set of requests whose first tokens come at one instant (one step's end). Identical
     closed-loop clients (fixed lengths, no spread in when they resend) can stay synchronised forever: they prefill
     in one step, finish in one step and resend together, so every wave waits for the whole burst's prefill.
-    Real clients drift apart (network and tokenisation jitter), so a share near 1 marks a simulated lock-step,
-    not a forecast. The first half (the cold start, one burst by construction) is left out. NaN when nothing
-    finished.
+    A share near 1 marks that lock-step, which the answer hinges on: a 2 % spread of answer lengths dissolves it
+    (real clients sit in between; see :mod:`roofline.serving.simulate`). The first half (the cold start, one
+    burst by construction) is left out. NaN when nothing finished.
     """
     first = np.asarray(first_token_s, dtype=np.float64)
     late = np.argsort(arrival_s, kind="stable")[len(first) // 2 :]

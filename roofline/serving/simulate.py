@@ -25,8 +25,10 @@ own inter-token intervals (TTFT and E2E + k·TPOT, TPOT and ITL unchanged; :mod:
 Lock-step (closed loop): ``config["lockstep_share"]`` is the share of the later half of requests whose first
 token came together with at least half of the clients' (:func:`roofline.serving.metrics.lockstep_share`), and
 ``config["lockstep"]`` is True when it exceeds ``LOCKSTEP_SHARE``: identical clients then prefill, finish and
-resend together wave after wave, and TTFT is that of a synchronised burst, which real clients drift out of (e.g.
-Qwen3-32B on 2 × H100, 8 clients of 1,024 + 1,024 tokens: 418 ms; with a 2 % spread of answer lengths, 88 ms).
+resend together wave after wave, and TTFT is that of a synchronised burst. The answer hinges on it: Qwen3-32B on
+2 × H100, 8 clients of 1,024 + 1,024 tokens, 418 ms in lock-step, 88 ms once a 2 % spread of answer lengths lets
+the clients drift apart, 154 ms measured (vLLM 0.12, ``validation/serving/knee.py``). On the public closed-loop
+rows the drift is no better: it takes held-out TTFT error from 26 to 56 % on vLLM (measured TTFT is longer still).
 """
 
 from __future__ import annotations
