@@ -30,7 +30,6 @@ SUMMARY_KEYS = (
 )  # fmt: skip
 
 
-#: Which static headline figure's error stands in for a simulated figure (by its first word).
 @dataclass
 class SimulationResult:
     """Outcome of one simulated run (see the module docstring for the metric definitions).
