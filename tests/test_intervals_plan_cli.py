@@ -110,3 +110,20 @@ def test_cli_plan_confidence_and_accuracy_coverage() -> None:
     cov = run("accuracy", "--coverage", "--json")
     assert cov.exit_code == 0, cov.output
     assert json.loads(cov.stdout)["coverage"] == json.loads(json.dumps(coverage(0.8)))
+
+
+def test_cli_accuracy_coverage_states_the_serving_simulators_intervals() -> None:
+    """`accuracy --coverage` also prints the serving simulator's interval per engine pool and its coverage with
+    each model family held out, exactly what roofline.published.serving_error computes at that level."""
+    from roofline.published.serving_error import serving_coverage, serving_interval
+
+    doc = json.loads(run("accuracy", "--coverage", "--level", "0.9", "--json").stdout)
+    cov = serving_coverage(0.9)
+    assert [r["engine"] for r in doc["serving"]] == list(cov)
+    for r in doc["serving"]:
+        for fig, v in r["figures"].items():
+            iv = serving_interval(f"{fig}_s", 1.0, engine=r["engine"], level=0.9)
+            hit, n = cov[r["engine"]][fig]
+            assert (v["low"], v["high"], v["coverage"]) == (iv.low, iv.high, hit / n)
+    table = run("accuracy", "--coverage").stdout
+    assert "serving simulator" in table and "×0.62–×2.32" in table  # vLLM's TTFT at 80 %

@@ -6,9 +6,10 @@ libraries load inside the commands.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -95,8 +96,9 @@ def _coverage(level: str, json: bool, other_options: bool) -> None:
         )
     lv = parse_level(level, "--level")
     rows = coverage(lv)
+    serving = serving_rows(lv)
     if json:
-        typer.echo(dumps({"level": lv, "coverage": rows}))
+        typer.echo(dumps({"level": lv, "coverage": rows, "serving": serving}))
         return
     t = Table(
         title=f"held-out coverage of the {100 * lv:.0f} % prediction interval (each public source held out entirely)",
@@ -110,6 +112,37 @@ def _coverage(level: str, json: bool, other_options: bool) -> None:
         t.add_row(r["regime"], str(r["n"]), str(r["covered"]), f"{100 * r['coverage']:.0f}%",
                   f"{r['width_pct']:.0f}%", r["pooled_from"])  # fmt: skip
     console().print(t)
+    s = Table(
+        title=f"serving simulator: its {100 * lv:.0f} % interval on public serving rows and its coverage with each "
+        "model family held out of its engine's pool",
+        title_justify="left",
+        caption="interval = factors on a simulated value (asymmetric); roofline.published.serving_error",
+        caption_justify="left",
+    )
+    for h in ("engine", "rows", "TTFT", "TPOT", "E2E", "coverage TTFT / TPOT / E2E"):
+        s.add_column(h, justify="left" if h == "engine" else "right")
+    for r in serving:
+        f, figs = r["figures"], ("ttft", "tpot", "e2e")
+        s.add_row(r["engine"], str(r["rows"]), *(f"×{f[x]['low']:.2f}–×{f[x]['high']:.2f}" for x in figs),
+                  " / ".join(f"{100 * f[x]['coverage']:.0f}%" for x in figs))  # fmt: skip
+    console().print(s)
+
+
+def serving_rows(level: float) -> list[dict[str, Any]]:
+    """Per engine pool: the serving interval factors at ``level`` and their held-out coverage, per figure."""
+    from roofline.published.serving_error import COLUMNS, serving_coverage, serving_interval
+
+    cov = serving_coverage(level)
+    out = []
+    for pool, figs in cov.items():
+        per: dict[str, dict[str, float]] = {}
+        for fig in COLUMNS:
+            iv = serving_interval(f"{fig}_s", 1.0, engine=pool, level=level)
+            hit, n = figs[fig]
+            per[fig] = {"low": iv.low, "high": iv.high, "coverage": hit / n if n else math.nan, "held_out_rows": n}
+        out.append({"engine": pool, "rows": serving_interval("ttft_s", 1.0, engine=pool, level=level).n_rows,
+                    "figures": per})  # fmt: skip
+    return out
 
 
 def _print(report: AccuracyReport) -> None:
