@@ -6,10 +6,9 @@ libraries load inside the commands.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -88,6 +87,7 @@ def _coverage(level: str, json: bool, other_options: bool) -> None:
 
     from roofline.cli.predict import parse_level
     from roofline.published.coverage import coverage
+    from roofline.published.serving_error import serving_summary
 
     if other_options:
         raise OptionError(
@@ -96,7 +96,7 @@ def _coverage(level: str, json: bool, other_options: bool) -> None:
         )
     lv = parse_level(level, "--level")
     rows = coverage(lv)
-    serving = serving_rows(lv)
+    serving = serving_summary(lv)
     if json:
         typer.echo(dumps({"level": lv, "coverage": rows, "serving": serving}))
         return
@@ -126,23 +126,6 @@ def _coverage(level: str, json: bool, other_options: bool) -> None:
         s.add_row(r["engine"], str(r["rows"]), *(f"×{f[x]['low']:.2f}–×{f[x]['high']:.2f}" for x in figs),
                   " / ".join(f"{100 * f[x]['coverage']:.0f}%" for x in figs))  # fmt: skip
     console().print(s)
-
-
-def serving_rows(level: float) -> list[dict[str, Any]]:
-    """Per engine pool: the serving interval factors at ``level`` and their held-out coverage, per figure."""
-    from roofline.published.serving_error import COLUMNS, serving_coverage, serving_interval
-
-    cov = serving_coverage(level)
-    out = []
-    for pool, figs in cov.items():
-        per: dict[str, dict[str, float]] = {}
-        for fig in COLUMNS:
-            iv = serving_interval(f"{fig}_s", 1.0, engine=pool, level=level)
-            hit, n = figs[fig]
-            per[fig] = {"low": iv.low, "high": iv.high, "coverage": hit / n if n else math.nan, "held_out_rows": n}
-        out.append({"engine": pool, "rows": serving_interval("ttft_s", 1.0, engine=pool, level=level).n_rows,
-                    "figures": per})  # fmt: skip
-    return out
 
 
 def _print(report: AccuracyReport) -> None:

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from roofline.errors import ScenarioError
-from roofline.published.uncertainty import check_level
+from roofline.published.uncertainty import check_level, combine, conformal_rank
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVING_ERROR_PATH = Path(__file__).resolve().parents[1] / "data" / "serving_error.json"
@@ -148,18 +148,9 @@ def conformal_bounds(r: list[float], level: float) -> tuple[float, float, bool]:
     n, a = len(r), 1.0 - check_level(level)
     if not n:
         raise ScenarioError("no serving residuals to build an interval from (roofline/data/serving_error.json)")
-    k_lo, k_hi = math.floor((n + 1) * a / 2 + 1e-12), math.ceil((n + 1) * (1 - a / 2) - 1e-12)
+    k_lo, k_hi = math.floor((n + 1) * a / 2 + 1e-12), conformal_rank(n, 1 - a / 2)
     ok = k_lo >= 1 and k_hi <= n
     return r[max(k_lo, 1) - 1], r[min(k_hi, n) - 1], ok
-
-
-def _widen(lo: float, hi: float, med: float, sigma_log: float, level: float) -> tuple[float, float]:
-    if sigma_log <= 0.0:
-        return lo, hi
-    from statistics import NormalDist
-
-    zs = NormalDist().inv_cdf((1.0 + level) / 2.0) * sigma_log
-    return med - math.hypot(med - lo, zs), med + math.hypot(hi - med, zs)
 
 
 def serving_interval(
@@ -174,7 +165,8 @@ def serving_interval(
     pool = engine_pool(engine, doc)
     r, fams = pool_residuals(fig, pool, doc)
     lo, hi, ok = conformal_bounds(r, lv)
-    lo, hi = _widen(lo, hi, r[len(r) // 2], extra_sigma_log, lv)
+    med = r[len(r) // 2]  # each side widens around the median residual (module docstring)
+    lo, hi = med - combine(med - lo, extra_sigma_log, lv), med + combine(hi - med, extra_sigma_log, lv)
     low, high = (value * math.exp(lo), value * math.exp(hi)) if math.isfinite(value) else (math.nan, math.nan)
     return ServingInterval(name, value, low, high, lv, pool, len(r), fams, ok)
 
@@ -209,6 +201,20 @@ def serving_coverage(level: float, doc: Mapping[str, Any] | None = None) -> dict
                 hit += sum(lo <= r <= hi for r in held)
                 tot += len(held)
             out[pool][fig] = [hit, tot]
+    return out
+
+
+def serving_summary(level: float, doc: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Per pool (each engine, then all): rows, and per figure the ``level`` interval's (low, high) factors and
+    its coverage with each model family held out (:func:`serving_coverage`), as the CLI and the report show it."""
+    d = load_serving_error() if doc is None else doc
+    out = []
+    for pool, figs in serving_coverage(level, d).items():
+        per: dict[str, dict[str, float]] = {}
+        for fig, (hit, n) in figs.items():
+            iv = serving_interval(f"{fig}_s", 1.0, engine=pool, level=level, doc=d)
+            per[fig] = {"low": iv.low, "high": iv.high, "coverage": hit / n if n else math.nan, "held_out_rows": n}
+        out.append({"engine": pool, "rows": len(pool_residuals("ttft", pool, d)[0]), "figures": per})
     return out
 
 

@@ -136,16 +136,15 @@ def evidence(inp: Any, dtype: ComputeDtype = "bf16") -> Evidence:
 
 def serving_error_rows(engine: Any) -> tuple[ServingErrorRow, ...]:
     """Per engine pool: the 80 % TTFT and TPOT factors and their coverage with each model family held out
-    (:mod:`roofline.published.serving_error`); ``used`` marks the pool the report's SLO checks drew on."""
-    from roofline.published.serving_error import engine_pool, load_serving_error, serving_interval
+    (:func:`roofline.published.serving_error.serving_summary`); ``used`` marks the pool the SLO checks drew on."""
+    from roofline.published.serving_error import engine_pool, serving_summary
 
-    doc = load_serving_error()
-    used = engine_pool(engine, doc)
+    used = engine_pool(engine)
     out = []
-    for pool, cov in doc["coverage"]["0.8"].items():
-        t, u = (serving_interval(f, 1.0, engine=pool, level=0.8, doc=doc) for f in ("ttft_s", "tpot_s"))
-        out.append(ServingErrorRow(pool, t.n_rows, (t.low, t.high), (u.low, u.high), cov["ttft"][0] / cov["ttft"][1],
-                                   cov["tpot"][0] / cov["tpot"][1], pool == used))  # fmt: skip
+    for r in serving_summary(0.8):
+        t, u = r["figures"]["ttft"], r["figures"]["tpot"]
+        out.append(ServingErrorRow(r["engine"], r["rows"], (t["low"], t["high"]), (u["low"], u["high"]),
+                                   t["coverage"], u["coverage"], r["engine"] == used))  # fmt: skip
     return tuple(out)
 
 

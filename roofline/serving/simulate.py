@@ -20,7 +20,7 @@ request's drawn from a gamma law of coefficient of variation ``request_overhead_
 the same for every request; 1: exponential). A spread matters beyond its mean: identical closed-loop
 clients with a constant overhead settle into a rhythm in which no two prefills ever meet.
 ``output_lag_steps`` = k delays every token of a request on its way to the client by k of the request's
-own inter-token intervals (TTFT and E2E + k·TPOT, TPOT and ITL unchanged; :mod:`roofline.serving.engine_sim`).
+own inter-token intervals (TTFT and E2E + k·TPOT, TPOT and ITL unchanged; :mod:`roofline.serving.lifecycle`).
 
 Lock-step (closed loop): ``config["lockstep_share"]`` is the share of the later half of requests whose first
 token came together with at least half of the clients' (:func:`roofline.serving.metrics.lockstep_share`), and

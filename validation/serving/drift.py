@@ -19,7 +19,6 @@ import pandas as pd
 import validate_simulator as vs
 
 from roofline.errors import RooflineError
-from roofline.serving.simulate import simulate
 
 HERE = Path(__file__).parent
 OUT = HERE.parent / "results" / "serving_drift.csv"
@@ -30,15 +29,8 @@ def run(args: tuple[dict, float]) -> tuple[float, float, float]:
     """(mean TTFT ms, mean TPOT ms, lockstep_share) of one row, answer lengths spread by CV ``spread`` (0: fixed)."""
     rec, spread = args
     row = pd.Series(rec)
-    c = int(row.batch_size)
-    over: dict[str, float | bool] = vs.deployment_options(row)
-    if row.backend == "vllm":
-        over["async_scheduling"] = vs.vllm_async(row.backend_version)
-    out = int(row.osl) if spread == 0 else f"lognormal:{int(row.osl)}:{spread}"
     try:
-        s = simulate(row.spec, row.hardware, engine=row.backend, tp=int(row.tp_size), ep=int(row.moe_ep_size),
-                     concurrency=c, prompt_len=int(row.isl), output_len=out, num_requests=vs.request_count(c, "aiperf"),
-                     weight_dtype=vs.weight_dtype(row), engine_overrides=over)  # fmt: skip
+        s = vs.simulate_row(row, output_len=None if spread == 0 else f"lognormal:{int(row.osl)}:{spread}")
     except RooflineError:
         return np.nan, np.nan, np.nan
     q = s.requests

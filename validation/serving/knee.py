@@ -40,7 +40,7 @@ def knee(conc: np.ndarray, ttft: np.ndarray) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--form", choices=("request_overhead", "output_lag", "physics"), default="request_overhead",
-                    help="the fitted form to run with (or physics: none); writes serving_knee_<form>.csv")  # fmt: skip
+                    help="fitted form, or physics (none); output_lag/physics: serving_knee_<form>.csv")  # fmt: skip
     a = ap.parse_args()
     m = pd.read_csv(HERE / "qwen3_32b_vllm_sweeps.csv")
     m["concurrency"] = m.qps_or_concurrency.str.extract(r"concurrency (\d+)").astype(int)
@@ -49,9 +49,7 @@ def main() -> None:
     over: dict[str, float] = {}
     if a.form == "output_lag":
         over = {"output_lag_steps": float(folds.output_lag_steps.first().mean())}
-    elif a.form == "physics":
-        pass
-    else:
+    elif a.form == "request_overhead":
         v = folds[["step_overhead_s", "request_overhead_s"]].first().mean()
         over = {"step_overhead_s": float(v.step_overhead_s), "request_overhead_s": float(v.request_overhead_s),
                 "request_overhead_cv": 1.0}  # fmt: skip

@@ -81,6 +81,7 @@ import pandas as pd
 
 from roofline.engine.presets import engine_preset
 from roofline.errors import RooflineError
+from roofline.serving.simresult import SimulationResult
 from roofline.serving.simulate import simulate
 from roofline.specs.library import hardware as hardware_spec
 
@@ -139,6 +140,31 @@ def request_count(concurrency: int, protocol: str) -> int:
     return min(n, MAX_REQUESTS)
 
 
+def simulate_row(
+    row: pd.Series,
+    options: str = "deployment",
+    protocol: str = "aiperf",
+    extra: dict | None = None,
+    output_len: int | str | None = None,
+) -> SimulationResult:
+    """One measurement simulated at its tp / ep / precision and concurrency with the engine ``options`` and
+    benchmark ``protocol`` of the module docstring, ``extra`` engine overrides over them, and the row's output
+    length unless ``output_len`` (a length spec) is given."""
+    c = int(row.batch_size)
+    over: dict[str, float | bool] = {}
+    if row.backend == "vllm":
+        over["async_scheduling"] = vllm_async(row.backend_version)
+    if options == "deployment":
+        over |= deployment_options(row)
+    elif row.backend == "trtllm":
+        over["chunked_prefill"] = True
+    return simulate(
+        row.spec, row.hardware, engine=row.backend, tp=int(row.tp_size), ep=int(row.moe_ep_size),
+        concurrency=c, prompt_len=int(row.isl), output_len=int(row.osl) if output_len is None else output_len,
+        num_requests=request_count(c, protocol), weight_dtype=weight_dtype(row), engine_overrides=over | (extra or {}),
+    )  # fmt: skip
+
+
 def run_row(
     row: pd.Series,
     req_s: float,
@@ -149,22 +175,9 @@ def run_row(
 ) -> tuple[float, float, str]:
     """(mean TTFT ms, mean TPOT ms, note) of one measurement simulated with a mean request overhead ``req_s``
     and an output lag of ``lag_steps``."""
-    c = int(row.batch_size)
-    over: dict[str, float | bool] = {"request_overhead_s": req_s, "request_overhead_cv": cv,
-                                     "output_lag_steps": lag_steps}  # fmt: skip
-    if row.backend == "vllm":
-        over["async_scheduling"] = vllm_async(row.backend_version)
-    if options == "deployment":
-        over |= deployment_options(row)
-    elif row.backend == "trtllm":
-        over["chunked_prefill"] = True
-    n = request_count(c, protocol)
+    extra = {"request_overhead_s": req_s, "request_overhead_cv": cv, "output_lag_steps": lag_steps}
     try:
-        s = simulate(
-            row.spec, row.hardware, engine=row.backend, tp=int(row.tp_size), ep=int(row.moe_ep_size),
-            concurrency=c, prompt_len=int(row.isl), output_len=int(row.osl), num_requests=n,
-            weight_dtype=weight_dtype(row), engine_overrides=over,
-        )  # fmt: skip
+        s = simulate_row(row, options, protocol, extra)
     except RooflineError as exc:
         return float("nan"), float("nan"), str(exc).split(";")[0][:120]
     q = s.requests  # the result's own per-request TTFT/TPOT, every request counted
