@@ -13,8 +13,8 @@ from __future__ import annotations
 import statistics
 import time
 
-from roofline.serving.disagg_sim import simulate_disagg
-from roofline.serving.speculative_sim import simulate_speculative
+from roofline.serving.sim.disagg import simulate_disagg
+from roofline.serving.sim.speculative import simulate_speculative
 
 ARGS = dict(
     qps=15.0, prompt_len="lognormal:1024:0.5", output_len="lognormal:256:0.5", engine="vllm", seed=0,

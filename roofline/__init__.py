@@ -31,7 +31,7 @@ _LAZY = {
     "load_profile": "roofline.profile",
     "default_profile": "roofline.profile",
     "datasheet_profile": "roofline.profile",
-    "plan": "roofline.serving.planner",
+    "plan": "roofline.serving.plan.planner",
     "simulate": "roofline.serving.simulate",
 }
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from roofline.serving.policy import POLICIES
+from roofline.serving.sim.policy import POLICIES
 from roofline.serving.simulate import simulate
 
 M, HW = "llama-3.1-8b", "h100-sxm"

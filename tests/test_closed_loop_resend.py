@@ -1,5 +1,5 @@
 """Closed-loop resends reach the engine strictly after the step that returned their predecessor (GIVEN / WHEN /
-THEN; the convention is the module docstring of roofline.serving.engine_sim)."""
+THEN; the convention is the module docstring of roofline.serving.sim.engine)."""
 
 from __future__ import annotations
 

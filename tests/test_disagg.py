@@ -7,7 +7,7 @@ import pytest
 
 import roofline
 from roofline.errors import RooflineError
-from roofline.serving.disagg_sim import simulate_disagg
+from roofline.serving.sim.disagg import simulate_disagg
 from roofline.specs.disagg import DisaggConfig, Pool
 
 M, HW = "llama-3.1-8b", "h100-sxm"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from roofline.serving.disagg_plan import plan_disagg
+from roofline.serving.plan.disagg import plan_disagg
 
 
 def test_pd_plan_is_cheapest_feasible_and_beats_colocation_on_tight_tpot() -> None:

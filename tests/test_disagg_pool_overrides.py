@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from roofline.cli.app import app
-from roofline.serving.disagg_sim import simulate_disagg
+from roofline.serving.sim.disagg import simulate_disagg
 
 M = "llama-3.1-8b"
 SPEC = "prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1,link=50GB/s,latency=0s"

@@ -361,7 +361,7 @@ def test_sweep_api_raises_only_project_errors(axes: dict[str, Any]) -> None:
                                                                         "ttft_slo_s", "tpot_slo_s")}),
 )  # fmt: skip
 def test_workloads_raise_only_project_errors(name: str, fields: dict[str, Any]) -> None:
-    from roofline.serving.workloads import resolve_workload
+    from roofline.serving.workload.presets import resolve_workload
 
     try:
         wl = resolve_workload(name, **fields)
@@ -395,7 +395,7 @@ TRACE_LINE = st.one_of(
 @given(lines=st.lists(TRACE_LINE, max_size=6), raw=st.binary(max_size=30))
 def test_trace_loader_raises_only_project_errors(tmp_path_factory: Any, lines: list[str], raw: bytes) -> None:
     """A JSONL trace with arbitrary lines (and a tail of arbitrary bytes) loads or names the line."""
-    from roofline.serving.trace import load_trace
+    from roofline.serving.workload.trace import load_trace
 
     path = tmp_path_factory.mktemp("trace") / "t.jsonl"
     path.write_bytes("\n".join(lines).encode("utf-8", "surrogatepass") + b"\n" + raw)

@@ -1,4 +1,4 @@
-"""Lock-step of identical closed-loop clients (roofline.serving.metrics.lockstep_share, simulate's config flag).
+"""Lock-step of identical closed-loop clients (roofline.serving.sim.metrics.lockstep_share, simulate's config flag).
 
 Hand-derived: Qwen3-32B on 2 × H100 (vLLM preset, token budget 8,192), 8 clients of 1,024 + 1,024 tokens. The
 first wave's 8 prompts are exactly one 8,192-token step; all 8 then decode 1,023 steps together, finish in one
@@ -15,7 +15,7 @@ import numpy as np
 from typer.testing import CliRunner
 
 from roofline.cli.app import app
-from roofline.serving.metrics import lockstep_share
+from roofline.serving.sim.metrics import lockstep_share
 from roofline.serving.simulate import simulate
 
 KW = {"engine": "vllm", "tp": 2, "weight_dtype": "bf16", "prompt_len": 1024, "concurrency": 8, "num_requests": 400}

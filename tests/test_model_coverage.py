@@ -243,7 +243,7 @@ NEW_BUNDLED = ["qwen3-8b", "qwen3-32b", "qwen3-235b-a22b", "qwen3.5-397b-a17b", 
 @pytest.mark.parametrize("slug", NEW_BUNDLED)
 def test_planner_recommends_a_deployment(slug: str) -> None:
     """The serving planner finds a feasible H200 deployment for every issue-17 bundled spec (fp8 weights)."""
-    from roofline.serving.planner import plan
+    from roofline.serving.plan.planner import plan
 
     r = plan(slug, qps=1.0, prompt_len=2048, output_len=256, ttft_slo_s=10.0, tpot_slo_s=0.2,
              hardware=["h200-sxm"], precisions=("fp8",))  # fmt: skip

@@ -8,10 +8,10 @@ import pytest
 
 from roofline.errors import RooflineError
 from roofline.prediction import make_scenario, resolve
-from roofline.serving.disagg_sim import simulate_disagg
-from roofline.serving.screening import screen
+from roofline.serving.plan.screening import screen
+from roofline.serving.sim.disagg import simulate_disagg
+from roofline.serving.sim.steptime import StepModel
 from roofline.serving.simulate import simulate
-from roofline.serving.steptime import StepModel
 
 M, HW = "llama-3.1-8b", "h100-sxm"
 ONE = {"qps": 1.0, "prompt_len": 1024, "output_len": 128, "num_requests": 1}

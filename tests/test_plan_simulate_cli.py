@@ -3,7 +3,7 @@
 GIVEN Llama-3.1-8B, chat lengths at 20 requests/s on one H100 with tp 1 or 2, WHEN ``plan --simulate --json``
 runs, THEN each of the (at most 3) cheapest feasible candidates is re-sized: never fewer replicas than the
 planner's, headroom at least the model's 80 % error bound when it meets the SLOs, and the same figures as
-:func:`roofline.serving.finalists.size_finalist` called directly.
+:func:`roofline.serving.plan.finalists.size_finalist` called directly.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import roofline
 from roofline.cli.app import app
-from roofline.serving.finalists import size_finalist
+from roofline.serving.plan.finalists import size_finalist
 
 ARGS = ["plan", "llama-3.1-8b", "--qps", "20", "--ttft-slo", "500ms", "--tpot-slo", "50ms", "-p", "1024", "-n", "256",
         "-H", "h100-sxm", "--tp", "1,2", "--precision", "checkpoint"]  # fmt: skip

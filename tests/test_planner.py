@@ -1,7 +1,7 @@
 """roofline.plan: hand-derived replica counts, SLO-limited batches, ranking and rejections.
 
 Every expected number is derived from ``roofline.predict`` with the planner's formulas
-(module docstring of roofline.serving.planner), never read back from ``plan`` itself.
+(module docstring of roofline.serving.plan.planner), never read back from ``plan`` itself.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 import roofline
 from roofline.errors import RooflineError, ScenarioError
 from roofline.result import PredictionResult
-from roofline.serving.planner import PlanResult
+from roofline.serving.plan.planner import PlanResult
 
 M8, H100 = "llama-3.1-8b", "h100-sxm"
 

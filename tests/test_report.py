@@ -107,7 +107,7 @@ def test_report_is_fast(report: Any) -> None:
 
 def _sized(report: Any, c: Any) -> Any:
     """size_finalist for planner candidate ``c`` with the report's inputs (no curve)."""
-    from roofline.serving.finalists import size_finalist
+    from roofline.serving.plan.finalists import size_finalist
 
     inp = report.data.inputs
     return size_finalist(

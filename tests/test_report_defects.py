@@ -25,7 +25,7 @@ from roofline.report.charts import MARKERS, pareto_figure
 from roofline.report.loadcharts import load_figure, x_limit
 from roofline.report.risks import risks
 from roofline.report.sensitivity import SensitivityRow
-from roofline.serving.workloads import PRESETS
+from roofline.serving.workload.presets import PRESETS
 
 MODEL, HARDWARE = "llama-3.1-70b", "h100-sxm,h200-sxm,a100-80gb-sxm"
 

@@ -8,7 +8,7 @@ import pytest
 
 import roofline
 from roofline.errors import ScenarioError
-from roofline.serving.confirm import confirm
+from roofline.serving.plan.confirm import confirm
 
 
 @pytest.fixture(scope="module")

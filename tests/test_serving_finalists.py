@@ -1,4 +1,4 @@
-"""Simulator sizing of plan finalists (roofline.serving.finalists): invariants and hand-checked formulas.
+"""Simulator sizing of plan finalists (roofline.serving.plan.finalists): invariants and hand-checked formulas.
 
 GIVEN Llama-3.1-8B on one H100 (tp 1), chat lengths (1,024 + 256 tokens) at 20 requests/s, TTFT P99 ≤ 0.5 s,
 TPOT P90 ≤ 50 ms. WHEN the planner's cheapest candidate is re-sized on the simulator THEN:
@@ -18,7 +18,7 @@ import pytest
 
 import roofline
 from roofline.published.serving_error import serving_upper_factor
-from roofline.serving.finalists import checkpoint_format, size_finalist
+from roofline.serving.plan.finalists import checkpoint_format, size_finalist
 
 M, HW, QPS, P, OUT = "llama-3.1-8b", "h100-sxm", 20.0, 1024, 256
 

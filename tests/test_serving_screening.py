@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from roofline.prediction import make_scenario, resolve
-from roofline.serving.screening import screen
+from roofline.serving.plan.screening import screen
+from roofline.serving.sim.steptime import StepModel
 from roofline.serving.simulate import simulate
-from roofline.serving.steptime import StepModel
 
 CASES = [
     ("llama-3.1-8b", 1, 1024, 256, False),

@@ -8,9 +8,9 @@ import pytest
 import roofline
 from roofline.errors import ScenarioError
 from roofline.prediction import make_scenario, resolve
-from roofline.serving.simresult import SUMMARY_KEYS
+from roofline.serving.sim.result import SUMMARY_KEYS
+from roofline.serving.sim.steptime import StepModel
 from roofline.serving.simulate import simulate
-from roofline.serving.steptime import StepModel
 
 M, HW = "llama-3.1-8b", "h100-sxm"
 

@@ -9,7 +9,7 @@ from roofline.costs import step_cost
 from roofline.evaluate import sum_max_affine_steps as sum_max_affine
 from roofline.ops.builder import build_ops
 from roofline.prediction import make_scenario, resolve
-from roofline.serving.steptime import StepModel
+from roofline.serving.sim.steptime import StepModel
 
 CASES = [
     ("llama-3.1-8b", "h100-sxm", 1),  # dense GQA

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from roofline.errors import ScenarioError
-from roofline.serving.arrivals import arrival_times, parse_length
-from roofline.serving.trace import block_hashes, load_trace
+from roofline.serving.workload.arrivals import arrival_times, parse_length
+from roofline.serving.workload.trace import block_hashes, load_trace
 
 
 def test_arrival_processes_have_the_stated_rate_and_cv() -> None:

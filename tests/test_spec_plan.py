@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from roofline.errors import RooflineError
-from roofline.serving.spec_plan import search_k
+from roofline.serving.plan.speculative import search_k
 
 
 def test_interior_k_and_crossover_for_a_dense_model() -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import roofline
-from roofline.serving.speculative_sim import chain_alpha, simulate_speculative
+from roofline.serving.sim.speculative import chain_alpha, simulate_speculative
 from roofline.specs.speculative import SpeculativeConfig, tokens_per_step
 
 M, HW = "llama-3.1-8b", "h100-sxm"

@@ -108,7 +108,7 @@ def test_l4_max_batch_uses_the_visible_23034_mib() -> None:
 
 
 def test_plan_says_so_when_tp_collectives_cross_a_slow_link() -> None:
-    from roofline.serving.planner import plan
+    from roofline.serving.plan.planner import plan
 
     res = plan(
         "llama-3.1-8b", qps=1.0, prompt_len=512, output_len=64, ttft_slo_s=5.0, tpot_slo_s=1.0,

@@ -1,4 +1,4 @@
-"""``roofline plan``: capacity planning over hardware × precision × tp (see roofline.serving.planner)."""
+"""``roofline plan``: capacity planning over hardware × precision × tp (see roofline.serving.plan.planner)."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def plan_cmd(
     candidate is feasible; the error names the closest one.
     """
     from roofline.cli.predict import parse_level
-    from roofline.serving.planner import plan
+    from roofline.serving.plan.planner import plan
 
     ttft_pct, ttft_slo = percentile_slo(ttft_slo, "--ttft-slo", 99.0)
     tpot_pct, tpot_slo = percentile_slo(tpot_slo, "--tpot-slo", 90.0)
@@ -176,9 +176,9 @@ def plan_cmd(
 def _simulated(
     model: str, res: Any, engine: str, calibration: str | None, confidence: str | None, pcts: tuple[float, float]
 ) -> list[Any]:
-    """size_finalist for the 3 cheapest feasible candidates (roofline.serving.finalists)."""
+    """size_finalist for the 3 cheapest feasible candidates (roofline.serving.plan.finalists)."""
     from roofline.cli.predict import parse_level
-    from roofline.serving.finalists import size_finalist
+    from roofline.serving.plan.finalists import size_finalist
     from roofline.specs.library import hardware as load_hardware
 
     level = parse_level(confidence, "--confidence") if confidence is not None else 0.8

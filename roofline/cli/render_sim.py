@@ -1,4 +1,4 @@
-"""Rich table of a :class:`~roofline.serving.simresult.SimulationResult` (renders only, computes nothing)."""
+"""Rich table of a :class:`~roofline.serving.sim.result.SimulationResult` (renders only, computes nothing)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rich.table import Table
 from roofline.cli.render import num
 
 if TYPE_CHECKING:
-    from roofline.serving.simresult import SimulationResult
+    from roofline.serving.sim.result import SimulationResult
 
 
 def simulation_table(s: SimulationResult) -> Table:

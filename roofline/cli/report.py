@@ -117,7 +117,7 @@ def report_command(
 
 def _workload_help() -> str:
     """One paragraph per workload preset: what it contains (appended to the command's help)."""
-    from roofline.serving.workloads import PRESETS
+    from roofline.serving.workload.presets import PRESETS
 
     lines = [f"{w.contents}." for w in PRESETS.values()]
     lines.append("custom: give --prompt, --output, --qps, --ttft-slo and --tpot-slo.")

@@ -75,7 +75,7 @@ def simulate_disagg_cmd(
     from rich.table import Table
 
     from roofline.cli.render import num
-    from roofline.serving.disagg_sim import simulate_disagg
+    from roofline.serving.sim.disagg import simulate_disagg
 
     rate = parse_float_opt(qps, "--qps")
     if not rate > 0:
@@ -138,7 +138,7 @@ def plan_disagg_cmd(
     from rich.table import Table
 
     from roofline.cli.render import num
-    from roofline.serving.disagg_plan import plan_disagg
+    from roofline.serving.plan.disagg import plan_disagg
     from roofline.units import parse_duration
 
     pl = plan_disagg(

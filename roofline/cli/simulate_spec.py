@@ -11,7 +11,7 @@ from typing import Any
 
 def simulate_spec(spec: str) -> Callable[..., Any]:
     """A ``simulate``-compatible callable that runs :func:`simulate_speculative` with ``spec``."""
-    from roofline.serving.speculative_sim import simulate_speculative
+    from roofline.serving.sim.speculative import simulate_speculative
     from roofline.specs.speculative import SpeculativeConfig
 
     cfg = SpeculativeConfig.parse(spec)

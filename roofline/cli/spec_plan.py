@@ -45,7 +45,7 @@ def spec_plan_cmd(
     from rich.table import Table
 
     from roofline.cli.render import num
-    from roofline.serving.spec_plan import search_k
+    from roofline.serving.plan.speculative import search_k
 
     if k_max < 1:
         raise OptionError(f"--k-max must be at least 1, got {k_max}")

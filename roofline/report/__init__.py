@@ -16,9 +16,9 @@ _LAZY = {
     "render": "roofline.report.api",
     "save": "roofline.report.api",
     "Report": "roofline.report.api",
-    "Workload": "roofline.serving.workloads",
-    "PRESETS": "roofline.serving.workloads",
-    "resolve_workload": "roofline.serving.workloads",
+    "Workload": "roofline.serving.workload.presets",
+    "PRESETS": "roofline.serving.workload.presets",
+    "resolve_workload": "roofline.serving.workload.presets",
     "roofline_figure": "roofline.report.charts",
     "prediction_html": "roofline.report.notebook",
 }

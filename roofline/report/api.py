@@ -24,7 +24,7 @@ from roofline.report.content import (
 )
 from roofline.report.risks import stress_level
 from roofline.report.sizing import RANK_RULE
-from roofline.serving.workloads import resolve_workload
+from roofline.serving.workload.presets import resolve_workload
 from roofline.specs.model import ModelSpec
 
 DEFAULT_HARDWARE = ("h100-sxm", "h200-sxm", "a100-80gb-sxm")

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from roofline.report.content import HardwareRow, ReportData
     from roofline.result import PredictionResult
-    from roofline.serving.planner import Candidate
+    from roofline.serving.plan.planner import Candidate
 
 #: planned-point marker per hardware in the Pareto chart: distinct shapes, so points never read as one.
 MARKERS = ("*", "D", "s", "^", "P", "X", "v", "h")
@@ -206,7 +206,7 @@ def pareto_figure(data: ReportData) -> Figure:
     """Output tokens/s per GPU against tokens/s per user over batch × tp: the frontier per hardware."""
     from roofline.errors import RooflineError
     from roofline.report.curves import replica_curve
-    from roofline.serving.planner import tokens_per_s_per_gpu
+    from roofline.serving.plan.planner import tokens_per_s_per_gpu
 
     inp = data.inputs
     wl = inp.workload

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 from roofline.memory import kv_bytes_per_token
 from roofline.profile import CalibrationProfile, load_profile
 from roofline.result import PredictionResult
-from roofline.serving.planner import Candidate, PlanResult, plan, tokens_per_s_per_gpu
-from roofline.serving.workloads import Workload
+from roofline.serving.plan.planner import Candidate, PlanResult, plan, tokens_per_s_per_gpu
+from roofline.serving.workload.presets import Workload
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.library import hardware as load_hardware
 from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
 
 if TYPE_CHECKING:
-    from roofline.serving.finalists import Finalist
+    from roofline.serving.plan.finalists import Finalist
 
 # table columns: key, header, unit, which direction is better (None: not ranked). Latencies and tok/s per GPU
 # are at the planned load (latencies at the workload's SLO percentiles, simulated); capacity is the maximum
@@ -156,7 +156,7 @@ def num(x: Any) -> float:
 
 
 def planner_options(inp: ReportInputs, cand: Candidate) -> dict[str, Any]:
-    """The scenario options the planner evaluates a candidate with (see ``roofline.serving.planner``)."""
+    """The scenario options the planner evaluates a candidate with (see ``roofline.serving.plan.planner``)."""
     return {
         "tp": cand.tp, "pp": cand.pp, "weight_dtype": cand.precision, "kv_dtype": cand.kv_dtype,
         "engine": inp.engine,
@@ -283,6 +283,6 @@ def precision_label(inp: ReportInputs, precision: str) -> str:
     """A plan's weight precision as read: 'checkpoint (bf16)', 'checkpoint (fp8-block)' or the format given."""
     if precision != "checkpoint":
         return precision
-    from roofline.serving.finalists import checkpoint_format
+    from roofline.serving.plan.finalists import checkpoint_format
 
     return f"checkpoint ({checkpoint_format(inp.model) or inp.model.native_dtype})"

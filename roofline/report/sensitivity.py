@@ -14,7 +14,7 @@ from typing import Any
 
 from roofline.profile import CalibrationProfile, Ceiling, datasheet_profile
 from roofline.report.content import ReportInputs, hw_name, num, run_plan
-from roofline.serving.planner import PlanResult
+from roofline.serving.plan.planner import PlanResult
 
 STEP = 0.15
 

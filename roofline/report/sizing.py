@@ -1,7 +1,7 @@
 """The report's sizing: the planner prunes, the simulator sizes the finalists at the planned load.
 
 Per hardware, the planner's feasible candidates are taken in order of their planner cost; each is
-re-sized by :func:`roofline.serving.finalists.size_finalist` (percentile SLOs at the upper bound of
+re-sized by :func:`roofline.serving.plan.finalists.size_finalist` (percentile SLOs at the upper bound of
 the model's error, headroom at least the minimum). Re-sizing only adds replicas, so a candidate whose
 planner cost is already above the best re-sized cost cannot win and is not simulated
 (branch and bound). The rows are then ranked by :data:`RANK_RULE`.
@@ -17,8 +17,8 @@ from roofline.errors import RooflineError
 
 if TYPE_CHECKING:
     from roofline.report.content import ReportInputs
-    from roofline.serving.finalists import Finalist
-    from roofline.serving.planner import Candidate
+    from roofline.serving.plan.finalists import Finalist
+    from roofline.serving.plan.planner import Candidate
     from roofline.specs.hardware import HardwareSpec
 
 RANK_RULE = (
@@ -47,7 +47,7 @@ def size_hardware(
     speculative: str | None = None,
 ) -> tuple[Finalist | None, str]:
     """Cheapest simulator-confirmed deployment on ``hw`` from the planner's ``cands`` (or None and why)."""
-    from roofline.serving.finalists import load_points, size_finalist
+    from roofline.serving.plan.finalists import load_points, size_finalist
 
     wl = inp.workload
     best: Finalist | None = None
@@ -74,7 +74,7 @@ def size_hardware(
     if best is not None and curve:
         from dataclasses import replace
 
-        from roofline.serving.finalists import sim_kwargs
+        from roofline.serving.plan.finalists import sim_kwargs
 
         kw = sim_kwargs(best.candidate, inp.engine, None, inp.profile, inp.model)
         pts = load_points(inp.model, best.candidate, kw, best.sustainable_replica_rps, wl.prompt_len,

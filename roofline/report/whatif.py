@@ -7,10 +7,10 @@ simulator to size at the planned load, :mod:`roofline.report.sizing`) on the rec
 * **FP8 KV cache** — ``kv_dtype fp8``;
 * **Prompt reduction** — the prompt cut to a fifth (retrieval that turns a 4,000-token prompt into 800);
 * **Larger tp** — tensor parallel twice the recommended one (when it divides the attention heads);
-* **Speculative decoding** — the speculative simulator (:mod:`roofline.serving.speculative_sim`) with
+* **Speculative decoding** — the speculative simulator (:mod:`roofline.serving.sim.speculative`) with
   MTP (k = 2, α = 0.8) where the checkpoint ships MTP layers, else EAGLE (k = 3, α = 0.7). The acceptance
   rates are assumed (typical published chat acceptance); they move the TPOT directly (τ = (1 − α^(k+1))/(1 − α));
-* **Disaggregation** — :func:`roofline.serving.disagg_plan.plan_disagg` on the recommended hardware with
+* **Disaggregation** — :func:`roofline.serving.plan.disagg.plan_disagg` on the recommended hardware with
   prefill and decode pools of the recommended tp (P, D ≤ 3), SLOs tightened by the same upper-bound
   factors so it is held to the confidence the recommendation is held to; the percentile is the stricter
   of the workload's two, rounded up to 90 or 99 (the disaggregated planner checks one percentile).
@@ -95,7 +95,7 @@ def _speculative(inp: ReportInputs, rec: HardwareRow) -> WhatIf:
 def _disaggregated(inp: ReportInputs, rec: HardwareRow) -> WhatIf:
 
     from roofline.published.serving_error import serving_upper_factor
-    from roofline.serving.disagg_plan import plan_disagg
+    from roofline.serving.plan.disagg import plan_disagg
 
     f0, wl = rec.finalist, inp.workload
     assert f0 is not None

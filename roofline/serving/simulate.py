@@ -6,24 +6,24 @@
 
 Workload: exactly one of ``qps`` (open loop; ``arrival`` poisson | gamma (with ``arrival_cv``) |
 constant), ``concurrency`` (closed loop: each of C clients sends its next request when the
-previous one finishes) or ``trace`` (JSONL replay, see :mod:`roofline.serving.trace`). Lengths:
-see :mod:`roofline.serving.arrivals`. ``prefix_share`` ∈ [0, 1]: the first
+previous one finishes) or ``trace`` (JSONL replay, see :mod:`roofline.serving.workload.trace`). Lengths:
+see :mod:`roofline.serving.workload.arrivals`. ``prefix_share`` ∈ [0, 1]: the first
 round(share × mean prompt) tokens of every prompt are one common system prompt (prefix caching
 then skips them after the first request).
 
 Memory comes from :func:`roofline.memory.memory_budget` (the engine's KV budget), step times from
-the compiled cost model (:mod:`roofline.serving.steptime`), batching from the engine's scheduler
-policy (:mod:`roofline.serving.policy`). The engine's ``step_overhead_s`` is CPU time per step
+the compiled cost model (:mod:`roofline.serving.sim.steptime`), batching from the engine's scheduler
+policy (:mod:`roofline.serving.sim.policy`). The engine's ``step_overhead_s`` is CPU time per step
 (added to each step, or overlapped under ``async_scheduling``); ``request_overhead_s`` is the mean
 time between a request's send and its entry into the engine's queue (it counts in TTFT and E2E), each
 request's drawn from a gamma law of coefficient of variation ``request_overhead_cv`` (0, the default:
 the same for every request; 1: exponential). A spread matters beyond its mean: identical closed-loop
 clients with a constant overhead settle into a rhythm in which no two prefills ever meet.
 ``output_lag_steps`` = k delays every token of a request on its way to the client by k of the request's
-own inter-token intervals (TTFT and E2E + k·TPOT, TPOT and ITL unchanged; :mod:`roofline.serving.lifecycle`).
+own inter-token intervals (TTFT and E2E + k·TPOT, TPOT and ITL unchanged; :mod:`roofline.serving.sim.lifecycle`).
 
 Lock-step (closed loop): ``config["lockstep_share"]`` is the share of the later half of requests whose first
-token came together with at least half of the clients' (:func:`roofline.serving.metrics.lockstep_share`), and
+token came together with at least half of the clients' (:func:`roofline.serving.sim.metrics.lockstep_share`), and
 ``config["lockstep"]`` is True when it exceeds ``LOCKSTEP_SHARE``: identical clients then prefill, finish and
 resend together wave after wave, and TTFT is that of a synchronised burst. The answer hinges on it: Qwen3-32B on
 2 × H100, 8 clients of 1,024 + 1,024 tokens, 418 ms in lock-step, 88 ms once a 2 % spread of answer lengths lets
@@ -49,14 +49,14 @@ from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu, memory_budget, no_fit_reason
 from roofline.prediction import HardwareArg, ModelArg, ProfileArg, resolve
 from roofline.profile import CalibrationProfile
-from roofline.serving.arrivals import arrival_times, parse_length
-from roofline.serving.engine_sim import EngineSim
-from roofline.serving.metrics import lockstep_share
-from roofline.serving.policy import Policy, policy_for, split_overrides
-from roofline.serving.screening import screen
-from roofline.serving.simresult import SimulationResult, build_result
-from roofline.serving.steptime import StepModel
-from roofline.serving.trace import block_hashes, load_trace
+from roofline.serving.plan.screening import screen
+from roofline.serving.sim.engine import EngineSim
+from roofline.serving.sim.metrics import lockstep_share
+from roofline.serving.sim.policy import Policy, policy_for, split_overrides
+from roofline.serving.sim.result import SimulationResult, build_result
+from roofline.serving.sim.steptime import StepModel
+from roofline.serving.workload.arrivals import arrival_times, parse_length
+from roofline.serving.workload.trace import block_hashes, load_trace
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
@@ -193,7 +193,7 @@ class Replica:
         Request overhead: mean y = ``request_overhead_s``; with ``request_overhead_cv`` = v > 0 each request's
         is drawn from a gamma distribution of mean y and coefficient of variation v (v = 1: exponential),
         seeded by ``overhead_seed`` apart from the workload's own draws; v = 0: exactly y for every request.
-        Output lag: ``lag_steps`` (default: the engine's ``output_lag_steps``; see :mod:`roofline.serving.engine_sim`).
+        Output lag: ``lag_steps`` (default: the engine's ``output_lag_steps``; see :mod:`roofline.serving.sim.engine`).
         """
         e = self.engine
         rows = self.step.max_rows if max_seqs is None else max_seqs

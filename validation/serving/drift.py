@@ -3,7 +3,7 @@ spread of answer lengths (lognormal, same mean) that lets identical clients drif
 
 Run: ``python validation/serving/drift.py`` (two passes over the rows of ``validation/results/serving_sim.csv``,
 about 5 minutes on two cores). Writes ``validation/results/serving_drift.csv`` (per row: measured and simulated
-mean TTFT/TPOT both ways, and the fixed-length run's ``lockstep_share``, :func:`roofline.serving.metrics.
+mean TTFT/TPOT both ways, and the fixed-length run's ``lockstep_share``, :func:`roofline.serving.sim.metrics.
 lockstep_share`) and prints per engine the rows in lock-step and the median |error| both ways. Engine options
 and protocol as ``validate_simulator.py`` (deployment options, 50C requests from a cold start).
 """

@@ -40,7 +40,7 @@ import pandas as pd
 from roofline.errors import RooflineError
 from roofline.memory import kv_bytes_per_sequence_per_gpu
 from roofline.prediction import predict
-from roofline.serving.disagg_sim import simulate_disagg
+from roofline.serving.sim.disagg import simulate_disagg
 from roofline.specs.disagg import DEFAULT_LATENCY_S, DEFAULT_LINK_BYTES_PER_S, DisaggConfig, Pool
 
 HERE = Path(__file__).parent

@@ -48,13 +48,13 @@ rows of |simulated TTFT / measured − 1|, the statistic the error is reported i
 - the other form, fitted and reported the same way (columns ``*_lag_ms``), not used elsewhere:
   ``output_lag_steps`` = k (``LAG_STEPS``; 0 = physics only), the server's output pipeline: every token
   reaches the client k of the request's own inter-token intervals after the engine computed it
-  (``roofline.serving.lifecycle``), so TTFT and E2E grow by k·TPOT and the client resends that much later.
+  (``roofline.serving.sim.lifecycle``), so TTFT and E2E grow by k·TPOT and the client resends that much later.
   Why it was tried: the excess of the measured over the physics-only TTFT, counted in the row's own decode
   steps, varies far less with concurrency than the excess in time does (vLLM, 1k prompts, concurrency
   4 → 128: 3 → 7 steps while 19 → 127 ms, before the resend convention below). It cross-validates better
   than the overhead on vLLM and TensorRT-LLM here and worse on SGLang and on the Qwen3-32B sweeps of
   ``knee.py`` (README), so the overhead stays the fitted form.
-Physics only includes the closed-loop resend convention of ``roofline.serving.engine_sim`` (a resend never
+Physics only includes the closed-loop resend convention of ``roofline.serving.sim.engine`` (a resend never
 joins the step that starts as its predecessor finishes); before it, physics-only TTFT was 70.9 / 53.5 / 44.5 %
 (SGLang / TensorRT-LLM / vLLM) off instead of 61.1 / 37.6 / 26.3 %, and the fitted overhead mostly made up for it.
 The fit on every family of an engine (both forms) is in ``serving_engine_fit.csv``; every pass of every row
@@ -81,7 +81,7 @@ import pandas as pd
 
 from roofline.engine.presets import engine_preset
 from roofline.errors import RooflineError
-from roofline.serving.simresult import SimulationResult
+from roofline.serving.sim.result import SimulationResult
 from roofline.serving.simulate import simulate
 from roofline.specs.library import hardware as hardware_spec
 

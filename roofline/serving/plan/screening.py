@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline.ops.attention import causal_pairs
-from roofline.serving.steptime import PhaseModel, StepModel
+from roofline.serving.sim.steptime import PhaseModel, StepModel
 
 #: Loads (rate / sustainable rate) above which the tier says it is out of range: near the knee the
 #: queue is dominated by fluctuations a mean-value model does not carry (the simulator's job).

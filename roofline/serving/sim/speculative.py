@@ -36,11 +36,11 @@ from roofline.costs import step_cost
 from roofline.errors import ScenarioError
 from roofline.ops.attention import causal_pairs
 from roofline.profile import CalibrationProfile
-from roofline.serving.engine_sim import EngineSim
-from roofline.serving.lifecycle import DECODE, Req
-from roofline.serving.simresult import SimulationResult, build_result
-from roofline.serving.steptime import StepModel
-from roofline.serving.stretch import DecodeStretch
+from roofline.serving.sim.engine import EngineSim
+from roofline.serving.sim.lifecycle import DECODE, Req
+from roofline.serving.sim.result import SimulationResult, build_result
+from roofline.serving.sim.steptime import StepModel
+from roofline.serving.sim.stretch import DecodeStretch
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.scenario import Scenario

@@ -74,7 +74,7 @@ from roofline.boundary.limits import MAX_PLAN_CANDIDATES, MAX_PLAN_GPUS, MAX_QPS
 from roofline.engine.presets import EngineArg
 from roofline.errors import ScenarioError
 from roofline.memory import no_fit_reason
-from roofline.serving.plan_result import MARGIN_LEVEL, SATURATION, Candidate, PlanResult
+from roofline.serving.plan.result import MARGIN_LEVEL, SATURATION, Candidate, PlanResult
 from roofline.units import fmt_seconds, usd_per_million_tokens
 
 if TYPE_CHECKING:

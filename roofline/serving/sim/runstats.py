@@ -1,6 +1,6 @@
 """Run statistics of the engine simulation: time integrals, a bounded timeline, saturation detection.
 
-A mixin of :class:`~roofline.serving.engine_sim.EngineSim`, kept apart so the scheduler reads alone.
+A mixin of :class:`~roofline.serving.sim.engine.EngineSim`, kept apart so the scheduler reads alone.
 Time integrals: busy seconds, Σ rows·dt (mean batch), Σ KV blocks·dt (midpoint of each event's start and end
 block counts). The timeline keeps one row per event until ``tl_rows`` rows, then drops every other row and
 halves its sampling rate, so its memory stays bounded for any run length.
@@ -12,7 +12,7 @@ from array import array
 from collections import deque
 from typing import Any
 
-from roofline.serving.kvpool import BlockPool
+from roofline.serving.sim.kvpool import BlockPool
 
 SAT_WARM, SAT_WINDOW = 100, 200  # completions before and inside the saturation measuring window
 TIMELINE_COLUMNS = ("time_s", "running", "waiting", "kv_blocks_used", "decode_rows", "prefill_tokens", "steps")

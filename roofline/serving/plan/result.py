@@ -1,5 +1,5 @@
 """The planner's typed results: one :class:`Candidate` per (hardware, precision, tp) and the ranked
-:class:`PlanResult` (see :mod:`roofline.serving.planner` for how they are sized)."""
+:class:`PlanResult` (see :mod:`roofline.serving.plan.planner` for how they are sized)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """Confirm a capacity plan's finalists with the simulator and percentile SLOs; find each one's knee.
 
-The planner (:mod:`roofline.serving.planner`) sizes replicas with mean-value formulas. For the ``top``
+The planner (:mod:`roofline.serving.plan.planner`) sizes replicas with mean-value formulas. For the ``top``
 feasible candidates this hook:
 
 1. simulates one replica at its operating load qps / replicas (Poisson arrivals, the plan's prompt and
    output lengths, the engine's scheduler) and checks percentile SLOs, e.g. TTFT p99 ≤ 2 s and
    TPOT p90 ≤ 50 ms (percentiles over requests, as :func:`roofline.simulate` defines them);
-2. screens the replica in closed form (:mod:`roofline.serving.screening`) for its sustainable rate and
+2. screens the replica in closed form (:mod:`roofline.serving.plan.screening`) for its sustainable rate and
    the knee: the lowest rate at which the mean TTFT reaches twice its zero-load value (queueing then
    dominates); ``load`` = operating rate / sustainable rate.
 """
@@ -21,9 +21,9 @@ import numpy as np
 
 from roofline.engine.presets import EngineArg
 from roofline.errors import ScenarioError
-from roofline.serving.metrics import finite_percentile as pct
-from roofline.serving.planner import Candidate, PlanResult
-from roofline.serving.screening import screen
+from roofline.serving.plan.planner import Candidate, PlanResult
+from roofline.serving.plan.screening import screen
+from roofline.serving.sim.metrics import finite_percentile as pct
 from roofline.serving.simulate import replica, simulate
 
 

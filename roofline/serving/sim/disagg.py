@@ -15,7 +15,7 @@ instance j mod D, j its rank in prefill-completion order, over the link between 
 
 The decode instance then admits the request with its P prompt tokens already cached: one step
 computes the first token's KV (a 1-token chunk after P cached ones) and emits token 2; decode steps
-follow as in :class:`~roofline.serving.engine_sim.EngineSim`. A preempted request recomputes locally.
+follow as in :class:`~roofline.serving.sim.engine.EngineSim`. A preempted request recomputes locally.
 ``first_token = prefill``: token 1 reaches the client when the prefill finishes, so the transfer
 lands in the first inter-token gap; ``decode``: token 1 is returned with the KV, when the transfer ends,
 so the transfer lands in TTFT. Prefill KV blocks are released when the prefill completes (the
@@ -33,9 +33,9 @@ import numpy as np
 from roofline.engine.presets import overrides_map
 from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu
-from roofline.serving.engine_sim import EngineSim
-from roofline.serving.lifecycle import Req
-from roofline.serving.metrics import GapHistogram, hist_stats, stats
+from roofline.serving.sim.engine import EngineSim
+from roofline.serving.sim.lifecycle import Req
+from roofline.serving.sim.metrics import GapHistogram, hist_stats, stats
 from roofline.specs.disagg import DEFAULT_LINK_BYTES_PER_S, DisaggConfig
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class DecodeSideSim(EngineSim):
 
 @dataclass(frozen=True)
 class DisaggResult:
-    """Summary metrics (keys as :class:`~roofline.serving.simresult.SimulationResult`'s, plus KV transfer
+    """Summary metrics (keys as :class:`~roofline.serving.sim.result.SimulationResult`'s, plus KV transfer
     and per-GPU figures), per-request arrays and the configuration of a disaggregated run."""
 
     summary: dict[str, float]

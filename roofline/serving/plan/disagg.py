@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from roofline.errors import RooflineError
-from roofline.serving.disagg_sim import simulate_disagg
+from roofline.serving.sim.disagg import simulate_disagg
 from roofline.serving.simulate import simulate
 from roofline.specs.disagg import DisaggConfig, Pool
 from roofline.specs.library import hardware as load_hardware

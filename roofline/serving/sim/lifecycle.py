@@ -1,9 +1,9 @@
 """Requests in the engine simulation and the state changes they go through.
 
-A mixin of :class:`~roofline.serving.engine_sim.EngineSim` (like :mod:`roofline.serving.runstats`), so
+A mixin of :class:`~roofline.serving.sim.engine.EngineSim` (like :mod:`roofline.serving.sim.runstats`), so
 the scheduler reads alone: a prefill chunk finishing (:meth:`RequestLifecycle._progress`), a decode row
 leaving the aggregate decode clock, completion, release of KV blocks and preemption with recompute.
-Token and block accounting is the module docstring of :mod:`roofline.serving.engine_sim`.
+Token and block accounting is the module docstring of :mod:`roofline.serving.sim.engine`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from array import array
 from collections import deque
 from collections.abc import Hashable, Sequence
 
-from roofline.serving.kvpool import BlockPool
-from roofline.serving.metrics import GapHistogram
-from roofline.serving.policy import Policy
+from roofline.serving.sim.kvpool import BlockPool
+from roofline.serving.sim.metrics import GapHistogram
+from roofline.serving.sim.policy import Policy
 
 WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
 

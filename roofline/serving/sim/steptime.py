@@ -39,7 +39,7 @@ from roofline.ops.attention import causal_pairs
 from roofline.ops.builder import build_ops
 from roofline.ops.records import Op, Phase
 from roofline.profile import CalibrationProfile, Curve
-from roofline.serving.stretch import DecodeStretch
+from roofline.serving.sim.stretch import DecodeStretch
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.scenario import Scenario

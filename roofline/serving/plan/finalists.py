@@ -1,16 +1,16 @@
 """Size a plan's finalists on the serving simulator at the planned load, with percentile SLOs.
 
-The planner (:mod:`roofline.serving.planner`) prunes hardware × precision × tp with mean-value
+The planner (:mod:`roofline.serving.plan.planner`) prunes hardware × precision × tp with mean-value
 formulas. For a finalist (one feasible candidate) this module:
 
 1. builds one engine replica (:func:`roofline.serving.simulate.replica`) and asks the closed-form
-   screening tier (:mod:`roofline.serving.screening`) for its sustainable rate λ_sus (requests/s)
+   screening tier (:mod:`roofline.serving.plan.screening`) for its sustainable rate λ_sus (requests/s)
    and its knee: the lowest rate at which the mean TTFT reaches twice its zero-load value;
 2. starts from ``replicas = max(planner replicas, ⌈qps·(1 + min_headroom) / λ_sus⌉)`` so that
    headroom = replicas·λ_sus / qps − 1 is at least ``min_headroom``;
 3. simulates one replica at the planned per-replica load qps / replicas (Poisson arrivals,
    ``num_requests`` requests, fixed seed) and reads TTFT and TPOT at the SLO percentiles
-   (over requests, :mod:`roofline.serving.metrics`);
+   (over requests, :mod:`roofline.serving.sim.metrics`);
 4. checks the SLOs on the upper bound of the simulator's error at ``confidence`` ℓ:
    value·f_ℓ ≤ SLO, with f_ℓ the engine's upper factor measured on public serving rows held out by
    model family (:func:`roofline.published.serving_error.serving_upper_factor`; e.g. vLLM at 80 %:
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from roofline.serving.metrics import finite_percentile as pct
-from roofline.serving.planner import Candidate
+from roofline.serving.plan.planner import Candidate
+from roofline.serving.sim.metrics import finite_percentile as pct
 from roofline.units import usd_per_million_tokens
 
 #: replicas the simulator may add to a planner candidate before it is declared failing.
@@ -161,11 +161,11 @@ def size_finalist(
     """Re-size planner candidate ``c`` on the simulator (module docstring); ``min_headroom`` None: c.error_margin.
 
     ``speculative`` (e.g. ``"eagle:k=3,alpha=0.7"``) runs the sizing on the speculative-decoding simulator
-    (:func:`roofline.serving.speculative_sim.simulate_speculative`); capacity and knee stay those of plain
+    (:func:`roofline.serving.sim.speculative.simulate_speculative`); capacity and knee stay those of plain
     decoding from the screening tier (it has no speculative form), a conservative bound when speculation pays.
     """
     from roofline.published.serving_error import serving_upper_factor
-    from roofline.serving.screening import screen
+    from roofline.serving.plan.screening import screen
     from roofline.serving.simulate import replica, simulate
 
     kw = sim_kwargs(c, engine, engine_overrides, calibration, model)
@@ -186,7 +186,7 @@ def size_finalist(
     replicas, res, ok, why = first, None, False, ""
     run: Any = simulate
     if speculative is not None:
-        from roofline.serving.speculative_sim import simulate_speculative
+        from roofline.serving.sim.speculative import simulate_speculative
 
         def run(model: Any, hardware: Any, **k: Any) -> Any:
             k.pop("pp", None)

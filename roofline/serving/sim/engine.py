@@ -3,7 +3,7 @@
 Time advances by *events* (an arrival the scheduler can act on, a prefill chunk, a completion,
 the KV pool running out, a decode row reaching a sliding window). Between events every step is
 decode-only with a fixed set of rows whose contexts all grow by one per step, so a whole
-stretch of k steps is summed in closed form (:class:`~roofline.serving.steptime.DecodeStretch`):
+stretch of k steps is summed in closed form (:class:`~roofline.serving.sim.steptime.DecodeStretch`):
 the cost of a run grows with events, not tokens.
 
 Decode rows are kept in aggregate on a global decode clock G (the number of decode steps run):
@@ -26,7 +26,7 @@ is thus the limit of a vanishing overhead, y → 0⁺, not the tie in which a re
 as its predecessor finishes (one step early; the convention and its sign are named in AIConfigurator's
 queueing model, ``docs/design/queueing_model.md`` §6.13 @ 093fe28f).
 
-Output lag (``output_lag_steps``): :meth:`~roofline.serving.lifecycle.RequestLifecycle._done`.
+Output lag (``output_lag_steps``): :meth:`~roofline.serving.sim.lifecycle.RequestLifecycle._done`.
 
 Token and block accounting (checked by the tests): a request of P prompt and O output tokens
 emits O tokens; its prefill writes P tokens (P + g when recomputed after a preemption with g
@@ -44,12 +44,12 @@ from collections.abc import Hashable
 import numpy as np
 
 from roofline.errors import ScenarioError
-from roofline.serving.kvpool import BlockPool
-from roofline.serving.lifecycle import DECODE, PREFILL, Req, RequestLifecycle
-from roofline.serving.metrics import GapHistogram
-from roofline.serving.policy import Policy
-from roofline.serving.runstats import RunStats
-from roofline.serving.steptime import StepModel
+from roofline.serving.sim.kvpool import BlockPool
+from roofline.serving.sim.lifecycle import DECODE, PREFILL, Req, RequestLifecycle
+from roofline.serving.sim.metrics import GapHistogram
+from roofline.serving.sim.policy import Policy
+from roofline.serving.sim.runstats import RunStats
+from roofline.serving.sim.steptime import StepModel
 
 
 class EngineSim(RequestLifecycle, RunStats):

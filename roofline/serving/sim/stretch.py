@@ -1,6 +1,6 @@
 """A run of decode-only steps in closed form: step j costs const + Σ_a max(p_a + q_a·j, u_a + v_a·j).
 
-Built by :meth:`roofline.serving.steptime.StepModel.decode_affine`; the simulator advances whole
+Built by :meth:`roofline.serving.sim.steptime.StepModel.decode_affine`; the simulator advances whole
 stretches between events with :meth:`DecodeStretch.total` and :meth:`DecodeStretch.steps_until`.
 """
 

@@ -1,7 +1,7 @@
 """The result of :func:`roofline.simulate`: summary metrics, per-request and per-event tables, plots.
 
 Summary keys (seconds, requests/s, tokens/s), over the completed requests; definitions in
-:mod:`roofline.serving.metrics`. Throughputs divide by the run's duration, from the first request
+:mod:`roofline.serving.sim.metrics`. Throughputs divide by the run's duration, from the first request
 sent (t = 0) to the last token, as vLLM's ``benchmark_serving`` does. ``mean_batch``: rows
 (sequences) per forward step, averaged over busy time; ``mean_kv_utilization``: KV blocks held by
 running requests / the pool's blocks, averaged over busy time (cached-but-free prefix blocks do not
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from roofline.errors import ScenarioError
-from roofline.serving.engine_sim import EngineSim
-from roofline.serving.metrics import hist_stats, stats
-from roofline.serving.runstats import TIMELINE_COLUMNS
+from roofline.serving.sim.engine import EngineSim
+from roofline.serving.sim.metrics import hist_stats, stats
+from roofline.serving.sim.runstats import TIMELINE_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
