@@ -13,8 +13,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from roofline.serving.sim.disagg import simulate_disagg
-from roofline.serving.sim.speculative import simulate_speculative
+from roofline.serving.simulate import simulate
 
 ARGS = dict(
     qps=15.0, prompt_len="lognormal:1024:0.5", output_len="lognormal:256:0.5", engine="vllm", seed=0,
@@ -23,11 +22,11 @@ ARGS = dict(
 
 def speed(spec: str, n: int = 10_000, repeats: int = 3) -> None:
     """Median simulated requests/s of the event loop and of the whole call."""
-    simulate_speculative("llama-3.1-8b", "h100-sxm", spec, num_requests=200, **ARGS)  # warm caches
+    simulate("llama-3.1-8b", "h100-sxm", speculative=spec, num_requests=200, **ARGS)  # warm caches
     loop, whole = [], []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        s = simulate_speculative("llama-3.1-8b", "h100-sxm", spec, num_requests=n, **ARGS)
+        s = simulate("llama-3.1-8b", "h100-sxm", speculative=spec, num_requests=n, **ARGS)
         whole.append(time.perf_counter() - t0)
         loop.append(s.config["wall_s"])
     sm = s.summary
@@ -44,7 +43,7 @@ def speed_disagg(
     whole, loop = [], []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        r = simulate_disagg("llama-3.1-8b", pools, num_requests=n, **ARGS)
+        r = simulate("llama-3.1-8b", disagg=pools, num_requests=n, **ARGS)
         whole.append(time.perf_counter() - t0)
         loop.append(r.config["wall_s"])
     s = r.summary

@@ -7,7 +7,7 @@ import pytest
 
 import roofline
 from roofline.errors import RooflineError
-from roofline.serving.sim.disagg import simulate_disagg
+from roofline.serving.simulate import simulate
 from roofline.specs.disagg import DisaggConfig, Pool
 
 M, HW = "llama-3.1-8b", "h100-sxm"
@@ -47,8 +47,8 @@ def test_single_request_transfer_lands_in_first_itl_or_ttft() -> None:
     """
     spec = "prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1,link=50GB/s,latency=0.1ms"
     kw = dict(qps=1.0, prompt_len=1000, output_len=200, num_requests=1, engine="vllm")
-    a = simulate_disagg(M, spec + ",first=prefill", **kw)  # type: ignore[arg-type]
-    b = simulate_disagg(M, spec + ",first=decode", **kw)  # type: ignore[arg-type]
+    a = simulate(M, disagg=spec + ",first=prefill", **kw)  # type: ignore[arg-type]
+    b = simulate(M, disagg=spec + ",first=decode", **kw)  # type: ignore[arg-type]
     xfer = 1000 * KV_PER_TOKEN_B / 50e9 + 1e-4
     assert a.summary["kv_transfer_mean_s"] == pytest.approx(xfer, rel=1e-12)
     r = roofline.predict(M, HW, 1, 1000, 200, engine="vllm")
@@ -67,7 +67,7 @@ def test_overlapping_transfers_queue_on_the_receiver() -> None:
     prefills end together THEN the second transfer waits for the first: transfer times busy + lat and
     2·busy + lat (busy = 1000 · 131,072 B / 10 GB/s = 13.1072 ms)."""
     spec = "prefill=h100-sxm:tp1x2,decode=h100-sxm:tp1x1,link=10GB/s,latency=0.1ms"
-    r = simulate_disagg(M, spec, qps=1e9, arrival="constant", prompt_len=1000, output_len=20, num_requests=2)
+    r = simulate(M, disagg=spec, qps=1e9, arrival="constant", prompt_len=1000, output_len=20, num_requests=2)
     busy = 1000 * KV_PER_TOKEN_B / 10e9
     x = np.sort(r.requests["kv_transfer_s"].to_numpy())
     assert x[0] == pytest.approx(busy + 1e-4, rel=1e-6)
@@ -76,7 +76,7 @@ def test_overlapping_transfers_queue_on_the_receiver() -> None:
 
 def test_tp_shards_the_transfer() -> None:
     """KV heads shard over tp: a tp-4 → tp-8 transfer moves per GPU max(1/4, 1/8) of the KV: bytes = P·131,072/4."""
-    r = simulate_disagg(M, "prefill=h100-sxm:tp4x1,decode=h100-sxm:tp8x1,link=50GB/s,latency=0s", qps=1.0,
+    r = simulate(M, disagg="prefill=h100-sxm:tp4x1,decode=h100-sxm:tp8x1,link=50GB/s,latency=0s", qps=1.0,
                         prompt_len=1000, output_len=10, num_requests=1)  # fmt: skip
     assert r.summary["kv_transfer_mean_s"] == pytest.approx(1000 * KV_PER_TOKEN_B / 4 / 50e9, rel=1e-12)
 
@@ -85,7 +85,7 @@ def test_every_request_completes_and_decode_is_free_of_prefill_interference() ->
     """GIVEN 2,000 Poisson requests at 15/s WHEN disaggregated 1P:1D THEN all complete and the mean TPOT is
     below co-located serving's on one GPU (no prefill chunks share decode steps)."""
     kw = dict(qps=15.0, prompt_len="lognormal:1024:0.5", output_len="lognormal:256:0.5", num_requests=2000)
-    d = simulate_disagg(M, "prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1", **kw)  # type: ignore[arg-type]
+    d = simulate(M, disagg="prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1", **kw)  # type: ignore[arg-type]
     c = roofline.simulate(M, HW, **kw)  # type: ignore[arg-type]
     assert d.summary["completed"] == 2000
     assert d.summary["tpot_mean_s"] < c.summary["tpot_mean_s"]
@@ -108,7 +108,7 @@ def test_cli_simulate_disagg_matches_api() -> None:
     res = CliRunner().invoke(app, ["simulate-disagg", M, "--disagg", spec, "--qps", "4", "-N", "40", "-p", "512",
                                    "-n", "32", "--json"])  # fmt: skip
     assert res.exit_code == 0, res.output
-    api = simulate_disagg(M, spec, qps=4.0, num_requests=40, prompt_len=512, output_len=32)
+    api = simulate(M, disagg=spec, qps=4.0, num_requests=40, prompt_len=512, output_len=32)
     doc = json.loads(res.output)
     assert doc["summary"]["ttft_mean_s"] == api.summary["ttft_mean_s"]
     assert doc["config"]["ratio"] == "1P:1D"

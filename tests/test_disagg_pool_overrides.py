@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from roofline.cli.app import app
-from roofline.serving.sim.disagg import simulate_disagg
+from roofline.serving.simulate import simulate
 
 M = "llama-3.1-8b"
 SPEC = "prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1,link=50GB/s,latency=0s"
@@ -17,7 +17,7 @@ KW = dict(qps=1e9, arrival="constant", prompt_len=1024, output_len=16, num_reque
 
 
 def _prefill_done(**over: object) -> np.ndarray:
-    r = simulate_disagg(M, SPEC, **KW, **over)  # type: ignore[arg-type]
+    r = simulate(M, disagg=SPEC, **KW, **over)  # type: ignore[arg-type]
     return np.sort(r.requests["prefill_done_s"].to_numpy())
 
 
@@ -48,7 +48,7 @@ def test_cli_pool_options_match_the_api_and_bad_ones_name_their_flag() -> None:
     args = ["simulate-disagg", M, "--disagg", SPEC, "--qps", "4", "-N", "20", "-p", "512", "-n", "16", "--json"]
     res = CliRunner().invoke(app, [*args, "--prefill-set", "max_num_seqs=1", "--decode-set", "max_num_seqs=4"])
     assert res.exit_code == 0, res.output
-    api = simulate_disagg(M, SPEC, qps=4.0, num_requests=20, prompt_len=512, output_len=16,
+    api = simulate(M, disagg=SPEC, qps=4.0, num_requests=20, prompt_len=512, output_len=16,
                           prefill_overrides={"max_num_seqs": 1}, decode_overrides={"max_num_seqs": 4})  # fmt: skip
     assert json.loads(res.output)["summary"]["ttft_mean_s"] == api.summary["ttft_mean_s"]
     bad = CliRunner().invoke(app, [*args, "--decode-set", "max_num_seqs"])
@@ -60,4 +60,4 @@ def test_pool_options_that_are_not_a_mapping_are_named(field: str) -> None:
     from roofline.errors import ScenarioError
 
     with pytest.raises(ScenarioError, match=f"^{field} must map engine option names to values"):
-        simulate_disagg(M, SPEC, qps=1.0, num_requests=2, **{field: "max_num_seqs=1"})  # type: ignore[arg-type]
+        simulate(M, disagg=SPEC, qps=1.0, num_requests=2, **{field: "max_num_seqs=1"})  # type: ignore[arg-type]

@@ -9,7 +9,6 @@ import pytest
 from roofline.errors import RooflineError
 from roofline.prediction import make_scenario, resolve
 from roofline.serving.plan.screening import screen
-from roofline.serving.sim.disagg import simulate_disagg
 from roofline.serving.sim.steptime import StepModel
 from roofline.serving.simulate import simulate
 
@@ -72,8 +71,8 @@ def test_disaggregated_lag_is_the_decode_servers() -> None:
     own TPOT and TPOT is unchanged (the hand-off still starts when the prefill engine finished)."""
     spec = "prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1,link=50GB/s"
     kw = dict(qps=2.0, prompt_len=1024, output_len=64, num_requests=50, seed=0)
-    a = simulate_disagg(M, spec, **kw).requests  # type: ignore[arg-type]
-    b = simulate_disagg(M, spec, engine_overrides={"output_lag_steps": 2}, **kw).requests  # type: ignore[arg-type]
+    a = simulate(M, disagg=spec, **kw).requests  # type: ignore[arg-type]
+    b = simulate(M, disagg=spec, engine_overrides={"output_lag_steps": 2}, **kw).requests  # type: ignore[arg-type]
     np.testing.assert_allclose(b.tpot_s, a.tpot_s, rtol=1e-12)
     np.testing.assert_allclose(b.ttft_s - a.ttft_s, 2 * a.tpot_s, rtol=1e-9)
     np.testing.assert_allclose(b.e2e_s - a.e2e_s, 2 * a.tpot_s, rtol=1e-9)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import roofline
-from roofline.serving.sim.speculative import chain_alpha, simulate_speculative
+from roofline.serving.sim.speculative import chain_alpha
+from roofline.serving.simulate import simulate
 from roofline.specs.speculative import SpeculativeConfig, tokens_per_step
 
 M, HW = "llama-3.1-8b", "h100-sxm"
@@ -23,7 +24,7 @@ def test_single_request_full_acceptance_reproduces_static_predict(engine: str) -
     logits at all 5 positions and n-gram drafting free; the presets carry no CPU overhead.
     """
     spec = "ngram:k=4,alpha=1"
-    s = simulate_speculative(M, HW, spec, engine=engine, qps=1.0, prompt_len=1000, output_len=201, num_requests=1)
+    s = simulate(M, HW, speculative=spec, engine=engine, qps=1.0, prompt_len=1000, output_len=201, num_requests=1)
     r = roofline.predict(M, HW, 1, 1000, 201, engine=engine, speculative=spec)
     plain = roofline.simulate(M, HW, engine=engine, qps=1.0, prompt_len=1000, output_len=201, num_requests=1)
     # TTFT: the same prefill step as the plain simulator (whose own equality with predict is its test's concern)
@@ -43,7 +44,7 @@ def test_sampled_acceptance_is_lumpy_and_conserves_tokens() -> None:
     """
     spec = SpeculativeConfig("ngram", k=4, alpha=0.6)
     tau = tokens_per_step(0.6, 4)
-    s = simulate_speculative(M, HW, spec, engine="ideal", concurrency=1, prompt_len=512, output_len=128,
+    s = simulate(M, HW, speculative=spec, engine="ideal", concurrency=1, prompt_len=512, output_len=128,
                              num_requests=300, seed=3)  # fmt: skip
     assert s.config["generated_tokens"] == 300 * 128
     sm = s.summary
@@ -69,10 +70,10 @@ def test_speculation_loses_at_high_load() -> None:
     compute of 5 tokens per row but emits 1.94. At 1 client the same setting speeds decoding up."""
     kw = dict(engine="vllm", prompt_len=256, output_len=128, num_requests=1500)
     plain = roofline.simulate(M, HW, concurrency=512, **kw)  # type: ignore[arg-type]
-    spec = simulate_speculative(M, HW, "ngram:k=4,alpha=0.5", concurrency=512, **kw)  # type: ignore[arg-type]
+    spec = simulate(M, HW, speculative="ngram:k=4,alpha=0.5", concurrency=512, **kw)  # type: ignore[arg-type]
     assert spec.summary["output_throughput_tok_s"] < plain.summary["output_throughput_tok_s"]
     one_plain = roofline.simulate(M, HW, concurrency=1, **{**kw, "num_requests": 5})  # type: ignore[arg-type]
-    one_spec = simulate_speculative(M, HW, "ngram:k=4,alpha=0.5", concurrency=1, **{**kw, "num_requests": 5})  # type: ignore[arg-type]
+    one_spec = simulate(M, HW, speculative="ngram:k=4,alpha=0.5", concurrency=1, **{**kw, "num_requests": 5})  # type: ignore[arg-type]
     assert one_spec.summary["tpot_mean_s"] < one_plain.summary["tpot_mean_s"]
 
 
@@ -87,7 +88,7 @@ def test_sliding_window_verify_steps_reproduce_static_predict(model: str, tp: in
     model from the op builder's causal pairs at each cache, so both agree to rounding.
     """
     spec = "ngram:k=4,alpha=1"
-    s = simulate_speculative(model, HW, spec, engine="vllm", tp=tp, weight_dtype=wd, qps=1.0, prompt_len=100,
+    s = simulate(model, HW, speculative=spec, engine="vllm", tp=tp, weight_dtype=wd, qps=1.0, prompt_len=100,
                              output_len=201, num_requests=1)  # fmt: skip
     r = roofline.predict(model, HW, 1, 100, 201, tp=tp, engine="vllm", weight_dtype=wd, speculative=spec)
     assert s.summary["tpot_mean_s"] == pytest.approx(r.tpot_s, rel=1e-9)
@@ -103,7 +104,7 @@ def test_cli_simulate_spec_matches_api() -> None:
     args = ["simulate", M, HW, "--qps", "5", "-N", "50", "-p", "256", "-n", "64", "--spec", "eagle:k=3,alpha=0.7"]
     res = CliRunner().invoke(app, [*args, "--json"])
     assert res.exit_code == 0, res.output
-    api = simulate_speculative(M, HW, "eagle:k=3,alpha=0.7", qps=5.0, num_requests=50, prompt_len=256, output_len=64)
+    api = simulate(M, HW, speculative="eagle:k=3,alpha=0.7", qps=5.0, num_requests=50, prompt_len=256, output_len=64)
     assert json.loads(res.output)["summary"]["tpot_mean_s"] == api.summary["tpot_mean_s"]
     bad = CliRunner().invoke(app, [*args, "--ep", "2"])
     assert bad.exit_code != 0 and "Traceback" not in bad.output and "--ep" in bad.output

@@ -142,19 +142,16 @@ def simulate_cmd(
         "trace": trace,
     }
     bar = _progress(n) if sys.stderr.isatty() and not (json or csv) else None
-    if spec is not None:
-        from roofline.cli.simulate_spec import simulate_spec
-
-        if pp != 1 or ep != 1 or float(prefix_share) != 0:
-            raise OptionError("--spec simulates tp-only replicas without prefix sharing; drop --pp/--ep/--prefix-share")
-        simulate = simulate_spec(spec)
+    if spec is not None and (pp != 1 or ep != 1 or float(prefix_share) != 0):
+        raise OptionError("--spec simulates tp-only replicas without prefix sharing; drop --pp/--ep/--prefix-share")
     try:
         s = simulate(
             model, hardware, engine=engine, tp=tp, pp=pp, ep=ep, prompt_len=_length(prompt, "--prompt"),
             output_len=_length(output, "--output"), num_requests=n, seed=seed, arrival=arrival,
             arrival_cv=parse_float_opt(arrival_cv, "--arrival-cv"), prefix_share=_fraction(prefix_share),
             engine_overrides=parse_engine_set(engine_set), weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-            calibration=calibration, progress=None if bar is None else bar[1], replicas=replicas, **kw,
+            calibration=calibration, progress=None if bar is None else bar[1], replicas=replicas,
+            speculative=spec, **kw,
         )  # fmt: skip
     finally:
         if bar is not None:

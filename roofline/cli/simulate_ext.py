@@ -75,13 +75,14 @@ def simulate_disagg_cmd(
     from rich.table import Table
 
     from roofline.cli.render import num
-    from roofline.serving.sim.disagg import simulate_disagg
+    from roofline.serving.simulate import simulate
 
     rate = parse_float_opt(qps, "--qps")
     if not rate > 0:
         raise OptionError(f"--qps must be positive, got {qps}")
-    r = simulate_disagg(
-        model, disagg, engine=engine, qps=rate, arrival=arrival, arrival_cv=parse_float_opt(arrival_cv, "--arrival-cv"),
+    r = simulate(
+        model, disagg=disagg, engine=engine, qps=rate, arrival=arrival,
+        arrival_cv=parse_float_opt(arrival_cv, "--arrival-cv"),
         prompt_len=_length(prompt, "--prompt"), output_len=_length(output, "--output"),
         num_requests=parse_count_opt(num_requests, "--num-requests"), seed=seed, weight_dtype=weight_dtype,
         engine_overrides=parse_engine_set(engine_set), prefill_overrides=parse_engine_set(prefill_set, "--prefill-set"),

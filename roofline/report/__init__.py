@@ -16,7 +16,7 @@ _LAZY = {
     "render": "roofline.report.api",
     "save": "roofline.report.api",
     "Report": "roofline.report.api",
-    "Workload": "roofline.serving.workload.presets",
+    "WorkloadPreset": "roofline.serving.workload.presets",
     "PRESETS": "roofline.serving.workload.presets",
     "resolve_workload": "roofline.serving.workload.presets",
     "roofline_figure": "roofline.report.charts",

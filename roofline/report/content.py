@@ -18,7 +18,7 @@ from roofline.memory import kv_bytes_per_token
 from roofline.profile import CalibrationProfile, load_profile
 from roofline.result import PredictionResult
 from roofline.serving.plan.planner import Candidate, PlanResult, plan, tokens_per_s_per_gpu
-from roofline.serving.workload.presets import Workload
+from roofline.serving.workload.presets import WorkloadPreset
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.library import hardware as load_hardware
 from roofline.specs.library import model as load_model
@@ -50,7 +50,7 @@ class ReportInputs:
     model: ModelSpec
     hardware: tuple[HardwareSpec, ...]
     hardware_args: tuple[str, ...]
-    workload: Workload
+    workload: WorkloadPreset
     precisions: tuple[str, ...]
     tp_options: tuple[int, ...] | None
     max_gpus: int | None
@@ -108,7 +108,7 @@ def hw_name(hw: Any) -> str:
 def resolve_inputs(
     model: ModelSpec | str | Path,
     hardware: str | Sequence[str | Path],
-    workload: Workload,
+    workload: WorkloadPreset,
     *,
     precisions: str | Sequence[str] = ("checkpoint",),
     tp_options: Sequence[int] | None = None,

@@ -18,9 +18,9 @@ Two predictions, nothing fitted (every row out-of-sample; the engines' CPU costs
 * static: TPOT = ``predict(batch=decode_batch_size, tp=decode tp, ep=decode ep)`` — a decode pool sees no
   prefill chunks, so its step is a pure decode step at that batch; TTFT = prefill of one request (batch 1)
   + the KV transfer at the default link (50 GB/s per GPU, latency 0.1 ms);
-* simulated (the first ``--max-per-group`` rows per (engine, model, GPU)): :func:`simulate_disagg` in open
-  loop at the request rate X that satisfies Little's law X · mean E2E = C (bisection on X, constant
-  arrivals), first token on the prefill side, each pool with the engine options the source's config
+* simulated (the first ``--max-per-group`` rows per (engine, model, GPU)): ``roofline.simulate(...,
+  disagg=...)`` in open loop at the request rate X that satisfies Little's law X · mean E2E = C (bisection on
+  X, constant arrivals), first token on the prefill side, each pool with the engine options the source's config
   generator writes for it (:func:`pool_options`; ``--engine-options preset``: the engines' defaults, written
   to ``serving_disagg_preset.csv``), vLLM scheduling asynchronously from v0.14 as in ``validate_simulator.py``;
 * simulated with fit (``simfit``): the same with each engine's request overhead fitted on the
@@ -40,7 +40,7 @@ import pandas as pd
 from roofline.errors import RooflineError
 from roofline.memory import kv_bytes_per_sequence_per_gpu
 from roofline.prediction import predict
-from roofline.serving.sim.disagg import simulate_disagg
+from roofline.serving.simulate import simulate
 from roofline.specs.disagg import DEFAULT_LATENCY_S, DEFAULT_LINK_BYTES_PER_S, DisaggConfig, Pool
 
 HERE = Path(__file__).parent
@@ -161,7 +161,7 @@ def simulated(
     n = int(min(max(3 * c, 120), 1500))
 
     def run(x: float, num: int) -> tuple[float, float, float]:
-        r = simulate_disagg(row.spec, cfg, engine=row.backend, qps=x, arrival="constant", prompt_len=int(row.isl),
+        r = simulate(row.spec, disagg=cfg, engine=row.backend, qps=x, arrival="constant", prompt_len=int(row.isl),
                             output_len=int(row.osl), num_requests=num, weight_dtype=weight_dtype(row),
                             engine_overrides=over, prefill_overrides=pre, decode_overrides=dec)  # fmt: skip
         s = r.summary

@@ -1,6 +1,6 @@
 """Size the prefill:decode ratio for a load and SLOs, and compare with co-located serving at equal SLOs.
 
-For an offered rate X (open loop, the workload of :func:`simulate_disagg`) and SLOs on a TTFT and a TPOT
+For an offered rate X (open loop, the workload of ``roofline.simulate(..., disagg=...)``) and SLOs on a TTFT and a TPOT
 percentile, every P:D pair with P ≤ p_max prefill and D ≤ d_max decode instances is simulated; a pair
 meets the SLOs when all requests complete and both percentiles are within their limits. The plan is the
 pair with the fewest GPUs (P·tp_p + D·tp_d; ties: lower TPOT percentile). Co-located serving runs N
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from roofline.errors import RooflineError
-from roofline.serving.sim.disagg import simulate_disagg
 from roofline.serving.simulate import simulate
 from roofline.specs.disagg import DisaggConfig, Pool
 from roofline.specs.library import hardware as load_hardware
@@ -91,7 +90,7 @@ def plan_disagg(
         for d in range(1, d_max + 1):
             cfg = DisaggConfig(Pool(hardware, tp_prefill, p), Pool(hardware, tp_decode, d), link,
                                first_token=first_token)  # type: ignore[arg-type]  # fmt: skip
-            r = simulate_disagg(model, cfg, qps=qps, **kw)
+            r = simulate(model, disagg=cfg, qps=qps, **kw)
             s = r.summary
             ttft, tpot = s[f"ttft_{q}_s"], s[f"tpot_{q}_s"]
             ok = s["completed"] == r.config["num_requests"] and ttft <= ttft_slo_s and tpot <= tpot_slo_s

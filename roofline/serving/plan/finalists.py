@@ -161,12 +161,13 @@ def size_finalist(
     """Re-size planner candidate ``c`` on the simulator (module docstring); ``min_headroom`` None: c.error_margin.
 
     ``speculative`` (e.g. ``"eagle:k=3,alpha=0.7"``) runs the sizing on the speculative-decoding simulator
-    (:func:`roofline.serving.sim.speculative.simulate_speculative`); capacity and knee stay those of plain
+    (``roofline.simulate(..., speculative=...)``); capacity and knee stay those of plain
     decoding from the screening tier (it has no speculative form), a conservative bound when speculation pays.
     """
     from roofline.published.serving_error import serving_upper_factor
     from roofline.serving.plan.screening import screen
-    from roofline.serving.simulate import replica, simulate
+    from roofline.serving.replica import replica
+    from roofline.serving.simulate import simulate
 
     kw = sim_kwargs(c, engine, engine_overrides, calibration, model)
     rep = replica(model, c.hardware, prompt_mean=float(prompt_len), output_mean=float(output_len), **kw)
@@ -184,17 +185,9 @@ def size_finalist(
     f_ttft, f_tpot = (serving_upper_factor(fig, confidence, engine, prof) for fig in ("ttft_s", "tpot_s"))
     first = max(c.replicas, math.ceil(qps * (1.0 + h_min) / sus)) if sus > 0 else c.replicas
     replicas, res, ok, why = first, None, False, ""
-    run: Any = simulate
-    if speculative is not None:
-        from roofline.serving.sim.speculative import simulate_speculative
-
-        def run(model: Any, hardware: Any, **k: Any) -> Any:
-            k.pop("pp", None)
-            return simulate_speculative(model, hardware, speculative, **k)
-
     for replicas in range(first, first + MAX_EXTRA + 1):
-        s = run(model, c.hardware, qps=qps / replicas, prompt_len=prompt_len, output_len=output_len,
-                num_requests=num_requests, seed=seed, **kw)  # fmt: skip
+        s = simulate(model, c.hardware, qps=qps / replicas, prompt_len=prompt_len, output_len=output_len,
+                     num_requests=num_requests, seed=seed, speculative=speculative, **kw)  # fmt: skip
         r = s.requests
         ttft, tpot = (
             pct(r["ttft_s"].to_numpy(), ttft_pct),

@@ -25,21 +25,24 @@ sender's copy during the transfer is not held against its pool: ASSUMED).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from roofline.engine.presets import overrides_map
+from roofline.engine.presets import EngineArg, overrides_map
 from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu
+from roofline.prediction import ModelArg, ProfileArg
+from roofline.serving.replica import replica
 from roofline.serving.sim.engine import EngineSim
 from roofline.serving.sim.lifecycle import Req
 from roofline.serving.sim.metrics import GapHistogram, hist_stats, stats
+from roofline.serving.sim.result import SimulationResult
+from roofline.serving.sim.runstats import TIMELINE_COLUMNS
+from roofline.serving.workload.stream import Requests, Workload
 from roofline.specs.disagg import DEFAULT_LINK_BYTES_PER_S, DisaggConfig
-
-if TYPE_CHECKING:
-    import pandas as pd
+from roofline.specs.precision import Precision
 
 
 class DecodeSideSim(EngineSim):
@@ -78,23 +81,6 @@ class DecodeSideSim(EngineSim):
         super()._preempt(r)
 
 
-@dataclass(frozen=True)
-class DisaggResult:
-    """Summary metrics (keys as :class:`~roofline.serving.sim.result.SimulationResult`'s, plus KV transfer
-    and per-GPU figures), per-request arrays and the configuration of a disaggregated run."""
-
-    summary: dict[str, float]
-    config: dict[str, Any]
-    arrays: dict[str, np.ndarray] = field(repr=False)
-
-    @property
-    def requests(self) -> pd.DataFrame:
-        """One row per request: arrival, prefill done, transfer start/end, first token, finish, latencies."""
-        import pandas as pd
-
-        return pd.DataFrame(self.arrays)
-
-
 def transfer_seconds(bytes_send: np.ndarray, bytes_recv: np.ndarray, link_bytes_per_s: float) -> np.ndarray:
     """Link-busy seconds of each transfer: max(send, receive bytes per GPU) / per-GPU bandwidth (latency apart)."""
     return np.maximum(bytes_send, bytes_recv) / link_bytes_per_s
@@ -121,49 +107,40 @@ def schedule_transfers(
     return start, end, dst
 
 
-def simulate_disagg(
-    model: Any,
-    disagg: DisaggConfig | str,
-    engine: Any = "vllm",
+def run_disagg(
+    model: ModelArg,
+    cfg: DisaggConfig,
+    engine: EngineArg,
+    wl: Workload,
+    req: Requests,
     *,
-    qps: float | None = None,
-    trace: Any = None,
-    prompt_len: Any = 1024,
-    output_len: Any = 256,
-    num_requests: int = 2000,
-    seed: int = 0,
-    arrival: str = "poisson",
-    arrival_cv: float = 1.0,
-    engine_overrides: Any = None,
-    prefill_overrides: Any = None,
-    decode_overrides: Any = None,
-    weight_dtype: Any = None,
-    kv_dtype: Any = None,
-    calibration: Any = None,
-) -> DisaggResult:
-    """Serve an open-loop stream on a prefill pool and a decode pool (see the module docstring).
+    engine_overrides: Mapping[str, object] | None = None,
+    prefill_overrides: Mapping[str, object] | None = None,
+    decode_overrides: Mapping[str, object] | None = None,
+    weight_dtype: str | Precision | None = None,
+    kv_dtype: str | Precision | None = None,
+    calibration: ProfileArg = None,
+) -> SimulationResult:
+    """Serve the drawn open-loop requests ``req`` of ``wl`` on a prefill pool and a decode pool (see the module
+    docstring; ``roofline.simulate(..., disagg=cfg)``).
 
-    ``engine_overrides`` apply to both pools' engines; ``prefill_overrides`` / ``decode_overrides`` to one
-    pool's, over them (deployments size the pools apart: e.g. a prefill engine that runs one request at a
-    time, ``max_num_seqs`` 1, and a decode engine whose token budget is its batch).
+    ``engine_overrides``, the formats and the calibration apply to both pools; ``prefill_overrides`` /
+    ``decode_overrides`` apply to one pool's engine over the shared overrides (deployments size the pools
+    apart: e.g. a prefill engine that runs one request at a time, ``max_num_seqs`` 1, and a decode engine whose
+    token budget is its batch).
     """
-    from roofline.serving import simulate as base
-
-    cfg = DisaggConfig.parse(disagg) if isinstance(disagg, str) else disagg
-    if (qps is None) == (trace is None):
+    send, prompt, output = req.send_s, req.prompt, req.output
+    if send is None:
         raise ScenarioError("disaggregated simulation is open loop: give exactly one of qps= or trace=")
-    rng = np.random.default_rng(seed)
-    send, prompt, output, _ = base._workload(qps, None, trace, prompt_len, output_len, num_requests, arrival,
-                                             arrival_cv, rng, 512)  # fmt: skip
-    assert send is not None
     n = len(prompt)
-    kw = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, calibration=calibration,
-              prompt_mean=float(prompt.mean()), output_mean=float(output.mean()))  # fmt: skip
     both = overrides_map(engine_overrides)
-    rp = base.replica(model, cfg.prefill.hardware, engine, cfg.prefill.tp, ep=cfg.prefill.ep,
-                      engine_overrides=both | overrides_map(prefill_overrides, "prefill_overrides"), **kw)  # fmt: skip
-    rd = base.replica(model, cfg.decode.hardware, engine, cfg.decode.tp, ep=cfg.decode.ep,
-                      engine_overrides=both | overrides_map(decode_overrides, "decode_overrides"), **kw)  # fmt: skip
+    rp, rd = (
+        replica(model, pool.hardware, engine, pool.tp, ep=pool.ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                calibration=calibration, engine_overrides=both | overrides_map(own, name),
+                prompt_mean=req.prompt_mean, output_mean=req.output_mean)
+        for pool, own, name in ((cfg.prefill, prefill_overrides, "prefill_overrides"),
+                                (cfg.decode, decode_overrides, "decode_overrides"))
+    )  # fmt: skip
     link = cfg.link_bytes_per_s or rd.hardware.scale_out_bandwidth_per_direction_bytes_per_s or DEFAULT_LINK_BYTES_PER_S
     t_wall = time.perf_counter()
 
@@ -242,8 +219,18 @@ def simulate_disagg(
     summary["output_throughput_tok_s_per_gpu"] = summary["output_throughput_tok_s"] / gpus
     summary["decode_mean_batch"] = decode_batch / decode_busy if decode_busy else float("nan")
     config = {"label": f"{rp.model.name}: {cfg.label()}", "disagg": cfg, "ratio": cfg.ratio, "gpus": gpus,
-              "link_bytes_per_s": link, "engine": rp.engine.label, "wall_s": wall, "num_requests": n}  # fmt: skip
+              "link_bytes_per_s": link, "engine": rp.engine.label, "wall_s": wall, "num_requests": n,
+              "model": rp.model.name, "seed": wl.seed, "workload": wl.describe()}  # fmt: skip
     arrays = {"arrival_s": send, "prefill_done_s": prefill_done, "transfer_start_s": t_start,
               "transfer_end_s": t_end, "first_token_s": first, "finish_s": finish, "prompt_tokens": prompt,
               "output_tokens": output, "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "kv_transfer_s": xfer}  # fmt: skip
-    return DisaggResult(summary, config, arrays)
+    return disagg_result(summary, config, arrays)
+
+
+def disagg_result(summary: dict[str, float], config: dict[str, Any], arrays: dict[str, np.ndarray]) -> SimulationResult:
+    """The one result type for a disaggregated run: per-request table from ``arrays``; no engine timeline (two
+    pools of engines, each with its own)."""
+    import pandas as pd
+
+    timeline = pd.DataFrame({c: np.zeros(0) for c in TIMELINE_COLUMNS})
+    return SimulationResult(summary, pd.DataFrame(arrays), timeline, None, config)

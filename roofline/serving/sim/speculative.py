@@ -28,6 +28,7 @@ import dataclasses
 import heapq
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,11 +37,13 @@ from roofline.costs import step_cost
 from roofline.errors import ScenarioError
 from roofline.ops.attention import causal_pairs
 from roofline.profile import CalibrationProfile
+from roofline.serving.replica import Replica, compiled_step
 from roofline.serving.sim.engine import EngineSim
 from roofline.serving.sim.lifecycle import DECODE, Req
 from roofline.serving.sim.result import SimulationResult, build_result
 from roofline.serving.sim.steptime import StepModel
 from roofline.serving.sim.stretch import DecodeStretch
+from roofline.serving.workload.stream import Requests, Workload
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.scenario import Scenario
@@ -258,55 +261,31 @@ class SpecEngineSim(EngineSim):
             self.decode_tokens += round(extra)
 
 
-def simulate_speculative(
-    model: Any,
-    hardware: Any,
-    speculative: SpeculativeConfig | str,
-    engine: Any = "vllm",
-    tp: int = 1,
-    *,
-    qps: float | None = None,
-    concurrency: int | None = None,
-    trace: Any = None,
-    prompt_len: Any = 1024,
-    output_len: Any = 256,
-    num_requests: int = 2000,
-    seed: int = 0,
-    arrival: str = "poisson",
-    arrival_cv: float = 1.0,
-    engine_overrides: Any = None,
-    weight_dtype: Any = None,
-    kv_dtype: Any = None,
-    calibration: Any = None,
+def run_speculative(
+    rep: Replica,
+    cfg: SpeculativeConfig,
+    wl: Workload,
+    req: Requests,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SimulationResult:
-    """:func:`roofline.simulate` with speculative decoding (``speculative``: a config or its text).
+    """Serve the drawn requests ``req`` of ``wl`` on ``rep`` with speculative decoding (``roofline.simulate(...,
+    speculative=cfg)``).
 
-    Options as there (no prefix sharing); the engine's token budget bounds the prefill chunks, and its
-    decode rows are limited to budget // V so the verify tokens fit the budget.
+    The engine's token budget bounds the prefill chunks, and its decode rows are limited to budget // V so the
+    verify tokens fit the budget.
     """
-    from roofline.serving import simulate as base_sim
     from roofline.specs.library import model as load_model
 
-    cfg = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
-    rng = np.random.default_rng(seed)
-    send, prompt, output, _hashes = base_sim._workload(
-        qps, concurrency, trace, prompt_len, output_len, num_requests, arrival, arrival_cv, rng, 512
-    )
-    rep = base_sim.replica(
-        model, hardware, engine, tp, engine_overrides=engine_overrides, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-        calibration=calibration, prompt_mean=float(prompt.mean()), output_mean=float(output.mean()),
-    )  # fmt: skip
     if cfg.method == "mtp" and not rep.model.mtp_layers:
         raise ScenarioError(f"speculative decoding: {rep.model.name} ships no MTP layers; use eagle, draft or ngram")
-    eng = rep.engine
+    eng, prof = rep.engine, rep.profile
     budget, v = eng.max_num_batched_tokens, cfg.verify_tokens
     max_rows = min(eng.max_num_seqs, budget // v)
     if max_rows < 1:
         raise ScenarioError(f"the token budget {budget} is smaller than the {v} tokens one speculative row verifies")
-    _, _, prof = base_sim.resolve(model, hardware, calibration)
+    prompt, output = req.prompt, req.output
     table = budget + (v - 1) * max_rows
-    base = StepModel(rep.model, rep.scenario, rep.hardware, prof, table, table, eng.step_overhead_s,
-                     rep.policy.async_scheduling)  # fmt: skip
+    base = compiled_step(rep.model, rep.scenario, rep.hardware, prof, eng, table, table, rep.policy.async_scheduling)
     draft = load_model(cfg.draft_model) if cfg.draft_model else None
     past = float(prompt.mean() + output.mean() / 2)
     dsec = draft_seconds(rep.model, rep.scenario, rep.hardware, prof, cfg, draft, max_rows, past)
@@ -314,16 +293,15 @@ def simulate_speculative(
     rep.check_requests(prompt, output, budget)
     policy = dataclasses.replace(rep.policy, reserve_full=True)
     sim = rep.engine_sim(
-        prompt, output, send, concurrency=concurrency, cls=SpecEngineSim, step=step, policy=policy,
-        max_seqs=max_rows, alpha=chain_alpha(cfg), k=cfg.k, seed=seed, overhead_seed=seed,
+        prompt, output, req.send_s, concurrency=wl.concurrency, cls=SpecEngineSim, step=step, policy=policy,
+        max_seqs=max_rows, alpha=chain_alpha(cfg), k=cfg.k, seed=wl.seed, overhead_seed=wl.seed,
     )  # fmt: skip
     assert isinstance(sim, SpecEngineSim)
     t0 = time.perf_counter()
-    sim.run()
+    sim.run(None if progress is None else (lambda done: progress(done, len(prompt))))
     wall = time.perf_counter() - t0
-    workload = base_sim._describe(qps, concurrency, trace, prompt_len, output_len, arrival, arrival_cv, 0.0)
-    config = rep.run_config(sim, tp=tp, policy=policy, max_seqs=max_rows, wall_s=wall, seed=seed, workload=workload)
+    config = rep.run_config(sim, policy=policy, max_seqs=max_rows, wall_s=wall, seed=wl.seed, workload=wl.describe())
     config["label"] += f", spec {cfg.label()}"
     config |= {"speculative": cfg.label(), "spec_method": cfg.method, "spec_k": cfg.k,
                "spec_tokens_per_step": sim.tau, "spec_alpha": sim.alpha}  # fmt: skip
-    return build_result(sim, send if send is not None else np.zeros(0), config)
+    return build_result(sim, req.send_s if req.send_s is not None else np.zeros(0), config)

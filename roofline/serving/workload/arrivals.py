@@ -73,7 +73,11 @@ class LengthSpec:
         return np.maximum(np.rint(x), 1).astype(np.int64)
 
 
-def parse_length(spec: Any, name: str) -> LengthSpec:
+#: What a length may be given as (see the module docstring).
+LengthArg = int | float | str | dict[str, Any] | list[int] | tuple[int, ...] | np.ndarray | LengthSpec
+
+
+def parse_length(spec: LengthArg, name: str) -> LengthSpec:
     """A :class:`LengthSpec` from an int, spec string, dict or array; ScenarioError names ``name``."""
     try:
         return _parse(spec, name)

@@ -15,7 +15,7 @@ from roofline.errors import ScenarioError, suggest
 
 
 @dataclass(frozen=True)
-class Workload:
+class WorkloadPreset:
     """A serving workload: request shape, arrival rate and latency targets (SI units)."""
 
     name: str
@@ -53,8 +53,8 @@ class Workload:
         return 1.0 / self.tpot_slo_s
 
 
-PRESETS: dict[str, Workload] = {
-    "chat": Workload(
+PRESETS: dict[str, WorkloadPreset] = {
+    "chat": WorkloadPreset(
         "chat",
         1024,
         256,
@@ -68,7 +68,7 @@ PRESETS: dict[str, Workload] = {
         ttft_pct=99.0,
         tpot_pct=90.0,
     ),
-    "rag": Workload(
+    "rag": WorkloadPreset(
         "rag",
         8192,
         256,
@@ -82,7 +82,7 @@ PRESETS: dict[str, Workload] = {
         ttft_pct=95.0,
         tpot_pct=90.0,
     ),
-    "summarize": Workload(
+    "summarize": WorkloadPreset(
         "summarize",
         4096,
         512,
@@ -109,7 +109,7 @@ def resolve_workload(
     qps: float | None = None,
     ttft_slo_s: float | None = None,
     tpot_slo_s: float | None = None,
-) -> Workload:
+) -> WorkloadPreset:
     """The preset ``name`` with any given field overridden; ``custom`` needs every field."""
     given = {
         "prompt_len": prompt_len, "output_len": output_len, "qps": qps,
@@ -122,7 +122,7 @@ def resolve_workload(
         if missing:
             flags = ", ".join(_FLAG[k] for k in missing)
             raise ScenarioError(f"workload 'custom' needs every field; missing {flags}")
-        wl = Workload("custom", 1, 1, 1.0, 1.0, 1.0, "Workload given explicitly by the user.")
+        wl = WorkloadPreset("custom", 1, 1, 1.0, 1.0, 1.0, "WorkloadPreset given explicitly by the user.")
         wl = replace(wl, **overrides)
     elif key in PRESETS:
         wl = replace(PRESETS[key], **overrides, overridden=tuple(k for k in FIELDS if k in overrides))
@@ -139,7 +139,7 @@ _FLAG = {
 }  # fmt: skip
 
 
-def _check(wl: Workload) -> None:
+def _check(wl: WorkloadPreset) -> None:
     """Token counts: whole numbers in [1, MAX_SEQUENCE_TOKENS]; rates and SLOs: finite numbers > 0."""
     for k in ("prompt_len", "output_len"):
         v = getattr(wl, k)

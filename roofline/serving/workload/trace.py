@@ -33,6 +33,9 @@ PROMPT = ("prompt_tokens", "input_length", "input_tokens", "prompt_len", "num_pr
 OUTPUT = ("output_tokens", "output_length", "output_len", "max_tokens", "GeneratedTokens", "Response tokens")
 HASHES = ("prefix_hashes", "hash_ids")
 
+#: One request's prefix identity: a chain of block hashes (or a trace's raw ids / token ids).
+HashChain = tuple[object, ...]
+
 
 @dataclass(frozen=True)
 class Trace:
@@ -125,7 +128,7 @@ def load_trace(path: str | Path, hash_block_tokens: int = 512) -> Trace:
                  hash_block_tokens)  # fmt: skip
 
 
-def block_hashes(entry: tuple[object, ...], prompt: int, block_tokens: int, hash_block_tokens: int) -> tuple:
+def block_hashes(entry: HashChain, prompt: int, block_tokens: int, hash_block_tokens: int) -> HashChain:
     """Chained hashes of the engine's full prompt blocks from one trace entry.
 
     Trace ids cover ``hash_block_tokens`` tokens each; engine block b (tokens b·bs … (b+1)·bs − 1)
