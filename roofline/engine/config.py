@@ -17,8 +17,9 @@ asks for: engines size it once at start-up (vLLM's profile run, TensorRT-LLM's `
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from roofline.errors import ScenarioError
@@ -130,3 +131,20 @@ class EngineConfig(BaseModel):
             err = exc.errors()[0]
             loc = ".".join(str(x) for x in err["loc"])
             raise ScenarioError(f"engine option {loc}: {err['msg']} (got {err.get('input')!r})") from None
+
+
+Seconds = TypeVar("Seconds", float, np.ndarray)
+
+
+def step_seconds(gpu_s: Seconds, cpu_s: float, overlapped: bool) -> Seconds:
+    """Seconds of one engine step from its GPU part and the engine's per-step CPU part (``step_overhead_s``).
+
+    Overlapped (asynchronous / overlap scheduling: the CPU forms step k + 1's batch while step k runs on the
+    GPU): max(GPU, CPU); otherwise GPU + CPU. The one home of this rule: the static model, the compiled step
+    model, its decode stretches and the screening tier all call it. Scalars or numpy arrays of seconds.
+    """
+    if not overlapped:
+        return gpu_s + cpu_s
+    if isinstance(gpu_s, np.ndarray):
+        return np.maximum(gpu_s, cpu_s)
+    return gpu_s if gpu_s > cpu_s else cpu_s

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.engine.config import step_seconds
 from roofline.ops.attention import causal_pairs
 from roofline.serving.sim.steptime import PhaseModel, StepModel
 
@@ -87,8 +88,7 @@ def _step(
         c = st.flops_per_token * tokens / st.compute_flops_per_s
         m = st.act_bytes_per_token * tokens + st.read_bytes_per_row * past_rows + st.write_bytes_per_row * rows
         gpu = gpu + st.count * (np.maximum(c, m / st.memory_bytes_per_s) + st.fixed_s)
-    cpu = sm.cpu_overhead_s
-    return np.maximum(gpu, cpu) if sm.async_cpu else gpu + cpu
+    return step_seconds(np.asarray(gpu, dtype=np.float64), sm.cpu_overhead_s, sm.async_cpu)
 
 
 def _solve(sm: StepModel, lam: np.ndarray, p: float, o: float, budget: int, iters: int = 200) -> tuple[np.ndarray, ...]:

@@ -107,8 +107,8 @@ class SpecStepModel:
         Verify-only steps use the decode-phase op list (as the static model prices them). A step with
         prefill chunks is the base model's step over the chunks plus the verify rows as V-token chunks at
         their mean past (exact for full attention: pairs and span are linear in the past), with the
-        (V − 1)·d further logits rows and the draft added (under asynchronous CPU overlap the sum is
-        taken on max(GPU, CPU): a small overestimate when the CPU side dominates).
+        (V − 1)·d further logits rows and the draft added; the engine's CPU part is combined once, with the
+        whole step's GPU seconds (:func:`~roofline.engine.config.step_seconds`).
         """
         b, v, d = self.base, self.v, decode_rows
         if prefill_new is not None and len(prefill_new):
@@ -118,14 +118,13 @@ class SpecStepModel:
                 mean_past = decode_span[-1] / d
                 new = np.concatenate((np.full(d, float(v)), new))
                 past = np.concatenate((np.full(d, mean_past), past))
-            t = b.step_time(0, (0.0,) * len(self.windows), new, past)
-            gpu = t if b.async_cpu else t - b.cpu_overhead_s
+            gpu = b.gpu_time(0, (0.0,) * len(self.windows), new, past)
             if d:
                 rows = len(new)
                 pm = b.prefill
                 gpu += float(pm.seq_s[rows + (v - 1) * d]) - float(pm.seq_s[rows]) + float(self.draft_s[d])
                 gpu += self.extra_s
-            return b._finish(gpu)
+            return b.finish(gpu)
         m = v * d
         if m > self.max_tokens:
             raise ValueError(f"step of {m} tokens exceeds the compiled {self.max_tokens}")
@@ -139,7 +138,7 @@ class SpecStepModel:
                 gpu += term.time_s(0.0, 0.0, 0.0)
         if d:
             gpu += float(self.draft_s[d]) + self.extra_s
-        return b._finish(gpu)
+        return b.finish(gpu)
 
     def decode_affine(self, rows: int, span0: tuple[float, ...], slope: tuple[float, ...]) -> DecodeStretch:
         """A run of speculative-only steps whose Σpairs_a and Σspan_a grow linearly in the step j

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from roofline.engine.config import step_seconds
 from roofline.evaluate import ceilings, kv_read_factor, launch_overhead_s, op_time
 from roofline.ops.attention import causal_pairs
 from roofline.ops.builder import build_ops
@@ -259,11 +260,9 @@ class StepModel:
         self.windows = tuple(t.window for t in self.decode.attn)
         self.has_window = any(math.isfinite(w) for w in self.windows)
 
-    def _finish(self, gpu_s: float) -> float:
-        cpu = self.cpu_overhead_s
-        if self.async_cpu:
-            return gpu_s if gpu_s > cpu else cpu
-        return gpu_s + cpu
+    def finish(self, gpu_s: float) -> float:
+        """Step seconds from the GPU seconds: the engine's CPU part combined by :func:`step_seconds`."""
+        return step_seconds(gpu_s, self.cpu_overhead_s, self.async_cpu)
 
     def step_time(
         self,
@@ -272,7 +271,17 @@ class StepModel:
         prefill_new: np.ndarray | None = None,
         prefill_past: np.ndarray | None = None,
     ) -> float:
-        """Seconds of one step.
+        """Seconds of one step: :meth:`gpu_time` with the engine's CPU part (:meth:`finish`)."""
+        return self.finish(self.gpu_time(decode_rows, decode_span, prefill_new, prefill_past))
+
+    def gpu_time(
+        self,
+        decode_rows: int,
+        decode_span: tuple[float, ...],
+        prefill_new: np.ndarray | None = None,
+        prefill_past: np.ndarray | None = None,
+    ) -> float:
+        """GPU seconds of one step (the engine's CPU part apart).
 
         ``decode_span[a]`` = Σ over decode rows of min(L, W_a) (L = attended context incl. the new
         token) for attention term a; ``prefill_new``/``prefill_past``: one entry per prefill chunk.
@@ -319,7 +328,7 @@ class StepModel:
         for a, term in enumerate(pm.attn):
             s = decode_span[a] if decode_rows else 0.0
             gpu += term.time_s(m, s + pre_pairs[a], s + pre_span[a], pre_compute[a])
-        return self._finish(gpu)
+        return gpu
 
     def decode_affine(
         self,

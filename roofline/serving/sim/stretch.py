@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from roofline.engine.config import step_seconds
 from roofline.evaluate import sum_max_affine_steps as sum_max_affine
 
 
@@ -27,9 +28,7 @@ class DecodeStretch:
         for p, q, u, v in self.lines:
             a, b = p + q * j, u + v * j
             gpu += a if a > b else b
-        if self.async_cpu:
-            return gpu if gpu > self.cpu_s else self.cpu_s
-        return gpu + self.cpu_s
+        return step_seconds(gpu, self.cpu_s, self.async_cpu)
 
     def total(self, k: int) -> float:
         """Σ_{j=0}^{k−1} step(j) in closed form (exact; with async CPU overlap, exact while GPU ≥ CPU)."""
