@@ -4,7 +4,9 @@ For planning over many configurations before the simulator confirms the finalist
 a continuous-batching engine with chunked prefill (prompt P, output O tokens, Poisson rate λ):
 
 * decode steps with N decode rows at mean context L̄ = P + O/2 take d(max(N, 1)); a step that also carries a
-  prefill chunk of c = min(P, budget − N) tokens takes S(N); a prompt needs n = ⌈P / c⌉ such steps;
+  prefill chunk of c = min(P, budget − N) tokens takes S(N); a prompt needs n = ⌈P / c⌉ such steps; d and S
+  are the compiled step model's own steps (:meth:`~roofline.serving.sim.steptime.StepModel.mean_step_s`, equal
+  to the simulator's step time at whole rows; real-valued N interpolates its tables);
 * the fraction of steps carrying a prefill is q = λ·n·τ̄, so the mean step time is
   τ̄ = (1 − q)·d + q·S, i.e. τ̄ = d / (1 − λ·n·(S − d));
 * Little's law for the decode population: N = λ·(O − 1)·τ̄ (each request spends O − 1 steps decoding);
@@ -34,9 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.engine.config import step_seconds
-from roofline.ops.attention import causal_pairs
-from roofline.serving.sim.steptime import PhaseModel, StepModel
+from roofline.serving.sim.steptime import StepModel
 
 #: Loads (rate / sustainable rate) above which the tier says it is out of range: near the knee the
 #: queue is dominated by fluctuations a mean-value model does not carry (the simulator's job).
@@ -60,37 +60,6 @@ class Screen:
     sustainable_qps: float
 
 
-def _table(pm: PhaseModel, x: np.ndarray, which: str) -> np.ndarray:
-    t = pm.token_s if which == "token" else pm.seq_s
-    return np.interp(x, np.arange(t.size, dtype=np.float64), t)
-
-
-def _step(
-    sm: StepModel, n_dec: np.ndarray, ctx: float, chunk: np.ndarray | float | None, past: np.ndarray | None
-) -> np.ndarray:
-    """Step time with ``n_dec`` decode rows at context ``ctx`` and optionally one prefill chunk (vectorised)."""
-    pm = sm.decode if chunk is None else sm.prefill
-    tokens = n_dec + (0.0 if chunk is None else chunk)
-    rows = n_dec + (0.0 if chunk is None else 1.0)
-    gpu = pm.overhead_s + _table(pm, tokens, "token") + _table(pm, rows, "seq")
-    for a, term in enumerate(pm.attn):
-        w = sm.windows[a]
-        span = n_dec * min(ctx, w)
-        pairs = span.copy()
-        if chunk is not None and past is not None:
-            pairs = pairs + causal_pairs(past, np.asarray(chunk, dtype=np.float64), w)
-            span = span + np.minimum(past + chunk, w + chunk - 1)
-        c = term.flops_per_pair * pairs / term.compute_flops_per_s
-        m = (term.act_bytes_per_token * tokens + term.kv_bytes_per_span * span) / term.memory_bytes_per_s
-        gpu = gpu + term.count * (np.maximum(c, m) + term.fixed_s)
-    for st in pm.state:
-        past_rows = n_dec + (0.0 if chunk is None or past is None else (np.asarray(past) > 0).astype(np.float64))
-        c = st.flops_per_token * tokens / st.compute_flops_per_s
-        m = st.act_bytes_per_token * tokens + st.read_bytes_per_row * past_rows + st.write_bytes_per_row * rows
-        gpu = gpu + st.count * (np.maximum(c, m / st.memory_bytes_per_s) + st.fixed_s)
-    return step_seconds(np.asarray(gpu, dtype=np.float64), sm.cpu_overhead_s, sm.async_cpu)
-
-
 def _solve(sm: StepModel, lam: np.ndarray, p: float, o: float, budget: int, iters: int = 200) -> tuple[np.ndarray, ...]:
     """Fixed point (N, τ̄, d, S, n) for each rate; τ̄ = inf where it diverges."""
     ctx = p + o / 2
@@ -101,8 +70,8 @@ def _solve(sm: StepModel, lam: np.ndarray, p: float, o: float, budget: int, iter
         n = np.ceil(p / chunk)
         past = (p - chunk) / 2  # mean cached tokens before a chunk
         rows = np.maximum(n_dec, 1.0)  # a decoding request never runs in a step of fewer rows than itself
-        d = _step(sm, rows, ctx, None, None)
-        s = _step(sm, n_dec, ctx, p / n, np.minimum(past, p - p / n))
+        d = sm.mean_step_s(rows, ctx)
+        s = sm.mean_step_s(n_dec, ctx, p / n, np.minimum(past, p - p / n))
         gap = 1.0 - lam * n * (s - d)
         tau = np.where(gap > 0, d / np.where(gap > 0, gap, 1.0), np.inf)
         new = np.minimum(lam * max(o - 1, 0) * tau, 1e9)

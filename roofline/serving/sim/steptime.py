@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 
@@ -44,6 +45,16 @@ from roofline.serving.sim.stretch import DecodeStretch
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.scenario import Scenario
+
+#: Seconds, token or row counts: a float in the simulator's step-by-step path, an array in the screening tier.
+Sec = TypeVar("Sec", float, np.ndarray)
+
+
+def _larger(a: Sec, b: Sec) -> Sec:
+    """max(a, b), elementwise for arrays (a plain comparison for floats: the simulator's hot path)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.maximum(a, b)
+    return a if a > b else b
 
 
 @dataclass(frozen=True)
@@ -69,12 +80,12 @@ class AttnTerm:
             return cap + 0 * np.asarray(span, dtype=np.float64)
         return np.minimum(cap, self.prefill_peak_flops_per_s * self.prefill_curve(span))
 
-    def time_s(self, tokens: float, pairs: float, span: float, compute_s: float | None = None) -> float:
+    def time_s(self, tokens: Sec, pairs: Sec, span: Sec, compute_s: Sec | None = None) -> Sec:
         """Seconds of all ``count`` instances for a step with these totals (``compute_s``: the FLOP
-        term already divided by per-row ceilings, when they vary with the span)."""
+        term already divided by per-row ceilings, when they vary with the span); scalars or arrays."""
         c = self.flops_per_pair * pairs / self.compute_flops_per_s if compute_s is None else compute_s
         m = (self.act_bytes_per_token * tokens + self.kv_bytes_per_span * span) / self.memory_bytes_per_s
-        return self.count * ((c if c > m else m) + self.fixed_s)
+        return self.count * (_larger(c, m) + self.fixed_s)
 
 
 @dataclass(frozen=True)
@@ -94,12 +105,12 @@ class StateTerm:
     memory_bytes_per_s: float
     fixed_s: float
 
-    def time_s(self, tokens: float, rows: float, rows_past: float) -> float:
-        """Seconds of all ``count`` instances for a step with these totals."""
+    def time_s(self, tokens: Sec, rows: Sec, rows_past: Sec) -> Sec:
+        """Seconds of all ``count`` instances for a step with these totals (scalars or arrays)."""
         c = self.flops_per_token * tokens / self.compute_flops_per_s
         b = self.act_bytes_per_token * tokens + self.read_bytes_per_row * rows_past + self.write_bytes_per_row * rows
         m = b / self.memory_bytes_per_s
-        return self.count * ((c if c > m else m) + self.fixed_s)
+        return self.count * (_larger(c, m) + self.fixed_s)
 
 
 @dataclass(frozen=True)
@@ -116,11 +127,15 @@ class SpanTerm:
     hw: HardwareSpec
     prof: CalibrationProfile
 
-    def time_s(self, span: float) -> float:
-        """Seconds of all instances for a step whose rows attend ``span`` tokens in total."""
+    def time_s(self, span: Sec) -> Sec:
+        """Seconds of all instances for a step whose rows attend ``span`` tokens in total (scalar or array)."""
+        o = self.probe
+        if isinstance(span, np.ndarray):
+            s = np.maximum(span, 0.0)
+            scaled = replace(o, flops=o.flops * s, act_bytes=o.act_bytes * s, kv_read_bytes=o.kv_read_bytes * s)
+            return np.where(s > 0, o.count * np.broadcast_to(op_time(scaled, self.hw, self.prof).time_s, s.shape), 0.0)
         if span <= 0:
             return 0.0
-        o = self.probe
         scaled = replace(o, flops=o.flops * span, act_bytes=o.act_bytes * span, kv_read_bytes=o.kv_read_bytes * span)
         return float(o.count * op_time(scaled, self.hw, self.prof).time_s)
 
@@ -136,9 +151,23 @@ class PhaseModel:
     state: tuple[StateTerm, ...] = ()
     span: tuple[SpanTerm, ...] = ()
 
-    def state_s(self, tokens: float, rows: float, rows_past: float) -> float:
+    def state_s(self, tokens: Sec, rows: Sec, rows_past: Sec) -> Sec:
         """Seconds of the recurrent-state kernels of a step."""
-        return sum(t.time_s(tokens, rows, rows_past) for t in self.state)
+        total = 0.0 * tokens
+        for term in self.state:
+            total = total + term.time_s(tokens, rows, rows_past)
+        return total
+
+    def table_s(self, tokens: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Per-token and per-sequence table seconds at real-valued token and row counts (linear between the
+        whole counts the tables hold; exact at whole counts)."""
+        return np.interp(tokens, self._grid(self.token_s), self.token_s) + np.interp(
+            rows, self._grid(self.seq_s), self.seq_s
+        )
+
+    @staticmethod
+    def _grid(table: np.ndarray) -> np.ndarray:
+        return np.arange(table.size, dtype=np.float64)
 
 
 def _attn_term(op: Op, hw: HardwareSpec, prof: CalibrationProfile) -> AttnTerm:
@@ -329,6 +358,45 @@ class StepModel:
             s = decode_span[a] if decode_rows else 0.0
             gpu += term.time_s(m, s + pre_pairs[a], s + pre_span[a], pre_compute[a])
         return gpu
+
+    def mean_step_s(
+        self, rows: np.ndarray, ctx: float, chunk: np.ndarray | None = None, chunk_past: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Seconds of a step of ``rows`` decode rows, each attending ``ctx`` tokens (its new one included), and,
+        when ``chunk`` is given, one prefill chunk of ``chunk`` new tokens after ``chunk_past`` cached ones;
+        vectorised over arrays of the same shape, with real-valued rows (a mean population: the screening tier).
+
+        The same terms as :meth:`gpu_time` (tables, MLA span terms, recurrent state, attention with the prefill
+        compute ceilings per row) and the engine's CPU part by :meth:`finish`'s rule, so at whole rows and
+        tokens it is :meth:`step_time` itself (tests/test_serving_screening.py); between whole counts the
+        token and row tables are interpolated linearly.
+        """
+        n = np.asarray(rows, dtype=np.float64)
+        mixed = chunk is not None
+        pm = self.prefill if mixed else self.decode
+        new = np.broadcast_to(np.asarray(chunk if mixed else 0.0, dtype=np.float64), n.shape)
+        past = np.broadcast_to(np.asarray(chunk_past if chunk_past is not None else 0.0, dtype=np.float64), n.shape)
+        m = n + new
+        all_rows = n + (1.0 if mixed else 0.0)
+        gpu = pm.overhead_s + pm.table_s(m, all_rows)
+        if pm.span and mixed:
+            widest = max(self.windows) if self.windows else math.inf
+            total = past + new + n * min(ctx, widest)
+            gpu = gpu + sum(s.time_s(total) for s in pm.span)
+        if pm.state:
+            gpu = gpu + pm.state_s(m, all_rows, n + (past > 0) if mixed else n)
+        for term in pm.attn:
+            s = n * min(ctx, term.window)
+            pairs, span, compute = s, s, None
+            if mixed:
+                pre_pairs = causal_pairs(past, new, term.window)
+                pre_span = np.minimum(past + new, term.window + new - 1)
+                pairs, span = s + pre_pairs, s + pre_span
+                if term.prefill_curve is not None:
+                    dec = np.where(n > 0, term.flops_per_pair * s / term.compute_ceiling(min(ctx, term.window)), 0.0)
+                    compute = term.flops_per_pair * pre_pairs / term.compute_ceiling(pre_span) + dec
+            gpu = gpu + term.time_s(m, pairs, span, compute)
+        return step_seconds(np.asarray(gpu, dtype=np.float64), self.cpu_overhead_s, self.async_cpu)
 
     def decode_affine(
         self,
