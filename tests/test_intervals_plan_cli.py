@@ -66,7 +66,7 @@ def test_headroom_inside_the_model_error_is_marked() -> None:
     assert tight.within_error and tight.headroom < tight.error_margin
     assert tight.headroom == pytest.approx(1 / 0.95 - 1)
     assert tight.latency_bound == "lower" and tight.utilisation == pytest.approx(0.95)
-    assert tight.knee_rps == pytest.approx(0.85 * lam, rel=1e-9)
+    assert tight.saturation_rps == pytest.approx(0.85 * lam, rel=1e-9)
     loose = roofline.plan(M8, qps=lam * 0.5, **kw).recommended
     assert loose is not None and not loose.within_error and loose.latency_bound == "point"
     assert loose.utilisation == pytest.approx(0.5)

@@ -205,7 +205,7 @@ def _sized_dict(f: Any) -> dict[str, Any]:
 
 def _confidence_note(rec: Any) -> str:
     """How sure the recommendation is: the level it was sized at, or its headroom against the model's error."""
-    knee = f"; above the 85 % utilisation knee ({rec.knee_rps:.3g} req/s), latencies are lower bounds"
+    knee = f"; above 85 % utilisation ({rec.saturation_rps:.3g} req/s), latencies are lower bounds"
     sat = knee if rec.latency_bound == "lower" else ""
     if rec.confidence is not None:
         return f" — SLOs hold at the {100 * rec.confidence:.0f} % upper bound of the model's error{sat}"

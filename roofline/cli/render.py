@@ -261,7 +261,7 @@ def plan_caption(res: Any) -> str:
     if any(c.feasible and c.latency_bound == "lower" for c in res.candidates):
         lines.append(
             "≥ = utilisation above 85 %: queueing makes latency a lower bound only; "
-            "knee = load where utilisation is 85 %"
+            "saturation = load where utilisation is 85 %"
         )
     return "\n".join(lines)
 
@@ -273,7 +273,7 @@ def _latency(c: Any, value: float) -> str:
 
 def headroom_cell(c: Any) -> Text | str:
     """``12% (±24%)``, yellow with ⚠ when the headroom is inside the model's error, knee when saturated."""
-    knee = f", knee {num(c.knee_rps)} req/s" if c.latency_bound == "lower" else ""
+    knee = f", saturation {num(c.saturation_rps)} req/s" if c.latency_bound == "lower" else ""
     if not math.isfinite(c.error_margin) or c.confidence is not None:
         return pct(c.headroom) + knee
     text = f"{pct(c.headroom)} (±{pct(c.error_margin)}){knee}"

@@ -3,9 +3,9 @@
 The planner (:mod:`roofline.serving.plan.planner`) prunes hardware × precision × tp with mean-value
 formulas. For a finalist (one feasible candidate) this module:
 
-1. builds one engine replica (:func:`roofline.serving.simulate.replica`) and asks the closed-form
-   screening tier (:mod:`roofline.serving.plan.screening`) for its sustainable rate λ_sus (requests/s)
-   and its knee: the lowest rate at which the mean TTFT reaches twice its zero-load value;
+1. builds one engine replica (:func:`roofline.serving.replica.replica`) and asks the closed-form
+   screening tier for its sustainable rate λ_sus (requests/s) and its knee, the lowest rate at which the
+   mean TTFT reaches twice its zero-load value (:func:`roofline.serving.plan.screening.knee_qps`);
 2. starts from ``replicas = max(planner replicas, ⌈qps·(1 + min_headroom) / λ_sus⌉)`` so that
    headroom = replicas·λ_sus / qps − 1 is at least ``min_headroom``;
 3. simulates one replica at the planned per-replica load qps / replicas (Poisson arrivals,
@@ -28,8 +28,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from roofline.serving.plan.planner import Candidate
 from roofline.serving.sim.metrics import finite_percentile as pct
@@ -165,18 +163,15 @@ def size_finalist(
     decoding from the screening tier (it has no speculative form), a conservative bound when speculation pays.
     """
     from roofline.published.serving_error import serving_upper_factor
-    from roofline.serving.plan.screening import screen
+    from roofline.serving.plan.screening import knee_qps
     from roofline.serving.replica import replica
     from roofline.serving.simulate import simulate
 
     kw = sim_kwargs(c, engine, engine_overrides, calibration, model)
     rep = replica(model, c.hardware, prompt_mean=float(prompt_len), output_mean=float(output_len), **kw)
-    sm, budget, p, o = rep.step, rep.engine.max_num_batched_tokens, float(prompt_len), float(output_len)
-    sus = screen(sm, np.array([1e-9]), p, o, budget, sm.max_rows, rep.kv_tokens).sustainable_qps
-    grid = np.linspace(0.0, 1.0, 101)[1:] * sus
-    scr = screen(sm, np.concatenate(([1e-9 * sus], grid)), p, o, budget, sm.max_rows, rep.kv_tokens)
-    over = np.nonzero(~(scr.ttft_mean_s[1:] < 2 * scr.ttft_mean_s[0]))[0]
-    knee = float(grid[over[0]]) if over.size else sus
+    sm = rep.step
+    sus, knee = knee_qps(sm, float(prompt_len), float(output_len), rep.engine.max_num_batched_tokens, sm.max_rows,
+                         rep.kv_tokens)  # fmt: skip
     h_min = c.error_margin if min_headroom is None else min_headroom
     h_min = 0.0 if not math.isfinite(h_min) else max(h_min, 0.0)
     from roofline.profile import load_profile

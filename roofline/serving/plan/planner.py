@@ -50,8 +50,9 @@ throughput interval at 80 %: ``error_margin = e^(q) − 1``; a candidate with
 headroom < error_margin is marked ``within_error`` (its capacity may fall short of qps).
 **Saturation.** utilisation = qps / (replicas·λ_max) = 1/(1 + headroom). Above
 SATURATION = 85 % a small bias in step time explodes queueing delay, so latencies are
-reported as one-sided (lower) bounds (``latency_bound = "lower"``) with the knee
-``knee_rps`` = 0.85·replicas·λ_max, the load at which utilisation reaches 85 %.
+reported as one-sided (lower) bounds (``latency_bound = "lower"``) with
+``saturation_rps`` = 0.85·replicas·λ_max, the load at which utilisation reaches 85 %. (The knee, where the
+mean TTFT doubles, is the simulator-sized finalists' figure: :func:`roofline.serving.plan.screening.knee_qps`.)
 
 Candidates (hardware × precision × tp) are ranked by $/hour (by GPUs when no price is
 known); the recommendation is the first feasible one. A candidate whose tp collectives leave
@@ -374,7 +375,7 @@ def _size(c: Candidate, req: _Request) -> Candidate:
     )  # fmt: skip
     util = req.qps / (replicas * lam_max)
     c = replace(
-        c, utilisation=float(util), knee_rps=SATURATION * replicas * lam_max,
+        c, utilisation=float(util), saturation_rps=SATURATION * replicas * lam_max,
         within_error=bool(req.confidence is None and c.headroom < c.error_margin),
         latency_bound="lower" if util > SATURATION else "upper" if req.confidence is not None else "point",
     )  # fmt: skip

@@ -61,7 +61,7 @@ class Candidate:
     error_margin: float = NAN
     within_error: bool = False
     utilisation: float = NAN
-    knee_rps: float = NAN
+    saturation_rps: float = NAN  # load at which utilisation reaches SATURATION (not the knee: see screening.knee_qps)
     latency_bound: str = "point"
 
     @property

@@ -109,6 +109,24 @@ def screen(
     )  # fmt: skip
 
 
+#: The knee: the lowest rate at which the mean TTFT reaches this multiple of its zero-load value.
+KNEE_TTFT_RATIO = 2.0
+
+
+def knee_qps(
+    sm: StepModel, prompt: float, output: float, budget: int, max_seqs: int, kv_tokens: float
+) -> tuple[float, float]:
+    """(sustainable rate, knee) of one replica in requests/s: the knee is the lowest rate on a grid of 1 %
+    steps of the sustainable rate at which the screening mean TTFT reaches ``KNEE_TTFT_RATIO`` × its value at
+    zero load (the sustainable rate itself when it never does). The one definition of the knee: the
+    finalists, ``plan --simulate`` and the report all read it from here."""
+    sus = sustainable_qps(sm, prompt, output, budget, max_seqs, kv_tokens)
+    grid = np.linspace(0.0, 1.0, 101)[1:] * sus
+    scr = screen(sm, np.concatenate(([1e-9 * sus], grid)), prompt, output, budget, max_seqs, kv_tokens)
+    over = np.nonzero(~(scr.ttft_mean_s[1:] < KNEE_TTFT_RATIO * scr.ttft_mean_s[0]))[0]
+    return sus, float(grid[over[0]]) if over.size else sus
+
+
 def sustainable_qps(sm: StepModel, prompt: float, output: float, budget: int, max_seqs: int, kv_tokens: float) -> float:
     """Largest rate whose fixed point exists within the sequence and KV limits (bisection on a log grid)."""
     lo, hi = 0.0, 1.0
