@@ -148,3 +148,12 @@ def step_seconds(gpu_s: Seconds, cpu_s: float, overlapped: bool) -> Seconds:
     if isinstance(gpu_s, np.ndarray):
         return np.maximum(gpu_s, cpu_s)
     return gpu_s if gpu_s > cpu_s else cpu_s
+
+
+def output_lag_s(lag_steps: float, interval_s: Seconds) -> Seconds:
+    """Seconds by which every token of a request reaches the client late (the engine's ``output_lag_steps``):
+    k = ``lag_steps`` of the request's own inter-token intervals, ``interval_s`` = its TPOT (E2E − TTFT)/(O − 1),
+    or for a one-token request the step that produced it. TTFT and E2E grow by it; TPOT and every gap do not.
+    The one home of this rule: the engine simulation, the disaggregated decode pool and the screening tier
+    (k·τ̄) call it."""
+    return lag_steps * interval_s

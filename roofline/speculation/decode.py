@@ -208,6 +208,26 @@ class SpeculativeDecode:
         }  # fmt: skip
 
 
+def draft_step_s(
+    model: ModelSpec,
+    sc: Scenario,
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+    spec: SpeculativeConfig,
+    draft: ModelSpec | None,
+    past: np.ndarray,
+) -> np.ndarray:
+    """Draft seconds of one speculative step for each cached length in ``past`` (shape of ``past``; the batch is
+    ``sc.batch``, a scalar or an array like ``past``): :func:`draft_passes` × the evaluator's time of one draft
+    pass's ops less the profile's per-step overhead (the verify step carries it once); 0 for n-gram drafting.
+    The one home of the draft time: the static model and the serving simulator both call it."""
+    ops = draft_step_ops(model, sc, hw, spec, draft, past)
+    if not ops:
+        return np.zeros_like(past, dtype=np.float64)
+    one = step_cost(ops, hw, prof).time_s - prof.overheads.per_step_s
+    return draft_passes(spec) * np.broadcast_to(one, past.shape).astype(np.float64)
+
+
 def speculative_decode(
     model: ModelSpec,
     sc: Scenario,
@@ -223,12 +243,7 @@ def speculative_decode(
     n = max(1, math.ceil(max(o - 1.0, 1.0) / tau))
     past = p + tau * np.arange(n, dtype=np.float64)
     verify = step_cost(verify_ops(model, sc, hw, sc.batch, spec.verify_tokens, past), hw, prof).time_s
-    dops = draft_step_ops(model, sc, hw, spec, draft, past)
-    if dops:
-        one = step_cost(dops, hw, prof).time_s - prof.overheads.per_step_s
-        draft_s = draft_passes(spec) * np.broadcast_to(one, past.shape)
-    else:
-        draft_s = np.zeros_like(past)
+    draft_s = draft_step_s(model, sc, hw, prof, spec, draft, past)
     mem = draft_memory_bytes_per_gpu(model, sc, spec, draft, p + o)
     verify_s = np.broadcast_to(verify, past.shape).astype(np.float64)
     return SpeculativeDecode(spec, verify_s, draft_s, plain_decode_s, o, mem)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.engine.config import output_lag_s
 from roofline.serving.sim.steptime import StepModel
 
 #: Loads (rate / sustainable rate) above which the tier says it is out of range: near the knee the
@@ -101,7 +102,7 @@ def screen(
     ttft = wq + (1 - rho) * d / 2 + x
     if sm.async_cpu:  # asynchronous scheduling: the next step was formed before the arrival
         ttft = ttft + (1 - np.exp(-n_dec)) * tau
-    ttft = ttft + request_overhead_s + (output_lag_steps * tau if output_lag_steps else 0.0)
+    ttft = ttft + request_overhead_s + (output_lag_s(output_lag_steps, tau) if output_lag_steps else 0.0)
     nan = np.full_like(lam, np.nan)
     return Screen(
         lam, lam / sus, in_range, np.where(ok, n_dec, nan), np.where(ok, tau, nan), np.where(ok, ttft, nan),

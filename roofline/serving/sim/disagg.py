@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from roofline.engine.config import output_lag_s
 from roofline.engine.presets import EngineArg, overrides_map
 from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu
@@ -199,7 +200,7 @@ def run_disagg(
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output > 1, (finish - first) / (output - 1), np.nan)
     if rd.engine.output_lag_steps:  # the decode server's output lag (open loop: it feeds nothing back)
-        lag = rd.engine.output_lag_steps * np.where(output > 1, tpot, 0.0)
+        lag = output_lag_s(rd.engine.output_lag_steps, np.where(output > 1, tpot, 0.0))
         first, finish = first + lag, finish + lag
     ttft, e2e = first - send, finish - send
     xfer = t_end - prefill_done

@@ -14,6 +14,7 @@ from array import array
 from collections import deque
 from collections.abc import Hashable, Sequence
 
+from roofline.engine.config import output_lag_s
 from roofline.serving.sim.kvpool import BlockPool
 from roofline.serving.sim.metrics import GapHistogram
 from roofline.serving.sim.policy import Policy
@@ -164,7 +165,7 @@ class RequestLifecycle:
         i = r.rid
         lag = 0.0
         if self.lag_steps:
-            lag = self.lag_steps * ((end - r.first) / (r.gen - 1) if r.gen > 1 else self.last_step_s)
+            lag = output_lag_s(self.lag_steps, (end - r.first) / (r.gen - 1) if r.gen > 1 else self.last_step_s)
         self.rec_first[i], self.rec_finish[i], self.rec_cached[i], self.rec_preempt[i] = (
             r.first + lag,
             end + lag,

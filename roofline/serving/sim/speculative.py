@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from roofline.costs import step_cost
 from roofline.errors import ScenarioError
 from roofline.ops.attention import causal_pairs
 from roofline.profile import CalibrationProfile
@@ -48,7 +47,7 @@ from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.scenario import Scenario
 from roofline.specs.speculative import SpeculativeConfig, tokens_per_step
-from roofline.speculation.decode import draft_passes, draft_step_ops
+from roofline.speculation.decode import draft_step_s
 
 
 def chain_alpha(cfg: SpeculativeConfig) -> float:
@@ -72,10 +71,7 @@ def draft_seconds(
     if max_rows < 1:
         return out
     rows = np.arange(1, max_rows + 1, dtype=np.float64)
-    ops = draft_step_ops(model, sc.with_shape(batch=rows), hw, cfg, draft, np.full_like(rows, past))
-    if ops:
-        one = np.broadcast_to(step_cost(ops, hw, prof).time_s - prof.overheads.per_step_s, rows.shape)
-        out[1:] = draft_passes(cfg) * one
+    out[1:] = draft_step_s(model, sc.with_shape(batch=rows), hw, prof, cfg, draft, np.full_like(rows, past))
     return out
 
 
