@@ -22,14 +22,14 @@ from typing import Any
 import numpy as np
 
 from roofline.engine.config import EngineConfig
-from roofline.engine.presets import DEFAULT_ENGINE, engine_preset, resolve_engine
+from roofline.engine.presets import DEFAULT_ENGINE, engine_preset
 from roofline.errors import ScenarioError
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.layers import ResolvedLayer
 from roofline.specs.library import hardware as load_hardware
 from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
-from roofline.specs.scenario import Scenario, kv_heads_per_gpu
+from roofline.specs.scenario import Scenario, kv_heads_per_gpu, make_scenario
 from roofline.units import fmt_bytes
 
 NORM_BYTES = 2.0  # norm vectors and routers stay in 16-bit
@@ -311,16 +311,10 @@ def max_batch(
     fp16, 4,096 tokens, capacity 80e9 B, reserve 10e9, fraction 1 of total):
     floor((80e9 − 13.48e9 − 10e9) / 2,147,483,648) = 26.
     """
-    from roofline.specs.precision import Precision
-    from roofline.specs.scenario import weight_dtype_fields
-
     m, hw = load_model(model), load_hardware(hardware)
-    eng = resolve_engine(engine, hw, engine_overrides)
-    sc = Scenario(
-        batch=1, prompt_len=max(context_len - 1, 1), output_len=1,  # prompt + output = the context checked
-        **weight_dtype_fields(weight_dtype), kv_dtype=Precision.parse(kv_dtype, "kv_dtype"),
-        tp=tp, pp=pp, ep=ep, engine=eng,
-    )  # fmt: skip
+    # prompt + output = the context checked
+    sc = make_scenario(hw, 1, max(context_len - 1, 1), 1, tp=tp, pp=pp, ep=ep, weight_dtype=weight_dtype,
+                       kv_dtype=kv_dtype, engine=engine, engine_overrides=engine_overrides)  # fmt: skip
     sc.validate_for(m, hw)
     b = memory_budget(m, hw, sc, context=context_len)
     return int(b.max_batch) if math.isfinite(float(b.max_batch)) else 0

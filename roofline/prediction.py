@@ -11,8 +11,7 @@ import numpy as np
 
 from roofline.boundary.limits import MAX_API_SWEEP_POINTS
 from roofline.costs import latencies, scenario_costs, step_cost
-from roofline.engine.config import EngineConfig
-from roofline.engine.presets import EngineArg, overrides_map, resolve_engine
+from roofline.engine.presets import EngineArg
 from roofline.errors import ScenarioError
 from roofline.evaluate import op_time, op_time_summed_over_context
 from roofline.memory import kv_bytes_per_sequence, kv_bytes_per_sequence_all_gpus, kv_bytes_per_token, memory_budget
@@ -24,7 +23,7 @@ from roofline.specs.library import hardware as load_hardware
 from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
-from roofline.specs.scenario import Scenario, weight_dtype_fields
+from roofline.specs.scenario import Scenario, make_scenario
 from roofline.specs.speculative import SpeculativeConfig
 
 if TYPE_CHECKING:
@@ -49,50 +48,6 @@ def resolve(
     else:
         hw = load_hardware(hardware)
     return load_model(model), hw, prof
-
-
-def make_scenario(
-    hw: HardwareSpec,
-    batch: Any = 1,
-    prompt_len: Any = 1024,
-    output_len: Any = 128,
-    *,
-    tp: int = 1,
-    pp: int = 1,
-    ep: int = 1,
-    replicas: int = 1,
-    weight_dtype: str | Precision | dict[str, str] = "checkpoint",
-    act_dtype: str | Precision | None = None,
-    kv_dtype: str | Precision = "bf16",
-    quantize_embeddings: bool = False,
-    engine: EngineArg = None,
-    engine_overrides: Mapping[str, Any] | None = None,
-    cuda_graphs: bool | None = None,
-) -> Scenario:
-    """Build a Scenario from plain values (format names, an engine preset name).
-
-    ``weight_dtype``: ``"checkpoint"`` (default: the shipped checkpoint's per-module formats,
-    ``ModelSpec.checkpoint``), one format for every linear layer (``"fp8"``, ``"nvfp4"``), or a
-    mapping {module group: format} over the checkpoint (``{"routed_experts": "nvfp4"}``).
-
-    ``engine``: a preset name (``vllm`` default, ``sglang``, ``trtllm``, ``ideal``) or an
-    :class:`EngineConfig`; ``engine_overrides`` sets its fields (engine option names such as
-    ``gpu_memory_utilization`` or ``max_num_batched_tokens`` are accepted). ``cuda_graphs``
-    (None = the engine's setting) replays decode steps as CUDA graphs; False launches every
-    decode kernel eagerly.
-    """
-    overrides = overrides_map(engine_overrides)
-    if engine is not None and not isinstance(engine, str | EngineConfig):
-        raise ScenarioError(f"engine must be a preset name (vllm, sglang, trtllm, ideal) or EngineConfig: {engine!r}")
-    if cuda_graphs is not None:
-        overrides["cuda_graphs"] = cuda_graphs
-    return Scenario(
-        batch=batch, prompt_len=prompt_len, output_len=output_len,
-        **weight_dtype_fields(weight_dtype),
-        act_dtype=None if act_dtype is None else Precision.parse(act_dtype, "act_dtype"),
-        kv_dtype=Precision.parse(kv_dtype, "kv_dtype"), tp=tp, pp=pp, ep=ep, replicas=replicas,
-        engine=resolve_engine(engine, hw, overrides), quantize_embeddings=quantize_embeddings,
-    )  # fmt: skip
 
 
 def predict(

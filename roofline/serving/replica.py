@@ -28,7 +28,7 @@ from roofline.serving.workload.trace import HashChain
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
-from roofline.specs.scenario import Scenario, weight_dtype_fields
+from roofline.specs.scenario import Scenario, make_scenario
 
 
 @dataclass(frozen=True)
@@ -139,12 +139,9 @@ def replica(
     eng_over, pol_over = split_overrides(overrides_map(engine_overrides))
     eng = resolve_engine(engine, hw, eng_over)
     policy = policy_for(eng.scheduler, pol_over)
-    weights = weight_dtype_fields(weight_dtype)  # None or "checkpoint": the shipped checkpoint, as predict
-    kd = Precision.parse(kv_dtype or (m.native_dtype if m.native_dtype in ("bf16", "fp16") else "bf16"), "kv_dtype")
-    sc = Scenario(
-        batch=1, prompt_len=max(1, round(prompt_mean)), output_len=max(1, round(output_mean)),
-        kv_dtype=kd, tp=tp, pp=pp, ep=ep, engine=eng, **weights,
-    )  # fmt: skip
+    kd = kv_dtype or (m.native_dtype if m.native_dtype in ("bf16", "fp16") else "bf16")
+    sc = make_scenario(hw, 1, max(1, round(prompt_mean)), max(1, round(output_mean)), tp=tp, pp=pp, ep=ep,
+                       weight_dtype=weight_dtype or "checkpoint", kv_dtype=kd, engine=eng)  # fmt: skip
     sc.validate_for(m, hw)
     bs = eng.kv_block_tokens
     budget = float(memory_budget(m, hw, sc).kv_budget_bytes)

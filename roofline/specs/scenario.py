@@ -7,6 +7,7 @@ together: ``sweep`` is ``predict`` evaluated on arrays.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -299,3 +300,50 @@ def _check_shape(batch: Any, prompt_len: Any, output_len: Any) -> None:
 def kv_heads_per_gpu(num_kv_heads: int, tp: int) -> int:
     """KV heads one GPU holds for a layer with ``num_kv_heads``: H_kv/tp, or 1 (replicated) when tp > H_kv."""
     return max(1, num_kv_heads // tp)
+
+
+def make_scenario(
+    hw: HardwareSpec,
+    batch: Any = 1,
+    prompt_len: Any = 1024,
+    output_len: Any = 128,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    replicas: int = 1,
+    weight_dtype: str | Precision | dict[str, str] = "checkpoint",
+    act_dtype: str | Precision | None = None,
+    kv_dtype: str | Precision = "bf16",
+    quantize_embeddings: bool = False,
+    engine: EngineConfig | str | None = None,
+    engine_overrides: Mapping[str, Any] | None = None,
+    cuda_graphs: bool | None = None,
+) -> Scenario:
+    """Build a Scenario from plain values (format names, an engine preset name).
+
+    ``weight_dtype``: ``"checkpoint"`` (default: the shipped checkpoint's per-module formats,
+    ``ModelSpec.checkpoint``), one format for every linear layer (``"fp8"``, ``"nvfp4"``), or a
+    mapping {module group: format} over the checkpoint (``{"routed_experts": "nvfp4"}``).
+
+    ``engine``: a preset name (``vllm`` default, ``sglang``, ``trtllm``, ``ideal``) or an
+    :class:`EngineConfig`; ``engine_overrides`` sets its fields (engine option names such as
+    ``gpu_memory_utilization`` or ``max_num_batched_tokens`` are accepted). ``cuda_graphs``
+    (None = the engine's setting) replays decode steps as CUDA graphs; False launches every
+    decode kernel eagerly.
+    """
+    from roofline.engine.config import EngineConfig
+    from roofline.engine.presets import overrides_map, resolve_engine
+
+    overrides = overrides_map(engine_overrides)
+    if engine is not None and not isinstance(engine, str | EngineConfig):
+        raise ScenarioError(f"engine must be a preset name (vllm, sglang, trtllm, ideal) or EngineConfig: {engine!r}")
+    if cuda_graphs is not None:
+        overrides["cuda_graphs"] = cuda_graphs
+    return Scenario(
+        batch=batch, prompt_len=prompt_len, output_len=output_len,
+        **weight_dtype_fields(weight_dtype),
+        act_dtype=None if act_dtype is None else Precision.parse(act_dtype, "act_dtype"),
+        kv_dtype=Precision.parse(kv_dtype, "kv_dtype"), tp=tp, pp=pp, ep=ep, replicas=replicas,
+        engine=resolve_engine(engine, hw, overrides), quantize_embeddings=quantize_embeddings,
+    )  # fmt: skip
