@@ -26,7 +26,7 @@ INTERVAL_FIGURES = (
 )  # fmt: skip
 
 
-def _length(text: str, option: str) -> Any:
+def length_opt(text: str, option: str) -> Any:
     return text if ":" in text else parse_count_opt(text, option)
 
 
@@ -146,8 +146,8 @@ def simulate_cmd(
         raise OptionError("--spec simulates tp-only replicas without prefix sharing; drop --pp/--ep/--prefix-share")
     try:
         s = simulate(
-            model, hardware, engine=engine, tp=tp, pp=pp, ep=ep, prompt_len=_length(prompt, "--prompt"),
-            output_len=_length(output, "--output"), num_requests=n, seed=seed, arrival=arrival,
+            model, hardware, engine=engine, tp=tp, pp=pp, ep=ep, prompt_len=length_opt(prompt, "--prompt"),
+            output_len=length_opt(output, "--output"), num_requests=n, seed=seed, arrival=arrival,
             arrival_cv=parse_float_opt(arrival_cv, "--arrival-cv"), prefix_share=_fraction(prefix_share),
             engine_overrides=parse_engine_set(engine_set), weight_dtype=weight_dtype, kv_dtype=kv_dtype,
             calibration=calibration, progress=None if bar is None else bar[1], replicas=replicas,

@@ -22,7 +22,7 @@ from roofline.cli.simulate import (
     PromptOpt,
     SeedOpt,
     WOpt,
-    _length,
+    length_opt,
 )
 
 DisaggOpt = Annotated[
@@ -83,7 +83,7 @@ def simulate_disagg_cmd(
     r = simulate(
         model, disagg=disagg, engine=engine, qps=rate, arrival=arrival,
         arrival_cv=parse_float_opt(arrival_cv, "--arrival-cv"),
-        prompt_len=_length(prompt, "--prompt"), output_len=_length(output, "--output"),
+        prompt_len=length_opt(prompt, "--prompt"), output_len=length_opt(output, "--output"),
         num_requests=parse_count_opt(num_requests, "--num-requests"), seed=seed, weight_dtype=weight_dtype,
         engine_overrides=parse_engine_set(engine_set), prefill_overrides=parse_engine_set(prefill_set, "--prefill-set"),
         decode_overrides=parse_engine_set(decode_set, "--decode-set"),
@@ -146,7 +146,7 @@ def plan_disagg_cmd(
         model, hardware, parse_float_opt(qps, "--qps"), tp_prefill=tp_prefill, tp_decode=tp_decode,
         tp_colocated=tp_colocated, p_max=p_max, d_max=d_max, n_max=n_max, ttft_slo_s=parse_duration(ttft),
         tpot_slo_s=parse_duration(tpot), percentile=percentile, first_token=first,
-        prompt_len=_length(prompt, "--prompt"), output_len=_length(output, "--output"),
+        prompt_len=length_opt(prompt, "--prompt"), output_len=length_opt(output, "--output"),
         num_requests=parse_count_opt(num_requests, "--num-requests"), engine=engine,
     )  # fmt: skip
     bd, bc = pl.best_disagg, pl.best_colocated

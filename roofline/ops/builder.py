@@ -29,7 +29,7 @@ def layer_groups(model: ModelSpec) -> Counter[tuple[str, str]]:
     return Counter((layer.mixer, layer.ffn) for layer in model.resolved_layers())
 
 
-def _labelled_groups(model: ModelSpec) -> list[tuple[ResolvedLayer, int, str]]:
+def labelled_groups(model: ModelSpec) -> list[tuple[ResolvedLayer, int, str]]:
     """Distinct resolved layers with their counts and a unique label (``mixer_ffn``, numbered
     ``mixer_ffn.2``… when layers of one kind differ in shape, as in DeciLM)."""
     groups = sorted(Counter(model.resolved_layers()).items(), key=lambda kv: (kv[0].label, -kv[1]))
@@ -97,7 +97,7 @@ def build_ops(
     ]
     if sc.tp > 1:
         ops.append(traffic.embedding_all_reduce(c))
-    for layer, count, label in _labelled_groups(model):
+    for layer, count, label in labelled_groups(model):
         ops += _layer_ops(c, layer, count, label)
     ops.append(elementwise("final_norm", "norm", "model", 1, dt, B * h, 2.0, ab, 4.0, h * ab))
     ops.append(gemm("lm_head", "lm_head", "model", 1, dt, B, v / sc.tp, h, c.emb_bytes, ab))

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from roofline.specs.hf_config import _Config
+from roofline.specs.hf_config import HfConfig
 from roofline.specs.hf_families import Spec, gemma4, llama4, mimo_v2, minimax_m2, minimax_m3, step3p7
 from roofline.specs.hf_hybrid import decilm, nemotron_h, qwen3_5
 
-ADAPTERS: dict[str, Callable[[_Config, int, int], Spec]] = {
+ADAPTERS: dict[str, Callable[[HfConfig, int, int], Spec]] = {
     "MiniMaxM2ForCausalLM": minimax_m2,
     "MiniMaxM3ForCausalLM": minimax_m3,
     "MiniMaxM3SparseForCausalLM": minimax_m3,

@@ -6,34 +6,34 @@ from typing import Any, TypeVar
 
 from roofline.errors import SpecError
 
-_MISSING = object()
+MISSING = object()
 _T = TypeVar("_T")
 
 
-class _Config:
+class HfConfig:
     """A config mapping with typed accessors; every failure is a SpecError naming the key."""
 
     def __init__(self, data: dict[str, Any], arch: str, origin: str) -> None:
         self.data, self.arch, self.origin = data, arch, origin
 
-    def _fail(self, key: str, problem: str) -> SpecError:
+    def fail(self, key: str, problem: str) -> SpecError:
         return SpecError(f"{self.origin} ({self.arch}): key '{key}' {problem}")
 
-    def raw(self, key: str, default: Any = _MISSING) -> Any:
+    def raw(self, key: str, default: Any = MISSING) -> Any:
         """The value of ``key``; absent (and no default) is an error."""
         if key in self.data:
             return self.data[key]
-        if default is _MISSING:
-            raise self._fail(key, f"is required for {self.arch} but missing; add it to the config")
+        if default is MISSING:
+            raise self.fail(key, f"is required for {self.arch} but missing; add it to the config")
         return default
 
-    def integer(self, key: str, default: Any = _MISSING, minimum: int = 1) -> int:
+    def integer(self, key: str, default: Any = MISSING, minimum: int = 1) -> int:
         """An integer >= ``minimum`` (booleans and floats are rejected)."""
         v = self.raw(key, default)
         if isinstance(v, bool) or not isinstance(v, int):
-            raise self._fail(key, f"must be an integer, got {v!r}")
+            raise self.fail(key, f"must be an integer, got {v!r}")
         if v < minimum:
-            raise self._fail(key, f"must be >= {minimum}, got {v}")
+            raise self.fail(key, f"must be >= {minimum}, got {v}")
         return v
 
     def opt_int(self, key: str, minimum: int = 1) -> int | None:
@@ -46,27 +46,27 @@ class _Config:
         if v is None:
             return default
         if not isinstance(v, kind):
-            raise self._fail(key, f"must be a {'boolean' if kind is bool else 'string'}, got {v!r}")
+            raise self.fail(key, f"must be a {'boolean' if kind is bool else 'string'}, got {v!r}")
         return v
 
     def int_list(self, key: str) -> list[int]:
         """A list of non-negative integers (absent or null -> empty)."""
         v = self.data.get(key) or []
         if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in v):
-            raise self._fail(key, f"must be a list of non-negative layer indices, got {v!r}")
+            raise self.fail(key, f"must be a list of non-negative layer indices, got {v!r}")
         return v
 
-    def number(self, key: str, default: Any = _MISSING) -> float:
+    def number(self, key: str, default: Any = MISSING) -> float:
         """A positive int or float (booleans rejected)."""
         v = self.raw(key, default)
         if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
-            raise self._fail(key, f"must be a positive number, got {v!r}")
+            raise self.fail(key, f"must be a positive number, got {v!r}")
         return float(v)
 
     def require_absent(self, key: str, feature: str, allowed: tuple[Any, ...] = (None, False, 0, [], {})) -> None:
         """Fail naming ``feature`` when ``key`` holds a value that turns on a feature roofline does not model."""
         v = self.data.get(key)
         if not any(v is a or (v == a and type(v) is type(a)) for a in allowed):
-            raise self._fail(
+            raise self.fail(
                 key, f"is {v!r}: {feature} is not modelled by roofline; remove it or write the spec by hand"
             )

@@ -1,7 +1,7 @@
 """Readers of the standard config.json sections (attention incl. MLA and sliding windows, MoE,
 dtype) shared by every architecture the importer (:mod:`roofline.specs.hf_import`) accepts.
 
-Each reads its keys explicitly through :class:`roofline.specs.hf_config._Config`, so an unknown
+Each reads its keys explicitly through :class:`roofline.specs.hf_config.HfConfig`, so an unknown
 or malformed value is an error naming the key.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from roofline.errors import SpecError
-from roofline.specs.hf_config import _Config
+from roofline.specs.hf_config import HfConfig
 
-_DEEPSEEK = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM")
+DEEPSEEK_ARCHS = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM")
 _QWEN = ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiMoForCausalLM")
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _LAYER_TYPES = {"sliding_attention": "local", "full_attention": "global"}
@@ -25,12 +25,12 @@ _ATTENTION_BIAS = (
 )
 
 
-def _mla(c: _Config) -> dict[str, Any] | None:
+def _mla(c: HfConfig) -> dict[str, Any] | None:
     """MLA ranks for DeepSeek-V3, else None."""
-    if c.arch not in _DEEPSEEK:
+    if c.arch not in DEEPSEEK_ARCHS:
         return None
     if c.typed("attention_bias", bool, False):
-        raise c._fail("attention_bias", "true is not supported for MLA (no MLA bias terms in the spec)")
+        raise c.fail("attention_bias", "true is not supported for MLA (no MLA bias terms in the spec)")
     return {
         "q_lora_rank": c.opt_int("q_lora_rank"),
         "kv_lora_rank": c.integer("kv_lora_rank"),
@@ -40,7 +40,7 @@ def _mla(c: _Config) -> dict[str, Any] | None:
     }
 
 
-def _attention(c: _Config, hidden: int, num_layers: int) -> dict[str, Any]:
+def attention_fields(c: HfConfig, hidden: int, num_layers: int) -> dict[str, Any]:
     """The ``attention`` block: heads, head_dim, biases, sinks, MLA and sliding window."""
     heads = c.integer("num_attention_heads")
     kv_heads = c.opt_int("num_key_value_heads") or heads
@@ -51,7 +51,7 @@ def _attention(c: _Config, hidden: int, num_layers: int) -> dict[str, Any]:
         kind = "mha" if kv_heads == heads else "mqa" if kv_heads == 1 else "gqa"
         head_dim = c.opt_int("head_dim") or hidden // heads
         if c.data.get("head_dim") is None and hidden % heads:
-            raise c._fail("head_dim", f"is absent and num_attention_heads ({heads}) does not divide {hidden}")
+            raise c.fail("head_dim", f"is absent and num_attention_heads ({heads}) does not divide {hidden}")
     bias = c.typed("attention_bias", bool, False) and c.arch in _ATTENTION_BIAS
     window, pattern = _window(c, num_layers)
     return {
@@ -71,9 +71,9 @@ def _attention(c: _Config, hidden: int, num_layers: int) -> dict[str, Any]:
     }
 
 
-def _layer_kinds(c: _Config, num_layers: int) -> list[str]:
+def _layer_kinds(c: HfConfig, num_layers: int) -> list[str]:
     """'local'/'global' per layer, per the architecture's sliding-window semantics."""
-    if c.arch in _DEEPSEEK:  # GLM-5.2's layer_types say 'deepseek_sparse_attention'; the sparsity is in layers
+    if c.arch in DEEPSEEK_ARCHS:  # GLM-5.2's layer_types say 'deepseek_sparse_attention'; the sparsity is in layers
         return ["global"] * num_layers
     qwen = c.arch in _QWEN
     if qwen and not (c.typed("use_sliding_window", bool, False) and c.data.get("sliding_window") is not None):
@@ -82,7 +82,7 @@ def _layer_kinds(c: _Config, num_layers: int) -> list[str]:
         types = c.raw("layer_types")
         ok = isinstance(types, list) and len(types) == num_layers
         if not ok or any(not isinstance(t, str) or t not in _LAYER_TYPES for t in types):
-            raise c._fail("layer_types", f"must list {num_layers} entries of {sorted(_LAYER_TYPES)}")
+            raise c.fail("layer_types", f"must list {num_layers} entries of {sorted(_LAYER_TYPES)}")
         return [_LAYER_TYPES[t] for t in types]
     if qwen:
         first = c.integer("max_window_layers", default=num_layers, minimum=0)
@@ -103,7 +103,7 @@ def _period(kinds: list[str]) -> tuple[str, ...]:
     return tuple(kinds)
 
 
-def _window(c: _Config, num_layers: int) -> tuple[int | None, tuple[str, ...] | None]:
+def _window(c: HfConfig, num_layers: int) -> tuple[int | None, tuple[str, ...] | None]:
     """``(sliding_window, layer_pattern)``: both None for all-global attention."""
     kinds = _layer_kinds(c, num_layers)
     if "local" not in kinds:
@@ -112,7 +112,7 @@ def _window(c: _Config, num_layers: int) -> tuple[int | None, tuple[str, ...] | 
     return window, None if "global" not in kinds else _period(kinds)
 
 
-def _moe_layers(c: _Config, num_layers: int) -> list[bool]:
+def _moe_layers(c: HfConfig, num_layers: int) -> list[bool]:
     """Whether each layer's FFN is a mixture of experts."""
     if c.arch in ("MixtralForCausalLM", "GptOssForCausalLM"):
         return [True] * num_layers
@@ -120,14 +120,14 @@ def _moe_layers(c: _Config, num_layers: int) -> list[bool]:
         dense = set(c.int_list("mlp_only_layers"))
         step = c.integer("decoder_sparse_step", default=1)
         return [i not in dense and (i + 1) % step == 0 for i in range(num_layers)]
-    if c.arch in _DEEPSEEK:
+    if c.arch in DEEPSEEK_ARCHS:
         first = c.integer("first_k_dense_replace", minimum=0)
         freq = c.integer("moe_layer_freq", default=1)
         return [i >= first and i % freq == 0 for i in range(num_layers)]
     return [False] * num_layers
 
 
-def _first_dense(c: _Config, is_moe: list[bool]) -> int | None:
+def _first_dense(c: HfConfig, is_moe: list[bool]) -> int | None:
     """Number of leading dense layers, None without MoE; error if dense layers are not leading."""
     if not any(is_moe):
         return None
@@ -141,17 +141,17 @@ def _first_dense(c: _Config, is_moe: list[bool]) -> int | None:
     return k
 
 
-def _top_k(c: _Config) -> int:
+def _top_k(c: HfConfig) -> int:
     """``num_experts_per_tok`` (or gpt-oss ``experts_per_token``; both must agree)."""
     values = {c.integer(k) for k in ("num_experts_per_tok", "experts_per_token") if k in c.data}
     if not values:
         c.raw("num_experts_per_tok")  # raises: missing
     if len(values) > 1:
-        raise c._fail("experts_per_token", f"disagrees with num_experts_per_tok ({sorted(values)})")
+        raise c.fail("experts_per_token", f"disagrees with num_experts_per_tok ({sorted(values)})")
     return values.pop()
 
 
-def _moe(c: _Config, num_layers: int) -> dict[str, Any] | None:
+def moe_fields(c: HfConfig, num_layers: int) -> dict[str, Any] | None:
     """The ``moe`` block, or None for a dense model."""
     first = _first_dense(c, _moe_layers(c, num_layers))
     if first is None:
@@ -163,7 +163,7 @@ def _moe(c: _Config, num_layers: int) -> dict[str, Any] | None:
     else:
         moe["num_experts"] = c.integer("num_experts" if c.arch == "Qwen3MoeForCausalLM" else "n_routed_experts")
         moe["expert_intermediate_size"] = c.integer("moe_intermediate_size")
-    if c.arch in _DEEPSEEK:
+    if c.arch in DEEPSEEK_ARCHS:
         shared = c.integer("n_shared_experts", minimum=0)
         if shared:
             moe["num_shared_experts"] = 1
@@ -174,9 +174,9 @@ def _moe(c: _Config, num_layers: int) -> dict[str, Any] | None:
     return moe
 
 
-def _dtype(c: _Config) -> str:
+def config_dtype(c: HfConfig) -> str:
     key = "torch_dtype" if "torch_dtype" in c.data else "dtype"
     raw = c.typed(key, str, "bfloat16")
     if raw not in _DTYPES:
-        raise c._fail(key, f"is {raw!r}; supported: {', '.join(_DTYPES)}")
+        raise c.fail(key, f"is {raw!r}; supported: {', '.join(_DTYPES)}")
     return _DTYPES[raw]

@@ -50,9 +50,9 @@ from roofline.boundary.limits import MAX_LAYERS
 from roofline.errors import SpecError
 from roofline.specs import hf_families as families
 from roofline.specs.hf_adapters import ADAPTERS
-from roofline.specs.hf_config import _MISSING, _Config
+from roofline.specs.hf_config import MISSING, HfConfig
 from roofline.specs.hf_families import NOT_MODELLED
-from roofline.specs.hf_fields import _DEEPSEEK, _attention, _dtype, _moe
+from roofline.specs.hf_fields import DEEPSEEK_ARCHS, attention_fields, config_dtype, moe_fields
 from roofline.specs.model import ModelSpec
 from roofline.specs.quant import checkpoint_spec
 from roofline.specs.validation import validate_spec
@@ -175,7 +175,7 @@ def _architecture(raw: dict[str, Any], origin: str) -> tuple[dict[str, Any], str
 
 
 # ---- architecture pieces ----------------------------------------------------------------
-def _notes(c: _Config) -> str:
+def _notes(c: HfConfig) -> str:
     """Facts worth keeping that the schema has no field for."""
     notes = []
     if c.data.get("quantization_config") is not None:
@@ -188,7 +188,7 @@ def _notes(c: _Config) -> str:
         notes.append("No torch_dtype in the config; bf16 assumed.")
     if c.arch == "Phi3ForCausalLM" and c.data.get("sliding_window") is not None:
         notes.append("HF Phi3Attention applies sliding_window to every layer.")
-    if c.arch in _DEEPSEEK:
+    if c.arch in DEEPSEEK_ARCHS:
         notes.append(
             "Multi-token-prediction layers (num_nextn_predict_layers) are in mtp_layers, counted by mtp_param_count "
             "and not by param_count. Shared experts are one MLP of width n_shared_experts*moe_intermediate_size; "
@@ -212,7 +212,7 @@ def _slug(text: str) -> str:
     return slug.lstrip(".-") or "model"
 
 
-def _names(c: _Config, stem: str | None, name: str | None) -> tuple[str, str, str | None]:
+def _names(c: HfConfig, stem: str | None, name: str | None) -> tuple[str, str, str | None]:
     """``(name, display_name, hf_repo)`` from the argument, ``_name_or_path`` or the file stem."""
     path = c.data.get("_name_or_path")
     path = path if isinstance(path, str) and path.strip("/. ") else None
@@ -230,11 +230,11 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
     """
     raw, origin, stem = _read(path_or_dict)
     data, arch = _architecture(raw, origin)
-    c = _Config(data, arch, origin)
+    c = HfConfig(data, arch, origin)
     blocks = data.get("layers_block_type")  # Nemotron-3 Ultra/Lightning name the blocks instead of counting them
-    num_layers = c.integer("num_hidden_layers", default=len(blocks) if isinstance(blocks, list) else _MISSING)
+    num_layers = c.integer("num_hidden_layers", default=len(blocks) if isinstance(blocks, list) else MISSING)
     if num_layers > _MAX_LAYERS:
-        raise c._fail("num_hidden_layers", f"is {num_layers}, implausibly large (> {_MAX_LAYERS})")
+        raise c.fail("num_hidden_layers", f"is {num_layers}, implausibly large (> {_MAX_LAYERS})")
     hidden = c.integer("hidden_size")
     slug, display, repo = _names(c, stem, name)
     spec: dict[str, Any] = {
@@ -249,7 +249,7 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         "max_position_embeddings": c.opt_int("max_position_embeddings"),
         "norm": "rmsnorm",
         "norms_per_layer": _NORMS_PER_LAYER.get(arch, 2),
-        "native_dtype": _dtype(c),
+        "native_dtype": config_dtype(c),
         "checkpoint": checkpoint_spec(c.data.get("quantization_config"), f"{origin}"),
         "sources": [{"fields": "all architecture fields", "ref": f"Hugging Face config.json ({origin}, {arch})"}],
     }
@@ -262,16 +262,16 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         spec |= family
     else:
         spec |= {
-            "attention": _attention(c, hidden, num_layers),
+            "attention": attention_fields(c, hidden, num_layers),
             "ffn": {
                 "kind": "gated",
                 "intermediate_size": c.integer("intermediate_size"),
                 "activation": act,
                 "bias": arch == "LlamaForCausalLM" and c.typed("mlp_bias", bool, False),
             },
-            "moe": _moe(c, num_layers),
+            "moe": moe_fields(c, num_layers),
         }
-        if arch in _DEEPSEEK or arch == "MiMoForCausalLM":
+        if arch in DEEPSEEK_ARCHS or arch == "MiMoForCausalLM":
             spec["mtp_layers"] = c.integer("num_nextn_predict_layers", default=0, minimum=0)
         if arch in ("DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"):
             spec |= families.dsa(c, spec, num_layers)

@@ -37,7 +37,7 @@ from roofline.costs import step_cost
 from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu
 from roofline.ops import decode_ops
-from roofline.ops.builder import _labelled_groups, build_ops
+from roofline.ops.builder import build_ops, labelled_groups
 from roofline.ops.records import Op, gemm
 from roofline.profile import CalibrationProfile
 from roofline.specs.hardware import HardwareSpec
@@ -62,7 +62,7 @@ def verify_ops(model: ModelSpec, sc: Scenario, hw: HardwareSpec, batch: object, 
 def head_layer_label(model: ModelSpec) -> str:
     """Builder label of the layer group an EAGLE head / MTP module is shaped like: the last layer's,
     or the last full-attention layer's when the last one is local or linear (MTP layers use full attention)."""
-    groups = _labelled_groups(model)
+    groups = labelled_groups(model)
     layers = model.resolved_layers()
     for layer in (layers[-1], *reversed(layers)):
         if layer.mixer in ("global", "sparse"):
@@ -75,7 +75,7 @@ def head_step_ops(
 ) -> list[Op]:
     """One EAGLE/MTP draft pass: ``layers`` target-shaped decoder layers + eh_proj + embedding/norm/lm_head."""
     label = head_layer_label(model)
-    per_group = {lab: n for _, n, lab in _labelled_groups(model)}[label]
+    per_group = {lab: n for _, n, lab in labelled_groups(model)}[label]
     ops = decode_ops(model, sc, hw, np.asarray(past, dtype=np.float64) + 1.0)
     out: list[Op] = []
     for op in ops:
