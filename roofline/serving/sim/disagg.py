@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ from roofline.engine.presets import EngineArg, overrides_map
 from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu
 from roofline.prediction import ModelArg, ProfileArg
-from roofline.serving.replica import replica
+from roofline.serving.replica import Replica, replica
 from roofline.serving.sim.engine import EngineSim
 from roofline.serving.sim.lifecycle import Req
 from roofline.serving.sim.metrics import GapHistogram, hist_stats, stats
@@ -144,11 +145,44 @@ def run_disagg(
     )  # fmt: skip
     link = cfg.link_bytes_per_s or rd.hardware.scale_out_bandwidth_per_direction_bytes_per_s or DEFAULT_LINK_BYTES_PER_S
     t_wall = time.perf_counter()
+    src = np.arange(n) % cfg.prefill.count  # round-robin over the prefill instances
+    prefill_done = _prefill_pool(rp, send, prompt, src, cfg.prefill.count)
+    ok = np.isfinite(prefill_done)
+    p = prompt.astype(np.float64)  # KV transfers
+    b_send = np.asarray(kv_bytes_per_sequence_per_gpu(rp.model, rp.scenario, p), dtype=np.float64)
+    b_recv = np.asarray(kv_bytes_per_sequence_per_gpu(rd.model, rd.scenario, p), dtype=np.float64)
+    busy = transfer_seconds(b_send, b_recv, link)
+    ready = np.where(ok, prefill_done, np.inf)
+    t_start, t_end, dst = schedule_transfers(ready, busy, src, cfg.decode.count, cfg.prefill.count, cfg.latency_s)
+    dec = _decode_pool(rd, prompt, output, t_end, np.where(ok, dst, -1), cfg.decode.count)
+    first = prefill_done if cfg.first_token == "prefill" else t_end
+    finish = np.where(ok & (output == 1), first, dec.finish)
+    wall = time.perf_counter() - t_wall
+    gap1 = dec.tok2 - first  # the first inter-token gap: from the first token to the decode pool's first
+    for g in gap1[np.isfinite(gap1)]:
+        dec.hist.add(float(g))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(output > 1, (finish - first) / (output - 1), np.nan)
+    if rd.engine.output_lag_steps:  # the decode server's output lag (open loop: it feeds nothing back)
+        lag = output_lag_s(rd.engine.output_lag_steps, np.where(output > 1, tpot, 0.0))
+        first, finish = first + lag, finish + lag
+    arrays = {"arrival_s": send, "prefill_done_s": prefill_done, "transfer_start_s": t_start,
+              "transfer_end_s": t_end, "first_token_s": first, "finish_s": finish, "prompt_tokens": prompt,
+              "output_tokens": output, "ttft_s": first - send, "tpot_s": tpot, "e2e_s": finish - send,
+              "kv_transfer_s": t_end - prefill_done}  # fmt: skip
+    gpus = cfg.prefill.gpus + cfg.decode.gpus
+    summary = _summary(arrays, dec, busy, np.maximum(b_send, b_recv), gpus)
+    config = {"label": f"{rp.model.name}: {cfg.label()}", "disagg": cfg, "ratio": cfg.ratio, "gpus": gpus,
+              "link_bytes_per_s": link, "engine": rp.engine.label, "wall_s": wall, "num_requests": n,
+              "model": rp.model.name, "seed": wl.seed, "workload": wl.describe()}  # fmt: skip
+    return disagg_result(summary, config, arrays)
 
-    # 1. prefill pool: round-robin, output 1 token each
-    src = np.arange(n) % cfg.prefill.count
-    prefill_done = np.full(n, np.nan)
-    for j in range(cfg.prefill.count):
+
+def _prefill_pool(rp: Replica, send: np.ndarray, prompt: np.ndarray, src: np.ndarray, count: int) -> np.ndarray:
+    """Engine time at which each request's prefill completes on its instance ``src`` (output 1 token each;
+    NaN if it never completes)."""
+    done = np.full(len(prompt), np.nan)
+    for j in range(count):
         idx = np.flatnonzero(src == j)
         if not len(idx):
             continue
@@ -156,76 +190,70 @@ def run_disagg(
         rp.check_requests(prompt[idx], one_token)
         sim = rp.engine_sim(prompt[idx], one_token, send[idx], lag_steps=0.0)  # engine time: the hand-off starts
         sim.run()
-        prefill_done[idx] = np.frombuffer(sim.rec_first, dtype=np.float64)[: len(idx)]
-    ok = np.isfinite(prefill_done)
+        done[idx] = np.frombuffer(sim.rec_first, dtype=np.float64)[: len(idx)]
+    return done
 
-    # 2. KV transfers
-    p = prompt.astype(np.float64)
-    b_send = np.asarray(kv_bytes_per_sequence_per_gpu(rp.model, rp.scenario, p), dtype=np.float64)
-    b_recv = np.asarray(kv_bytes_per_sequence_per_gpu(rd.model, rd.scenario, p), dtype=np.float64)
-    busy = transfer_seconds(b_send, b_recv, link)
-    ready = np.where(ok, prefill_done, np.inf)
-    t_start, t_end, dst = schedule_transfers(ready, busy, src, cfg.decode.count, cfg.prefill.count, cfg.latency_s)
 
-    # 3. decode pool: requests arrive at transfer end with P tokens cached, emit tokens 2 … O
-    tok2, finish = np.full(n, np.nan), np.full(n, np.nan)
-    hist = GapHistogram()
-    decode_busy = decode_batch = 0.0
-    for d in range(cfg.decode.count):
-        idx = np.flatnonzero((dst == d) & ok & (output > 1))
-        idx = idx[np.argsort(t_end[idx], kind="stable")]
+@dataclass
+class _DecodePool:
+    """What the decode instances produced: token 2 and finish times per request, the gap histogram, and the
+    busy-time integrals of the batch."""
+
+    tok2: np.ndarray
+    finish: np.ndarray
+    hist: GapHistogram
+    busy_s: float
+    batch_int: float
+
+
+def _decode_pool(
+    rd: Replica, prompt: np.ndarray, output: np.ndarray, arrive: np.ndarray, dst: np.ndarray, count: int
+) -> _DecodePool:
+    """Requests arrive at decode instance ``dst`` (−1: none, the prefill failed) at ``arrive`` with their P
+    prompt tokens cached and emit tokens 2 … O."""
+    n = len(prompt)
+    out = _DecodePool(np.full(n, np.nan), np.full(n, np.nan), GapHistogram(), 0.0, 0.0)
+    for d in range(count):
+        idx = np.flatnonzero((dst == d) & (output > 1))
+        idx = idx[np.argsort(arrive[idx], kind="stable")]
         if not len(idx):
             continue
-        sim = rd.engine_sim(prompt[idx] + 1, output[idx] - 1, t_end[idx], cls=DecodeSideSim, request_overhead_s=0.0,
+        sim = rd.engine_sim(prompt[idx] + 1, output[idx] - 1, arrive[idx], cls=DecodeSideSim, request_overhead_s=0.0,
                             lag_steps=0.0, pre=prompt[idx])  # fmt: skip
         sim.run()
         k = len(idx)
-        tok2[idx] = np.frombuffer(sim.rec_first, dtype=np.float64)[:k]
-        finish[idx] = np.frombuffer(sim.rec_finish, dtype=np.float64)[:k]
-        hist.counts += sim.hist.counts
-        hist.n += sim.hist.n
-        hist.total_s += sim.hist.total_s
-        decode_busy += sim.busy_s
-        decode_batch += sim.batch_int
-    one = ok & (output == 1)
-    first = prefill_done if cfg.first_token == "prefill" else t_end
-    finish = np.where(one, first, finish)
-    wall = time.perf_counter() - t_wall
+        out.tok2[idx] = np.frombuffer(sim.rec_first, dtype=np.float64)[:k]
+        out.finish[idx] = np.frombuffer(sim.rec_finish, dtype=np.float64)[:k]
+        out.hist.counts += sim.hist.counts
+        out.hist.n += sim.hist.n
+        out.hist.total_s += sim.hist.total_s
+        out.busy_s += sim.busy_s
+        out.batch_int += sim.batch_int
+    return out
 
-    # 4. metrics
-    gap1 = tok2 - first
-    for g in gap1[np.isfinite(gap1)]:
-        hist.add(float(g))
+
+def _summary(
+    arrays: dict[str, np.ndarray], dec: _DecodePool, busy: np.ndarray, xfer_bytes: np.ndarray, gpus: int
+) -> dict[str, float]:
+    """Summary metrics of a disaggregated run (keys as :class:`SimulationResult`'s, plus the KV transfer)."""
+    finish, send, output = arrays["finish_s"], arrays["arrival_s"], arrays["output_tokens"]
     done = np.isfinite(finish)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(output > 1, (finish - first) / (output - 1), np.nan)
-    if rd.engine.output_lag_steps:  # the decode server's output lag (open loop: it feeds nothing back)
-        lag = output_lag_s(rd.engine.output_lag_steps, np.where(output > 1, tpot, 0.0))
-        first, finish = first + lag, finish + lag
-    ttft, e2e = first - send, finish - send
-    xfer = t_end - prefill_done
+    tpot = arrays["tpot_s"]
     duration = float(np.max(finish[done]) - np.min(send)) if done.any() else float("nan")
-    gpus = cfg.prefill.gpus + cfg.decode.gpus
     summary: dict[str, float] = {}
-    summary |= stats("ttft", ttft[done])
+    summary |= stats("ttft", arrays["ttft_s"][done])
     summary |= stats("tpot", tpot[done & np.isfinite(tpot)])
-    summary |= hist_stats(hist)
-    summary |= stats("e2e", e2e[done])
-    summary |= stats("kv_transfer", xfer[done])
+    summary |= hist_stats(dec.hist)
+    summary |= stats("e2e", arrays["e2e_s"][done])
+    summary |= stats("kv_transfer", arrays["kv_transfer_s"][done])
     summary["kv_transfer_link_mean_s"] = float(np.mean(busy[done])) if done.any() else float("nan")
-    summary["kv_transfer_bytes_per_gpu_mean"] = float(np.mean(np.maximum(b_send, b_recv)))
+    summary["kv_transfer_bytes_per_gpu_mean"] = float(np.mean(xfer_bytes))
     summary["completed"] = float(done.sum())
     summary["request_throughput_rps"] = float(done.sum() / duration)
     summary["output_throughput_tok_s"] = float(output[done].sum() / duration)
     summary["output_throughput_tok_s_per_gpu"] = summary["output_throughput_tok_s"] / gpus
-    summary["decode_mean_batch"] = decode_batch / decode_busy if decode_busy else float("nan")
-    config = {"label": f"{rp.model.name}: {cfg.label()}", "disagg": cfg, "ratio": cfg.ratio, "gpus": gpus,
-              "link_bytes_per_s": link, "engine": rp.engine.label, "wall_s": wall, "num_requests": n,
-              "model": rp.model.name, "seed": wl.seed, "workload": wl.describe()}  # fmt: skip
-    arrays = {"arrival_s": send, "prefill_done_s": prefill_done, "transfer_start_s": t_start,
-              "transfer_end_s": t_end, "first_token_s": first, "finish_s": finish, "prompt_tokens": prompt,
-              "output_tokens": output, "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "kv_transfer_s": xfer}  # fmt: skip
-    return disagg_result(summary, config, arrays)
+    summary["decode_mean_batch"] = dec.batch_int / dec.busy_s if dec.busy_s else float("nan")
+    return summary
 
 
 def disagg_result(summary: dict[str, float], config: dict[str, Any], arrays: dict[str, np.ndarray]) -> SimulationResult:
