@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,6 +15,10 @@ from roofline.cli.options import OptionError, console, dumps, parse_count_opt, p
 from roofline.cli.predict import Calibration, Ep, HardwareArg, ModelArg, Pp, Tp
 from roofline.errors import InfeasibleError
 from roofline.units import fmt_seconds
+
+if TYPE_CHECKING:
+    from roofline.serving.sim.result import SimulationResult
+    from roofline.serving.workload.arrivals import LengthArg
 
 LENGTH_HELP = "a count (1024, 2k), uniform:LOW:HIGH, normal:MEAN:STD, lognormal:MEAN:CV or file:PATH."
 
@@ -26,7 +30,7 @@ INTERVAL_FIGURES = (
 )  # fmt: skip
 
 
-def length_opt(text: str, option: str) -> Any:
+def length_opt(text: str, option: str) -> LengthArg:
     return text if ":" in text else parse_count_opt(text, option)
 
 
@@ -128,6 +132,7 @@ def simulate_cmd(
     """
     from roofline.cli.options import output_target, write_frame
     from roofline.serving.simulate import simulate
+    from roofline.serving.workload.stream import Workload
 
     if json and csv:
         raise OptionError("--json and --csv are exclusive; pick one")
@@ -135,23 +140,21 @@ def simulate_cmd(
     req_target = output_target(requests_out, force, "per-request table", "--requests-out")
     tl_target = output_target(timeline_out, force, "timeline table", "--timeline-out")
     plot_target = output_target(plot, force, "plot", "--plot")
-    n = parse_count_opt(num_requests, "--num-requests")
-    kw: dict[str, Any] = {
-        "qps": None if qps is None else parse_float_opt(qps, "--qps"),
-        "concurrency": None if concurrency is None else parse_count_opt(concurrency, "--concurrency"),
-        "trace": trace,
-    }
-    bar = _progress(n) if sys.stderr.isatty() and not (json or csv) else None
-    if spec is not None and (pp != 1 or ep != 1 or float(prefix_share) != 0):
+    wl = Workload(
+        qps=None if qps is None else parse_float_opt(qps, "--qps"),
+        concurrency=None if concurrency is None else parse_count_opt(concurrency, "--concurrency"),
+        trace=trace, prompt_len=length_opt(prompt, "--prompt"), output_len=length_opt(output, "--output"),
+        num_requests=parse_count_opt(num_requests, "--num-requests"), seed=seed, arrival=arrival,
+        arrival_cv=parse_float_opt(arrival_cv, "--arrival-cv"), prefix_share=_fraction(prefix_share),
+    )  # fmt: skip
+    bar = _progress(wl.num_requests) if sys.stderr.isatty() and not (json or csv) else None
+    if spec is not None and (pp != 1 or ep != 1 or wl.prefix_share != 0):
         raise OptionError("--spec simulates tp-only replicas without prefix sharing; drop --pp/--ep/--prefix-share")
     try:
         s = simulate(
-            model, hardware, engine=engine, tp=tp, pp=pp, ep=ep, prompt_len=length_opt(prompt, "--prompt"),
-            output_len=length_opt(output, "--output"), num_requests=n, seed=seed, arrival=arrival,
-            arrival_cv=parse_float_opt(arrival_cv, "--arrival-cv"), prefix_share=_fraction(prefix_share),
+            model, hardware, engine=engine, tp=tp, pp=pp, ep=ep, workload=wl,
             engine_overrides=parse_engine_set(engine_set), weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-            calibration=calibration, progress=None if bar is None else bar[1], replicas=replicas,
-            speculative=spec, **kw,
+            calibration=calibration, progress=None if bar is None else bar[1], replicas=replicas, speculative=spec,
         )  # fmt: skip
     finally:
         if bar is not None:
@@ -162,39 +165,7 @@ def simulate_cmd(
         write_frame(s.timeline, tl_target, None)
     if plot_target is not None:
         s.plot(str(plot_target.path))
-    if json:
-        cfg = {k: (v if k != "policy" else v.name) for k, v in s.config.items()}
-        cfg.pop("replica_summaries", None)
-        ivs = {k: list(s.interval(k)) for k in INTERVAL_FIGURES if k in s.summary}
-        typer.echo(dumps({"config": cfg, "summary": s.summary, "intervals_80": ivs, "saturated": s.saturated}))
-    elif csv:
-        import pandas as pd
-
-        write_frame(pd.DataFrame([{"label": s.config["label"], **s.summary}]), None, "csv")
-    else:
-        from roofline.cli.render_sim import simulation_header, simulation_table
-
-        con = console()
-        con.print(simulation_header(s))
-        con.print(simulation_table(s))
-        text = "; ".join(
-            f"{k.removesuffix('_s').replace('_', ' ')} {fmt_seconds(lo)}–{fmt_seconds(hi)}"
-            for k in ("ttft_p99_s", "tpot_mean_s", "e2e_p50_s")
-            for lo, hi in [s.interval(k)]
-        )
-        reps = f" and the spread over {replicas} seeded replicas" if replicas > 1 else ""
-        from roofline.published.serving_error import POOLED, engine_pool
-
-        pool = engine_pool(s.config.get("engine"))
-        rows = "all engines' public serving rows" if pool == POOLED else f"public {pool} serving rows"
-        con.print(f"80 % intervals (the simulator's error on {rows}, held out by model family{reps}): {text}")
-        if s.config.get("lockstep"):
-            con.print(
-                f"[yellow]lock-step:[/] {s.config['lockstep_share']:.0%} of the later requests got their first token "
-                "together with at least half of the clients: identical clients prefill, finish and resend together "
-                "wave after wave, so TTFT is that of a synchronised burst; a 2 % spread of answer lengths (--output "
-                "lognormal:MEAN:0.02) lets them drift apart. Real benchmarks fall in between: run both."
-            )
+    _emit(s, "json" if json else "csv" if csv else "text", replicas)
     if s.saturated:
         raise InfeasibleError(s.saturated)
 
@@ -221,3 +192,46 @@ def _progress(total: int) -> tuple[Any, Any] | None:
     task = bar.add_task("simulating", total=total)
     bar.start()
     return bar, lambda done, _n: bar.update(task, completed=done)
+
+
+def _emit(s: SimulationResult, form: str, replicas: int) -> None:
+    """Print the simulation as JSON (config, summary, 80 % intervals, saturation), one CSV row, or text."""
+    if form == "json":
+        cfg = {k: (v if k != "policy" else v.name) for k, v in s.config.items()}
+        cfg.pop("replica_summaries", None)
+        ivs = {k: list(s.interval(k)) for k in INTERVAL_FIGURES if k in s.summary}
+        typer.echo(dumps({"config": cfg, "summary": s.summary, "intervals_80": ivs, "saturated": s.saturated}))
+    elif form == "csv":
+        import pandas as pd
+
+        from roofline.cli.options import write_frame
+
+        write_frame(pd.DataFrame([{"label": s.config["label"], **s.summary}]), None, "csv")
+    else:
+        _print_text(s, replicas)
+
+
+def _print_text(s: SimulationResult, replicas: int) -> None:
+    """The simulation as tables, its 80 % intervals and, for a closed loop in lock-step, the diagnostic."""
+    from roofline.cli.render_sim import simulation_header, simulation_table
+    from roofline.published.serving_error import POOLED, engine_pool
+
+    con = console()
+    con.print(simulation_header(s))
+    con.print(simulation_table(s))
+    text = "; ".join(
+        f"{k.removesuffix('_s').replace('_', ' ')} {fmt_seconds(lo)}–{fmt_seconds(hi)}"
+        for k in ("ttft_p99_s", "tpot_mean_s", "e2e_p50_s")
+        for lo, hi in [s.interval(k)]
+    )
+    reps = f" and the spread over {replicas} seeded replicas" if replicas > 1 else ""
+    pool = engine_pool(s.config.get("engine"))
+    rows = "all engines' public serving rows" if pool == POOLED else f"public {pool} serving rows"
+    con.print(f"80 % intervals (the simulator's error on {rows}, held out by model family{reps}): {text}")
+    if s.config.get("lockstep"):
+        con.print(
+            f"[yellow]lock-step:[/] {s.config['lockstep_share']:.0%} of the later requests got their first token "
+            "together with at least half of the clients: identical clients prefill, finish and resend together "
+            "wave after wave, so TTFT is that of a synchronised burst; a 2 % spread of answer lengths (--output "
+            "lognormal:MEAN:0.02) lets them drift apart. Real benchmarks fall in between: run both."
+        )
