@@ -120,11 +120,12 @@ def _register() -> None:
     from roofline.cli.calibrate import calibrate_app
     from roofline.cli.library import hardware_app, model_app, schema_cmd
     from roofline.cli.plan import plan_cmd
-    from roofline.cli.predict import compare_cmd, predict_cmd, sweep_cmd
+    from roofline.cli.predict import compare_cmd, predict_cmd
     from roofline.cli.report import report_command
     from roofline.cli.simulate import simulate_cmd
     from roofline.cli.simulate_ext import plan_disagg_cmd, simulate_disagg_cmd
     from roofline.cli.spec_plan import spec_plan_cmd
+    from roofline.cli.sweep import sweep_cmd
     from roofline.cli.validation import accuracy_command, validate_command
 
     app.command("predict", no_args_is_help=True)(predict_cmd)
