@@ -7,60 +7,76 @@ the report machinery (numpy, matplotlib, jinja2) loads when the command runs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from roofline.report.api import Report
 
 DEFAULT_HARDWARE = "h100-sxm,h200-sxm,a100-80gb-sxm"
 
 
+HardwareOpt = Annotated[str, typer.Option("--hardware", "-H", help="Comma-separated hardware to compare.")]
+WorkloadOpt = Annotated[
+    str, typer.Option("--workload", "-w", help="Preset chat, rag or summarize; or custom (give every field).")
+]
+PromptOpt = Annotated[str | None, typer.Option("--prompt", "-p", help="Prompt tokens (overrides the preset).")]
+OutputOpt = Annotated[str | None, typer.Option("--output", "-n", help="Output tokens (overrides the preset).")]
+QpsOpt = Annotated[str | None, typer.Option("--qps", help="Requests per second (overrides the preset).")]
+TtftSloOpt = Annotated[str | None, typer.Option("--ttft-slo", help="TTFT SLO, e.g. 500ms (overrides).")]
+TpotSloOpt = Annotated[str | None, typer.Option("--tpot-slo", help="TPOT SLO, e.g. 50ms (overrides).")]
+PrecisionOpt = Annotated[
+    str,
+    typer.Option("--precision", help="Weight formats to try, e.g. checkpoint,fp8 (default: the shipped checkpoint)."),
+]
+TpOpt = Annotated[str | None, typer.Option("--tp", help="tp values to try (default 1,2,4,8 dividing the heads).")]
+MaxGpusOpt = Annotated[int | None, typer.Option("--max-gpus", help="Reject plans needing more GPUs.")]
+PriceOpt = Annotated[
+    list[str] | None, typer.Option("--price", help="USD per GPU-hour overriding the spec, e.g. h200-sxm=4.5.")
+]
+KvDtypeOpt = Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache format (default bf16).")]
+EngineOpt = Annotated[
+    str, typer.Option("--engine", "-e", metavar="NAME", help="Serving engine: vllm (default), sglang, trtllm, ideal.")
+]
+CalibrationOpt = Annotated[str | None, typer.Option("--calibration", "-c", help="Calibration profile YAML.")]
+ConfidenceOpt = Annotated[
+    str, typer.Option("--confidence", help="Level at whose upper error bound the SLOs must hold (0.5-0.99).")
+]
+MinHeadroomOpt = Annotated[
+    str | None,
+    typer.Option("--min-headroom", help="Least spare capacity, e.g. 0.3 (default: the model's 80% error bound)."),
+]
+ElectricityPriceOpt = Annotated[
+    str | None, typer.Option("--electricity-price", help="USD per kWh; adds board power × time to the cost, e.g. 0.12.")
+]
+OutOpt = Annotated[
+    Path | None, typer.Option("--out", "-o", help="HTML file to write (default reports/MODEL-WORKLOAD.html).")
+]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
+
+
 def report_command(
     model: Annotated[str, typer.Argument(help="Model: slug, alias, YAML or config.json path.")],
-    hardware: Annotated[
-        str, typer.Option("--hardware", "-H", help="Comma-separated hardware to compare.")
-    ] = DEFAULT_HARDWARE,
-    workload: Annotated[
-        str, typer.Option("--workload", "-w", help="Preset chat, rag or summarize; or custom (give every field).")
-    ] = "chat",
-    prompt: Annotated[str | None, typer.Option("--prompt", "-p", help="Prompt tokens (overrides the preset).")] = None,
-    output: Annotated[str | None, typer.Option("--output", "-n", help="Output tokens (overrides the preset).")] = None,
-    qps: Annotated[str | None, typer.Option("--qps", help="Requests per second (overrides the preset).")] = None,
-    ttft_slo: Annotated[str | None, typer.Option("--ttft-slo", help="TTFT SLO, e.g. 500ms (overrides).")] = None,
-    tpot_slo: Annotated[str | None, typer.Option("--tpot-slo", help="TPOT SLO, e.g. 50ms (overrides).")] = None,
-    precision: Annotated[
-        str,
-        typer.Option(
-            "--precision", help="Weight formats to try, e.g. checkpoint,fp8 (default: the shipped checkpoint)."
-        ),
-    ] = "checkpoint",
-    tp: Annotated[
-        str | None, typer.Option("--tp", help="tp values to try (default 1,2,4,8 dividing the heads).")
-    ] = None,
-    max_gpus: Annotated[int | None, typer.Option("--max-gpus", help="Reject plans needing more GPUs.")] = None,
-    price: Annotated[
-        list[str] | None, typer.Option("--price", help="USD per GPU-hour overriding the spec, e.g. h200-sxm=4.5.")
-    ] = None,
-    kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache format (default bf16).")] = None,
-    engine: Annotated[
-        str,
-        typer.Option("--engine", "-e", metavar="NAME", help="Serving engine: vllm (default), sglang, trtllm, ideal."),
-    ] = "vllm",
-    calibration: Annotated[str | None, typer.Option("--calibration", "-c", help="Calibration profile YAML.")] = None,
-    confidence: Annotated[
-        str, typer.Option("--confidence", help="Level at whose upper error bound the SLOs must hold (0.5-0.99).")
-    ] = "0.8",
-    min_headroom: Annotated[
-        str | None,
-        typer.Option("--min-headroom", help="Least spare capacity, e.g. 0.3 (default: the model's 80% error bound)."),
-    ] = None,
-    electricity_price: Annotated[
-        str | None,
-        typer.Option("--electricity-price", help="USD per kWh; adds board power × time to the cost, e.g. 0.12."),
-    ] = None,
-    out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="HTML file to write (default reports/MODEL-WORKLOAD.html).")
-    ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
+    hardware: HardwareOpt = DEFAULT_HARDWARE,
+    workload: WorkloadOpt = "chat",
+    prompt: PromptOpt = None,
+    output: OutputOpt = None,
+    qps: QpsOpt = None,
+    ttft_slo: TtftSloOpt = None,
+    tpot_slo: TpotSloOpt = None,
+    precision: PrecisionOpt = "checkpoint",
+    tp: TpOpt = None,
+    max_gpus: MaxGpusOpt = None,
+    price: PriceOpt = None,
+    kv_dtype: KvDtypeOpt = None,
+    engine: EngineOpt = "vllm",
+    calibration: CalibrationOpt = None,
+    confidence: ConfidenceOpt = "0.8",
+    min_headroom: MinHeadroomOpt = None,
+    electricity_price: ElectricityPriceOpt = None,
+    out: OutOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Write a self-contained HTML capacity report for MODEL on --hardware.
 
@@ -103,16 +119,19 @@ def report_command(
     )  # fmt: skip
     rep.save(target)
     size_kb = len(rep.html.encode()) / 1e3
+    typer.echo(f"wrote {path} ({size_kb:,.0f} kB in {time.perf_counter() - t0:.1f} s): {_verdict(rep)}")
+
+
+def _verdict(rep: Report) -> str:
+    """``recommends 8 × H100 SXM (tp 8), $31.92/hour`` or why nothing was recommended."""
     rec = rep.data.recommended
-    if rec is not None and rec.candidate is not None:
-        c, fin = rec.candidate, rec.finalist
-        gpus = fin.gpus if fin is not None else c.gpus
-        usd = rec.values.get("usd_per_hour")
-        cost = f", ${usd:,.2f}/hour" if usd is not None and usd == usd else ""
-        verdict = f"recommends {gpus} × {rec.hardware.display_name} (tp {c.tp}){cost}"
-    else:
-        verdict = "no configuration meets the SLOs (the report explains why)"
-    typer.echo(f"wrote {path} ({size_kb:,.0f} kB in {time.perf_counter() - t0:.1f} s): {verdict}")
+    if rec is None or rec.candidate is None:
+        return "no configuration meets the SLOs (the report explains why)"
+    c, fin = rec.candidate, rec.finalist
+    gpus = fin.gpus if fin is not None else c.gpus
+    usd = rec.values.get("usd_per_hour")
+    cost = f", ${usd:,.2f}/hour" if usd is not None and usd == usd else ""
+    return f"recommends {gpus} × {rec.hardware.display_name} (tp {c.tp}){cost}"
 
 
 def _workload_help() -> str:
