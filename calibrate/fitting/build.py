@@ -17,7 +17,7 @@ from calibrate.fitting.residuals import residual_table
 from calibrate.measure.runner import RunConfig, RunResult
 from roofline.errors import CalibrationError
 from roofline.profile import Attention, CalibrationProfile, Ceiling, Comm, Curve, Overheads
-from roofline.specs.hardware import COMPUTE_DTYPES, HardwareSpec
+from roofline.specs.hardware import COMPUTE_DTYPES, ComputeDtype, HardwareSpec
 from roofline.specs.topology import comm_path
 
 
@@ -128,21 +128,12 @@ def build_profile(fit: FitResult, run: RunResult, cfg: RunConfig) -> Calibration
     )  # fmt: skip
 
 
-def fitted_profile(
-    fit: FitResult,
-    ref_hw: HardwareSpec,
-    *,
-    name: str,
-    device: str,
-    hardware: HardwareSpec | None = None,
-    provenance: dict[str, Any] | None = None,
-    notes: list[str] | None = None,
-    what: str = "datasheet",
-) -> CalibrationProfile:
-    """The CalibrationProfile of ``fit`` against ``ref_hw``'s peaks, with its residuals: every record the
-    fit used, costed by the real evaluator under this very profile (:mod:`calibrate.fitting.residuals`)."""
-    assert fit.gemm_curve is not None and fit.memory is not None
-    notes = list(notes or [])
+def _ceilings(
+    fit: FitResult, ref_hw: HardwareSpec, what: str, notes: list[str]
+) -> tuple[dict[ComputeDtype, Ceiling], Ceiling, Comm]:
+    """Measured compute ceilings per dtype, the memory ceiling and the collectives, each with its efficiency
+    against ``ref_hw``'s ``what`` peak (a note in ``notes`` where an efficiency is implausible)."""
+    assert fit.memory is not None
     compute = {}
     for d, c in fit.compute.items():
         if d not in COMPUTE_DTYPES:
@@ -175,6 +166,26 @@ def fitted_profile(
                 f"vs {link:.3g} B/s per direction; latency = intercept of the smallest",
             ),
         )
+    return compute, memory, comm
+
+
+def fitted_profile(
+    fit: FitResult,
+    ref_hw: HardwareSpec,
+    *,
+    name: str,
+    device: str,
+    hardware: HardwareSpec | None = None,
+    provenance: dict[str, Any] | None = None,
+    notes: list[str] | None = None,
+    what: str = "datasheet",
+) -> CalibrationProfile:
+    """The CalibrationProfile of ``fit`` against ``ref_hw``'s peaks, with its residuals: every record the
+    fit used, costed by the real evaluator under this very profile (:mod:`calibrate.fitting.residuals`)."""
+    assert fit.gemm_curve is not None and fit.memory is not None
+    notes = list(notes or [])
+    compute, memory, comm = _ceilings(fit, ref_hw, what, notes)
+    p = fit.params
     curves = {d: {"x": list(c.x), "y": list(c.y)} for d, c in fit.gemm_curves_by_dtype.items()}
     residuals: dict[str, Any] = {"gemm_m_efficiency_by_dtype": curves}
     if fit.rejected:
