@@ -10,7 +10,9 @@ import json
 
 import pytest
 
-from roofline.serving.sim.policy import POLICIES
+import roofline
+from roofline.engine import engine_preset
+from roofline.serving.sim.policy import policy_for
 from roofline.serving.simulate import simulate
 
 M, HW = "llama-3.1-8b", "h100-sxm"
@@ -69,7 +71,10 @@ def test_closed_loop_async_keeps_littles_law_and_adds_ttft() -> None:
 
 
 def test_engine_defaults_cite_their_overlap_schedulers() -> None:
-    """SGLang and TensorRT-LLM overlap by default in the cited versions; the vLLM preset (v0.11) does not."""
-    assert POLICIES["sglang"].async_scheduling and "overlap" in POLICIES["sglang"].source
-    assert POLICIES["trtllm_inflight"].async_scheduling and "overlap" in POLICIES["trtllm_inflight"].source
-    assert not POLICIES["vllm_v1"].async_scheduling
+    """SGLang and TensorRT-LLM overlap by default in the cited versions; the vLLM preset (v0.11) does not.
+    The engine holds the setting with its source; the simulator's policy is derived from it."""
+    hw = roofline.hardware(HW)
+    for name, on in (("sglang", True), ("trtllm", True), ("vllm", False)):
+        eng = engine_preset(name, hw)
+        assert eng.async_scheduling is on and policy_for(eng).async_scheduling is on, name
+        assert ("overlap" in eng.sources["async_scheduling"]) is on, name

@@ -1,8 +1,11 @@
-"""EngineConfig: the memory and batching semantics of one serving engine, as data.
+"""EngineConfig: one serving engine as data — memory, batching, scheduler policy and CPU/front-end overheads.
 
 Every entry point (``predict``, ``sweep``, ``max_batch``, ``plan``, the report, the CLI and the
 serving simulator) takes an engine and computes memory through
 :func:`roofline.memory.memory_budget`, so a given engine is modelled the same way everywhere.
+The scheduler policy the simulator runs (:class:`roofline.serving.sim.policy.Policy`) is derived
+from it (:func:`roofline.serving.sim.policy.policy_for`); users set every option in one namespace
+(``engine_overrides={...}`` / ``--engine-set name=value``, :meth:`EngineConfig.with_overrides`).
 
 KV budget per GPU, by ``memory_fraction_of`` (C capacity seen by software, f the fraction,
 W weights, A activation peak of one step of ``max_num_batched_tokens`` tokens, R runtime reserve):
@@ -13,10 +16,17 @@ W weights, A activation peak of one step of ``max_num_batched_tokens`` tokens, R
 
 The activation peak depends on the engine's per-step token budget, never on the batch a user
 asks for: engines size it once at start-up (vLLM's profile run, TensorRT-LLM's ``max_num_tokens``).
+
+Where each option applies (:data:`ENGINE_OPTION_SCOPE`, checked by :func:`check_engine_options`):
+an entry point honours an option or refuses it with a ScenarioError naming it; none is ignored.
+The static model (predict, sweep, plan) prices every engine step as
+:func:`step_seconds` (GPU, ``step_overhead_s``, ``async_scheduling``), as the simulator does, and
+adds the request overhead y and the output lag k to TTFT and E2E: TTFT = y + prefill + k·TPOT.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -27,23 +37,45 @@ from roofline.errors import ScenarioError
 MemoryFractionOf = Literal["total", "static_pool", "free_after_load"]
 SchedulerPolicy = Literal["vllm_v1", "sglang", "trtllm_inflight", "ideal"]
 
-#: Fields a user may override (``engine_overrides={...}`` / ``--engine-set name=value``).
-OVERRIDABLE = (
-    "memory_fraction",
-    "kv_block_tokens",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "chunked_prefill",
-    "cuda_graphs",
-    "runtime_reserve_bytes",
-    "reserve_bytes",
-    "capacity_bytes",
-    "max_partial_prefills",
-    "step_overhead_s",
-    "request_overhead_s",
-    "request_overhead_cv",
-    "output_lag_steps",
-)
+EntryPoint = Literal["predict", "sweep", "max_batch", "plan", "simulate"]
+#: The entry points that take engine options (``plan --simulate`` = ``plan`` for the static ranking, then
+#: ``simulate`` for its finalists; the report passes none).
+ENTRY_POINTS: tuple[EntryPoint, ...] = ("predict", "sweep", "max_batch", "plan", "simulate")
+_ALL: frozenset[EntryPoint] = frozenset(ENTRY_POINTS)
+_TIMED: frozenset[EntryPoint] = frozenset({"predict", "sweep", "plan", "simulate"})
+_SIM: frozenset[EntryPoint] = frozenset({"simulate"})
+_MEMORY_ONLY = "counts the sequences whose KV fits in memory, which {field} does not change"
+
+#: The one honour/refuse table: engine option -> (entry points that honour it, why the others cannot).
+#: Memory options act through :func:`roofline.memory.memory_budget` everywhere; ``max_num_seqs`` also caps the
+#: batch (predict/sweep refuse a batch above it, plan searches up to it); the timing options price every
+#: step as ``step_seconds(GPU, step_overhead_s, async_scheduling)`` and add y + k·TPOT to TTFT and E2E;
+#: the scheduling options act only where requests arrive and share steps (the serving simulator).
+ENGINE_OPTION_SCOPE: dict[str, tuple[frozenset[EntryPoint], str]] = {
+    "memory_fraction": (_ALL, ""),
+    "kv_block_tokens": (_ALL, ""),
+    "max_num_seqs": (_ALL, ""),
+    "max_num_batched_tokens": (_ALL, ""),
+    "chunked_prefill": (_SIM, "prices a static batch's prefill as one pass, chunked or not"),
+    "cuda_graphs": (_TIMED, _MEMORY_ONLY),
+    "runtime_reserve_bytes": (_ALL, ""),
+    "reserve_bytes": (_ALL, ""),
+    "capacity_bytes": (_ALL, ""),
+    "max_partial_prefills": (_SIM, "prefills a static batch in one pass, with no concurrent partial prefills"),
+    "step_overhead_s": (_TIMED, _MEMORY_ONLY),
+    "request_overhead_s": (_TIMED, _MEMORY_ONLY),
+    "request_overhead_cv": (
+        _SIM,
+        "gives means, which the spread of per-request overheads does not move (request_overhead_s sets the mean)",
+    ),
+    "output_lag_steps": (_TIMED, _MEMORY_ONLY),
+    "prefix_caching": (_SIM, "prices a static batch with no shared prefix"),
+    "async_scheduling": (_TIMED, _MEMORY_ONLY),
+    "mixed_chunk": (_SIM, "prices a static batch whose prefill and decode never share a step"),
+}
+
+#: Fields a user may override (``engine_overrides={...}`` / ``--engine-set name=value``): the table's rows.
+OVERRIDABLE = tuple(ENGINE_OPTION_SCOPE)
 
 #: Names users of the engines know, accepted as aliases of the fields above.
 ALIASES = {
@@ -59,14 +91,25 @@ ALIASES = {
     "chunked_prefill_size": "max_num_batched_tokens",
     "enable_chunked_prefill": "chunked_prefill",
     "max_num_partial_prefills": "max_partial_prefills",
+    "enable_prefix_caching": "prefix_caching",
+    "enable_block_reuse": "prefix_caching",
+    "enable_mixed_chunk": "mixed_chunk",
 }
+
+_TRUE, _FALSE = ("true", "on", "1"), ("false", "off", "0")
 
 
 class EngineConfig(BaseModel):
-    """One serving engine (name and version) with its memory and scheduler semantics.
+    """One serving engine (name and version): memory, batching, scheduler policy, CPU and front-end overheads.
 
     Units: bytes, seconds, tokens. ``sources`` maps each field to where its value comes from
     (documentation or source at a named version, or ``assumed: …`` with what it moves).
+    Scheduler settings: ``prefix_caching`` (reuse of cached KV blocks of a shared prefix),
+    ``async_scheduling`` (the CPU forms step k + 1 while step k runs: step = max(GPU, CPU) and arrivals
+    join a step later), ``mixed_chunk`` (decodes share a step with a prefill chunk). Overheads:
+    ``step_overhead_s`` CPU seconds per step, ``request_overhead_s`` mean front-end seconds per request
+    (``request_overhead_cv`` its coefficient of variation), ``output_lag_steps`` the output pipeline's lag
+    in the request's own inter-token intervals.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -82,6 +125,9 @@ class EngineConfig(BaseModel):
     chunked_prefill: bool
     max_partial_prefills: int = Field(default=1, ge=1, le=1024)
     cuda_graphs: bool = True
+    prefix_caching: bool = True
+    async_scheduling: bool = False
+    mixed_chunk: bool = True
     runtime_reserve_bytes: float = Field(ge=0)
     reserve_bytes: float | None = Field(default=None, ge=0)
     capacity_bytes: float | None = Field(default=None, gt=0)
@@ -104,6 +150,20 @@ class EngineConfig(BaseModel):
         if v != v or v in (float("inf"), float("-inf")):
             raise ValueError("must be a finite number")
         return v
+
+    @field_validator(
+        "chunked_prefill", "cuda_graphs", "prefix_caching", "async_scheduling", "mixed_chunk", mode="before"
+    )
+    @classmethod
+    def _switch(cls, v: object) -> object:
+        """A switch: a bool, or true/false, on/off, 1/0 (text in any case, or the numbers 1 and 0)."""
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, str) and v.strip().lower() in (*_TRUE, *_FALSE):
+            return v.strip().lower() in _TRUE
+        if isinstance(v, int | float) and v in (0, 1):
+            return bool(v)
+        raise ValueError(f"must be true or false (true/false, on/off, 1/0), got {v!r}")
 
     @property
     def label(self) -> str:
@@ -131,6 +191,48 @@ class EngineConfig(BaseModel):
             err = exc.errors()[0]
             loc = ".".join(str(x) for x in err["loc"])
             raise ScenarioError(f"engine option {loc}: {err['msg']} (got {err.get('input')!r})") from None
+
+
+_WHERE = {
+    _ALL: "every entry point",
+    _TIMED: "predict, sweep, plan and the serving simulator (roofline simulate / plan --simulate)",
+    _SIM: "the serving simulator (roofline simulate / plan --simulate)",
+}
+_INSTEAD: dict[EntryPoint, str] = {
+    "predict": "roofline simulate", "sweep": "roofline simulate", "plan": "plan --simulate", "simulate": "simulate",
+}  # fmt: skip
+
+
+def engine_option_refusal(key: str, entry: EntryPoint) -> str | None:
+    """Why ``entry`` refuses engine option ``key`` (an alias or a field), one paragraph with the fix; None when
+    it honours the option (or ``key`` is no option: :meth:`EngineConfig.with_overrides` names those)."""
+    field = ALIASES.get(key, key)
+    if field not in ENGINE_OPTION_SCOPE:
+        return None
+    honoured, why = ENGINE_OPTION_SCOPE[field]
+    if entry in honoured:
+        return None
+    instead = "predict" if "predict" in honoured else _INSTEAD[entry]
+    name = key if key == field else f"{key} ({field})"
+    return (
+        f"engine option {name} applies to {_WHERE[honoured]}; {entry} {why.format(field=field)}: "
+        f"drop it or use {instead}"
+    )
+
+
+def check_engine_options(overrides: Mapping[str, Any] | None, entry: EntryPoint) -> None:
+    """Raise ScenarioError for the first option in ``overrides`` that ``entry`` does not honour
+    (:data:`ENGINE_OPTION_SCOPE`); every entry point that takes engine options calls this."""
+    for key in overrides or {}:
+        why = engine_option_refusal(str(key), entry)
+        if why is not None:
+            raise ScenarioError(why)
+
+
+def honoured_options(overrides: Mapping[str, Any] | None, entry: EntryPoint) -> dict[str, Any]:
+    """The options of ``overrides`` that ``entry`` honours: ``plan --simulate`` ranks its candidates with the
+    static planner's share of the options, then simulates the finalists with all of them."""
+    return {k: v for k, v in (overrides or {}).items() if engine_option_refusal(str(k), entry) is None}
 
 
 Seconds = TypeVar("Seconds", float, np.ndarray)

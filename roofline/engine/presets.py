@@ -39,6 +39,8 @@ SGLANG_DEFAULTS = (
     "memory (< 35 GiB: 0.80 / 2048; < 60 GiB: 0.85 / 4096; < 100 GiB: 0.88 / 8192; larger: 0.90 / 16384)"
 )
 TRTLLM_ARGS = "TensorRT-LLM 1.0 LLM API reference (nvidia.github.io/TensorRT-LLM/llm-api/reference)"
+VLLM_SCHEDULER = "vLLM v0.11 vllm/v1/core/sched/scheduler.py Scheduler.schedule"
+IDEAL_POLICY = "ideal engine: the vLLM V1 policy"
 
 
 def _vllm(hw: HardwareSpec) -> EngineConfig:
@@ -48,6 +50,7 @@ def _vllm(hw: HardwareSpec) -> EngineConfig:
         memory_fraction=0.9, memory_fraction_of="total", kv_block_tokens=16,
         max_num_seqs=1024 if big else 256, max_num_batched_tokens=8192 if big else 2048,
         chunked_prefill=True, max_partial_prefills=1, cuda_graphs=True,
+        prefix_caching=True, async_scheduling=False, mixed_chunk=True,
         runtime_reserve_bytes=RUNTIME_RESERVE_BYTES,
         sources={
             "memory_fraction": f"{VLLM_ARGS}: --gpu-memory-utilization default 0.9, a fraction of total memory",
@@ -56,6 +59,12 @@ def _vllm(hw: HardwareSpec) -> EngineConfig:
             "chunked_prefill": "vLLM V1 engine: chunked prefill always enabled (docs: 'Optimization and Tuning')",
             "max_partial_prefills": f"{VLLM_ARGS}: --max-num-partial-prefills default 1",
             "cuda_graphs": f"{VLLM_ARGS}: --enforce-eager default False (CUDA graphs captured)",
+            "prefix_caching": f"{VLLM_ARGS}: --enable-prefix-caching, on by default in the V1 engine (hash per full "
+            "block)",
+            "async_scheduling": f"{VLLM_ARGS}: --async-scheduling default off in 0.11; on by default from v0.14 "
+            "(release notes: 'Async scheduling is now enabled by default', #27614)",
+            "mixed_chunk": f"{VLLM_SCHEDULER}: one token budget per step shared by the running decodes and a partial "
+            "prefill",
             "runtime_reserve_bytes": RUNTIME_RESERVE_SOURCE,
         },
     )  # fmt: skip
@@ -70,6 +79,7 @@ def _sglang(hw: HardwareSpec) -> EngineConfig:
         name="sglang", version="0.5", scheduler="sglang",
         memory_fraction=frac, memory_fraction_of="static_pool", kv_block_tokens=1,
         max_num_seqs=4096, max_num_batched_tokens=chunk, chunked_prefill=True, cuda_graphs=True,
+        prefix_caching=True, async_scheduling=True, mixed_chunk=False,
         runtime_reserve_bytes=RUNTIME_RESERVE_BYTES,
         sources={
             "memory_fraction": f"{SGLANG_DEFAULTS}; the static pool holds weights + KV",
@@ -78,6 +88,11 @@ def _sglang(hw: HardwareSpec) -> EngineConfig:
             "the cap of its request-to-token pool (assumed; binds only for very short sequences)",
             "max_num_batched_tokens": SGLANG_DEFAULTS, "chunked_prefill": SGLANG_DEFAULTS,
             "cuda_graphs": f"{SGLANG_ARGS}: --disable-cuda-graph default False",
+            "prefix_caching": f"{SGLANG_ARGS}: --disable-radix-cache default False (radix prefix cache on)",
+            "async_scheduling": f"{SGLANG_ARGS}: --disable-overlap-schedule default False (the overlap scheduler is "
+            "on; ServerArgs.disable_overlap_schedule)",
+            "mixed_chunk": f"{SGLANG_ARGS}: --enable-mixed-chunk default False (python/sglang/srt/managers/"
+            "scheduler.py get_next_batch_to_run: a prefill batch runs alone)",
             "runtime_reserve_bytes": RUNTIME_RESERVE_SOURCE,
         },
     )  # fmt: skip
@@ -88,6 +103,7 @@ def _trtllm(hw: HardwareSpec) -> EngineConfig:
         name="trtllm", version="1.0", scheduler="trtllm_inflight",
         memory_fraction=0.9, memory_fraction_of="free_after_load", kv_block_tokens=32,
         max_num_seqs=2048, max_num_batched_tokens=8192, chunked_prefill=False, cuda_graphs=True,
+        prefix_caching=True, async_scheduling=True, mixed_chunk=True,
         runtime_reserve_bytes=RUNTIME_RESERVE_BYTES,
         sources={
             "memory_fraction": f"{TRTLLM_ARGS}: KvCacheConfig.free_gpu_memory_fraction default 0.9 of the memory "
@@ -97,6 +113,11 @@ def _trtllm(hw: HardwareSpec) -> EngineConfig:
             "max_num_batched_tokens": f"{TRTLLM_ARGS}: max_num_tokens default 8192",
             "chunked_prefill": f"{TRTLLM_ARGS}: enable_chunked_prefill default False",
             "cuda_graphs": "TensorRT-LLM 1.0 PyTorch backend: CUDA graphs for generation steps (cuda_graph_config)",
+            "prefix_caching": f"{TRTLLM_ARGS}: KvCacheConfig.enable_block_reuse default True",
+            "async_scheduling": f"{TRTLLM_ARGS}: TorchLlmArgs.disable_overlap_scheduler default False (the PyTorch "
+            "backend's overlap scheduler is on)",
+            "mixed_chunk": "TensorRT-LLM 1.0 in-flight batching: context and generation requests share a step "
+            "(docs: 'In-flight Batching')",
             "runtime_reserve_bytes": RUNTIME_RESERVE_SOURCE,
         },
     )  # fmt: skip
@@ -107,9 +128,11 @@ def _ideal(hw: HardwareSpec) -> EngineConfig:
         name="ideal", version="-", scheduler="ideal",
         memory_fraction=1.0, memory_fraction_of="total", kv_block_tokens=1,
         max_num_seqs=1_000_000, max_num_batched_tokens=8192, chunked_prefill=True, cuda_graphs=True,
+        prefix_caching=True, async_scheduling=False, mixed_chunk=True,
         runtime_reserve_bytes=0.0,
         sources={
             "memory_fraction": "ideal engine: all of the memory software sees",
+            "prefix_caching": IDEAL_POLICY, "async_scheduling": IDEAL_POLICY, "mixed_chunk": IDEAL_POLICY,
             "max_num_batched_tokens": "ideal engine: activations sized for one 8,192-token step",
             "runtime_reserve_bytes": "ideal engine: no runtime reserve",
         },

@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from roofline.engine.config import EngineConfig
+from roofline.engine.config import EngineConfig, check_engine_options
 from roofline.engine.presets import EngineArg, overrides_map, resolve_engine
 from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu, memory_budget, no_fit_reason
 from roofline.prediction import HardwareArg, ModelArg, ProfileArg, resolve
 from roofline.profile import CalibrationProfile
 from roofline.serving.sim.engine import EngineSim
-from roofline.serving.sim.policy import Policy, policy_for, split_overrides
+from roofline.serving.sim.policy import Policy, policy_for
 from roofline.serving.sim.steptime import StepModel
 from roofline.serving.workload.trace import HashChain
 from roofline.specs.hardware import HardwareSpec
@@ -132,13 +132,17 @@ def replica(
 ) -> Replica:
     """Resolve specs, engine and policy; size the KV pool with :func:`memory_budget`; compile the step model.
 
+    ``engine_overrides`` set any EngineConfig option (the scheduler settings included); the policy is derived
+    from the engine (:func:`roofline.serving.sim.policy.policy_for`).
+
     KV blocks = floor(KV budget / (KV bytes per token per GPU × block tokens)); KV bytes per token are
     taken at the workload's mean context (exact for full attention; sliding-window layers hold min(L, W)).
     """
     m, hw, prof = resolve(model, hardware, calibration)
-    eng_over, pol_over = split_overrides(overrides_map(engine_overrides))
-    eng = resolve_engine(engine, hw, eng_over)
-    policy = policy_for(eng.scheduler, pol_over)
+    overrides = overrides_map(engine_overrides)
+    check_engine_options(overrides, "simulate")
+    eng = resolve_engine(engine, hw, overrides)
+    policy = policy_for(eng)
     kd = kv_dtype or (m.native_dtype if m.native_dtype in ("bf16", "fp16") else "bf16")
     sc = make_scenario(hw, 1, max(1, round(prompt_mean)), max(1, round(output_mean)), tp=tp, pp=pp, ep=ep,
                        weight_dtype=weight_dtype or "checkpoint", kv_dtype=kd, engine=eng)  # fmt: skip
@@ -151,7 +155,7 @@ def replica(
     if total_blocks < 1:
         raise ScenarioError(f"{m.name} on {hw.name} with {eng.label}: {no_fit_reason(m, hw, sc)}")
     max_seqs = min(eng.max_num_seqs, eng.max_num_batched_tokens)
-    step = compiled_step(m, sc, hw, prof, eng, eng.max_num_batched_tokens, max_seqs, policy.async_scheduling)
+    step = compiled_step(m, sc, hw, prof, eng, eng.max_num_batched_tokens, max_seqs, eng.async_scheduling)
     return Replica(m, hw, prof, eng, policy, sc, step, total_blocks, budget)
 
 

@@ -12,7 +12,7 @@ a row that joins with context c at clock g has context off + G with off = c − 
 new KV block at the step where (off + G) mod bs = 1 mod bs, so the blocks needed by k steps
 follow from a count of rows per residue off mod bs.
 
-Asynchronous scheduling (``Policy.async_scheduling``: vLLM ≥ 0.14 ``--async-scheduling``, SGLang's overlap
+Asynchronous scheduling (``EngineConfig.async_scheduling``: vLLM ≥ 0.14 ``--async-scheduling``, SGLang's overlap
 scheduler, TensorRT-LLM's overlap scheduler) forms step k + 1's batch on the CPU while step k runs on the
 GPU, so a request that reaches the queue after step k started can join step k + 2 at the earliest:
 arrivals are admitted against the start time of the step that just ended (``_cut``), not its end.

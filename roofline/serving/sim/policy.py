@@ -1,8 +1,10 @@
 """Scheduler semantics per engine (``EngineConfig.scheduler``), each setting cited.
 
-The memory fields (block size, token budget, sequence cap) live in the EngineConfig; this module
-holds how an engine forms its batches. Settings a user may change are passed through
-``engine_overrides`` under the names in :data:`SETTABLE`.
+A :class:`Policy` is derived data: :func:`policy_for` reads it off one :class:`EngineConfig`. What follows
+from the scheduler's name (prefill-first batching, full reservation) is in :data:`SCHEDULERS`; the settings
+users may change (``prefix_caching``, ``async_scheduling``, ``mixed_chunk``) are EngineConfig fields, set by
+each preset with its source (:mod:`roofline.engine.presets`) and overridden in the engine's one namespace
+(``engine_overrides`` / ``--engine-set``, :meth:`EngineConfig.with_overrides`).
 
 * ``vllm_v1`` — vLLM V1 ``Scheduler.schedule`` (v0.11 ``vllm/v1/core/sched/scheduler.py``): one token
   budget per step; running requests first in admission order (decodes take one token each, a partial
@@ -27,20 +29,9 @@ holds how an engine forms its batches. Settings a user may change are passed thr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
-from roofline.errors import ScenarioError
-
-#: Scheduler settings users may set through ``engine_overrides`` (engine option names accepted).
-SETTABLE = {
-    "prefix_caching": "prefix_caching",
-    "enable_prefix_caching": "prefix_caching",
-    "enable_block_reuse": "prefix_caching",
-    "async_scheduling": "async_scheduling",
-    "mixed_chunk": "mixed_chunk",
-    "enable_mixed_chunk": "mixed_chunk",
-}
+from roofline.engine.config import EngineConfig
 
 
 @dataclass(frozen=True)
@@ -56,38 +47,41 @@ class Policy:
     source: str = ""
 
 
-POLICIES = {
-    "vllm_v1": Policy("vllm_v1", source="vLLM v0.11 vllm/v1/core/sched/scheduler.py; engine args docs v0.11"),
-    "ideal": Policy("ideal", source="ideal engine: the vLLM V1 policy"),
-    "sglang": Policy(
-        "sglang", prefill_first=True, mixed_chunk=False, async_scheduling=True,
+@dataclass(frozen=True)
+class SchedulerRules:
+    """What follows from a scheduler's name: prefill-first batching, full KV reservation, and the source."""
+
+    prefill_first: bool = False
+    reserve_full: bool = False
+    source: str = ""
+
+
+SCHEDULERS = {
+    "vllm_v1": SchedulerRules(source="vLLM v0.11 vllm/v1/core/sched/scheduler.py; engine args docs v0.11"),
+    "ideal": SchedulerRules(source="ideal engine: the vLLM V1 policy"),
+    "sglang": SchedulerRules(
+        prefill_first=True,
         source="SGLang v0.5 python/sglang/srt/managers/scheduler.py get_next_batch_to_run; --enable-mixed-chunk "
         "default False, --disable-overlap-schedule default False (server arguments docs)",
     ),
-    "trtllm_inflight": Policy(
-        "trtllm_inflight", reserve_full=True, async_scheduling=True,
+    "trtllm_inflight": SchedulerRules(
+        reserve_full=True,
         source="TensorRT-LLM 1.0 LLM API: SchedulerConfig.capacity_scheduler_policy default GUARANTEED_NO_EVICT; "
         "KvCacheConfig.enable_block_reuse default True; TorchLlmArgs.disable_overlap_scheduler default False",
     ),
-}  # fmt: skip
+}
 
 
-def split_overrides(overrides: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(engine-config overrides, scheduler-policy overrides) from one user dict."""
-    eng, pol = {}, {}
-    for k, v in (overrides or {}).items():
-        if k in SETTABLE:
-            if not isinstance(v, bool):
-                if isinstance(v, str) and v.lower() in ("true", "false", "1", "0", "on", "off"):
-                    v = v.lower() in ("true", "1", "on")
-                else:
-                    raise ScenarioError(f"engine option {k} must be true or false (got {v!r})")
-            pol[SETTABLE[k]] = v
-        else:
-            eng[k] = v
-    return eng, pol
-
-
-def policy_for(scheduler: str, overrides: dict[str, Any] | None = None) -> Policy:
-    """The policy of ``scheduler`` with user settings applied."""
-    return replace(POLICIES[scheduler], **(overrides or {}))
+def policy_for(engine: EngineConfig) -> Policy:
+    """The scheduler policy of ``engine``: prefill_first / reserve_full from its scheduler's name
+    (:data:`SCHEDULERS`), mixed_chunk / prefix_caching / async_scheduling from its fields."""
+    rules = SCHEDULERS[engine.scheduler]
+    return Policy(
+        engine.scheduler,
+        prefill_first=rules.prefill_first,
+        mixed_chunk=engine.mixed_chunk,
+        reserve_full=rules.reserve_full,
+        prefix_caching=engine.prefix_caching,
+        async_scheduling=engine.async_scheduling,
+        source=rules.source,
+    )

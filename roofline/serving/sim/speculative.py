@@ -280,7 +280,7 @@ def run_speculative(
         raise ScenarioError(f"the token budget {budget} is smaller than the {v} tokens one speculative row verifies")
     prompt, output = req.prompt, req.output
     table = budget + (v - 1) * max_rows
-    base = compiled_step(rep.model, rep.scenario, rep.hardware, prof, eng, table, table, rep.policy.async_scheduling)
+    base = compiled_step(rep.model, rep.scenario, rep.hardware, prof, eng, table, table, eng.async_scheduling)
     draft = load_model(cfg.draft_model) if cfg.draft_model else None
     past = float(prompt.mean() + output.mean() / 2)
     dsec = draft_seconds(rep.model, rep.scenario, rep.hardware, prof, cfg, draft, max_rows, past)
