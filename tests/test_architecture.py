@@ -135,3 +135,23 @@ def test_no_module_much_over_400_lines() -> None:
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > 430
     }
     assert long == {}, long
+
+
+def test_serving_layers_point_one_way() -> None:
+    """serving/ reads as its pipeline: workload/ (what is served) imports nothing else of serving/; the engine
+    simulation in sim/ never imports the planner or the front door (its speculative and disaggregated variants
+    may build replicas with serving/replica.py); nothing below plan/ imports plan/ except the front door, which
+    asks the screening tier for a saturated run's sustainable rate."""
+    graph = _graph()
+    serving = {m for m in graph if m.startswith("roofline.serving.")}
+    variants = {"roofline.serving.sim.speculative", "roofline.serving.sim.disagg"}
+    for mod in sorted(serving):
+        deps = {d for d in graph[mod] if d.startswith("roofline.serving.")}
+        if mod.startswith("roofline.serving.workload."):
+            assert all(d.startswith("roofline.serving.workload.") for d in deps), (mod, deps)
+        if mod.startswith("roofline.serving.sim."):
+            allowed = ("roofline.serving.sim.", "roofline.serving.workload.")
+            extra = {"roofline.serving.replica"} if mod in variants else set()
+            assert all(d.startswith(allowed) or d in extra for d in deps), (mod, deps)
+        if not mod.startswith("roofline.serving.plan.") and mod != "roofline.serving.simulate":
+            assert not any(d.startswith("roofline.serving.plan.") for d in deps), (mod, deps)
