@@ -1,16 +1,23 @@
 """Phase totals from op lists: the sums that predict, sweep and plan all use.
 
-TTFT = Σ_ops count × time(op) + per-step overhead over the prefill ops.
-Decode steps j = 1 … O−1 attend contexts P + j; their summed time is computed in
-closed form (see ``evaluate.op_time_summed_over_context``), so no Python loop per token.
+GPU time of a step = Σ_ops count × time(op) + the profile's per-step overhead. Decode steps
+j = 1 … O−1 attend contexts P + j; their summed time is computed in closed form (see
+``evaluate.op_time_summed_over_context``), so no Python loop per token.
+
+The engine's CPU part c = ``step_overhead_s`` joins every step by the simulator's rule,
+:func:`roofline.engine.config.step_seconds`: step = GPU + c, or max(GPU, c) under asynchronous
+scheduling (:func:`with_cpu_step`, :func:`with_cpu_decode`). The prefill of a static batch is one step.
+Request overhead y and output lag k (``request_overhead_s``, ``output_lag_steps``) delay what the client
+sees: TTFT = y + prefill + k·TPOT, E2E = TTFT + decode (:func:`latencies`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from roofline.engine.config import step_seconds
 from roofline.evaluate import BOUNDS, bound_codes, op_time, op_time_summed_over_context
 from roofline.ops import decode_ops, prefill_ops
 from roofline.ops.records import Op
@@ -22,13 +29,18 @@ from roofline.specs.scenario import Scenario
 
 @dataclass(frozen=True)
 class PhaseCost:
-    """Totals of one phase (per forward pass, or summed over decode steps)."""
+    """Totals of one phase (per forward pass, or summed over decode steps).
+
+    ``time_s`` includes ``cpu_s``, the seconds the engine's per-step CPU part adds to the GPU time
+    (counted in the ``overhead`` share of ``bound_time_s``).
+    """
 
     time_s: np.ndarray
     flops: np.ndarray
     memory_bytes: np.ndarray
     bound_time_s: dict[str, np.ndarray]
     steps: np.ndarray
+    cpu_s: float | np.ndarray = 0.0
 
     @property
     def bound(self) -> np.ndarray:
@@ -88,6 +100,63 @@ def decode_cost(
     return PhaseCost(time, flops, mem, dict(zip(BOUNDS, by, strict=True)), steps)
 
 
+def with_cpu_step(cost: PhaseCost, cpu_s: float, overlapped: bool) -> PhaseCost:
+    """``cost`` of one step (a prefill pass, one decode step) with the engine's CPU part c:
+    time = step_seconds(GPU, c, overlapped) = GPU + c, or max(GPU, c) when overlapped."""
+    if cpu_s == 0:
+        return cost
+    gpu = np.asarray(cost.time_s, dtype=np.float64)
+    return _add_cpu(cost, step_seconds(gpu, cpu_s, overlapped) - gpu)
+
+
+def with_cpu_decode(
+    cost: PhaseCost, ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, ctx_lo: np.ndarray,
+    ctx_hi: np.ndarray, cpu_s: float, overlapped: bool,
+) -> PhaseCost:  # fmt: skip
+    """Decode steps at contexts ctx_lo … ctx_hi (``cost``, from :func:`decode_cost`) with the engine's CPU part c.
+
+    Σ_j step_seconds(g_j, c) over the n steps (g_j their GPU seconds): not overlapped, Σ g_j + n·c; overlapped,
+    Σ max(g_j, c) = n*·c + Σ_{j ≥ n*} g_j, n* the leading steps whose GPU time is at most c (GPU time grows with
+    the context), found by bisection as the simulator's decode stretches do
+    (:meth:`roofline.serving.sim.stretch.DecodeStretch.total`); the rest is summed in closed form.
+    """
+    if cpu_s == 0:
+        return cost
+    n = np.asarray(cost.steps, dtype=np.float64)
+    if not overlapped:
+        return _add_cpu(cost, n * cpu_s)
+    lo = np.asarray(ctx_lo, dtype=np.float64)
+    k = _steps_within(ops, hw, prof, lo, n, cpu_s)
+    if not np.any(k > 0):
+        return cost
+    rest = decode_cost(ops, hw, prof, lo + k, ctx_hi).time_s
+    return _add_cpu(cost, np.where(k > 0, k * cpu_s + rest - cost.time_s, 0.0))
+
+
+def _steps_within(
+    ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, lo: np.ndarray, n: np.ndarray, cpu_s: float
+) -> np.ndarray:
+    """Per grid point, the first step j in 0 … n whose GPU time (context lo + j) exceeds ``cpu_s`` (n if none)."""
+    first = np.asarray(step_cost([op.at_context(lo) for op in ops], hw, prof).time_s)
+    shape = np.broadcast_shapes(lo.shape, n.shape, first.shape)
+    a, b = np.zeros(shape), np.broadcast_to(n, shape).copy()
+    if np.all(first > cpu_s):
+        return a
+    while np.any(a < b):  # invariant: steps before a fit within cpu_s, step b (or the end) exceeds it
+        mid = np.floor((a + b) / 2)
+        over = np.broadcast_to(step_cost([op.at_context(lo + mid) for op in ops], hw, prof).time_s > cpu_s, shape)
+        active = a < b
+        a, b = np.where(active & ~over, mid + 1, a), np.where(active & over, mid, b)
+    return a
+
+
+def _add_cpu(cost: PhaseCost, extra: np.ndarray) -> PhaseCost:
+    """``cost`` with ``extra`` CPU seconds in its time, its overhead share and ``cpu_s``."""
+    by = dict(cost.bound_time_s)
+    by["overhead"] = by["overhead"] + extra
+    return replace(cost, time_s=cost.time_s + extra, bound_time_s=by, cpu_s=cost.cpu_s + extra)
+
+
 @dataclass(frozen=True)
 class ScenarioCosts:
     """Ops and phase totals of one scenario (arrays broadcast over the scenario grid).
@@ -107,9 +176,11 @@ class ScenarioCosts:
 class Latencies:
     """Headline figures of a static batch, assembled once for ``predict`` and ``sweep``.
 
-    ttft = prefill time; decode = Σ decode steps; tpot = decode / (O − 1) (the first step's
-    time when O = 1); e2e = ttft + decode; output tok/s = B·O / e2e × replicas; total tok/s
-    = B·(P + O) / e2e × replicas; per GPU = output tok/s / GPUs.
+    decode = Σ decode steps; tpot = decode / (O − 1) (the first step's time when O = 1);
+    ttft = y + prefill + lag and e2e = ttft + decode, with y the engine's request overhead and
+    lag = k × (tpot, or the prefill step when O = 1) its output lag of k steps (as the simulator:
+    :meth:`roofline.serving.sim.lifecycle.RequestLifecycle._done`); output tok/s = B·O / e2e ×
+    replicas; total tok/s = B·(P + O) / e2e × replicas; per GPU = output tok/s / GPUs.
     """
 
     ttft_s: np.ndarray
@@ -121,24 +192,42 @@ class Latencies:
     throughput_tok_s_per_gpu: np.ndarray
 
 
+def engine_cpu(sc: Scenario) -> tuple[float, bool]:
+    """(the engine's CPU seconds per step, whether they overlap the GPU) of ``sc`` ((0, False) without an engine)."""
+    eng = sc.engine
+    return (0.0, False) if eng is None else (eng.step_overhead_s, eng.async_scheduling)
+
+
 def scenario_costs(model: ModelSpec, sc: Scenario, hw: HardwareSpec, prof: CalibrationProfile) -> ScenarioCosts:
-    """Prefill ops and cost, decode ops at context P + 1, the first decode step, all decode steps."""
+    """Prefill ops and cost, decode ops at context P + 1, the first decode step, all decode steps;
+    every step with the engine's CPU part (:func:`with_cpu_step`, :func:`with_cpu_decode`)."""
     p = np.asarray(sc.prompt_len, dtype=np.float64)
     o = np.asarray(sc.output_len, dtype=np.float64)
     pre_ops = prefill_ops(model, sc, hw)
     dec_ops = decode_ops(model, sc, hw, p + 1)
+    c, overlapped = engine_cpu(sc)
+    dec = decode_cost(dec_ops, hw, prof, p + 1, p + o - 1)
     return ScenarioCosts(
-        pre_ops, step_cost(pre_ops, hw, prof), dec_ops, step_cost(dec_ops, hw, prof),
-        decode_cost(dec_ops, hw, prof, p + 1, p + o - 1),
+        pre_ops, with_cpu_step(step_cost(pre_ops, hw, prof), c, overlapped), dec_ops,
+        with_cpu_step(step_cost(dec_ops, hw, prof), c, overlapped),
+        with_cpu_decode(dec, dec_ops, hw, prof, p + 1, p + o - 1, c, overlapped),
     )  # fmt: skip
+
+
+def client_delays(sc: Scenario) -> tuple[float, float]:
+    """(request overhead y in seconds, output lag k in steps) of ``sc``'s engine ((0, 0) without one)."""
+    eng = sc.engine
+    return (0.0, 0.0) if eng is None else (eng.request_overhead_s, eng.output_lag_steps)
 
 
 def latencies(costs: ScenarioCosts, sc: Scenario) -> Latencies:
     """The headline figures of :class:`Latencies` from the phase costs (formulas there)."""
     b, p, o = (np.asarray(x, dtype=np.float64) for x in (sc.batch, sc.prompt_len, sc.output_len))
-    ttft = np.asarray(costs.prefill.time_s, dtype=np.float64)
+    pre = np.asarray(costs.prefill.time_s, dtype=np.float64)
     dec = np.asarray(costs.decode.time_s, dtype=np.float64)
     tpot = np.where(o > 1, dec / np.maximum(o - 1, 1), costs.first_step.time_s)
+    y, k = client_delays(sc)
+    ttft = y + pre + k * np.where(o > 1, tpot, pre) if y or k else pre
     e2e = ttft + dec
     out = b * o / e2e * sc.replicas
     return Latencies(ttft, tpot, dec, e2e, out, b * (p + o) / e2e * sc.replicas, out / sc.num_gpus)

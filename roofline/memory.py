@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from roofline.engine.config import EngineConfig
+from roofline.engine.config import EngineConfig, check_engine_options
 from roofline.engine.presets import DEFAULT_ENGINE, engine_preset
 from roofline.errors import ScenarioError
 from roofline.specs.hardware import HardwareSpec
@@ -307,10 +307,14 @@ def max_batch(
     """Largest number of sequences of ``context_len`` tokens whose KV fits next to the weights.
 
     The same function :func:`roofline.predict` reports as ``max_batch`` (the engine's memory
-    semantics, see :func:`kv_budget_bytes`); 0 when not even one fits. Example (Llama-2-7B
+    semantics, see :func:`kv_budget_bytes`); 0 when not even one fits. The engine's ``max_num_seqs``
+    enters through the activation peak (min(max_num_seqs, max_num_batched_tokens) rows); it also caps
+    the batch an engine runs, which predict and sweep refuse to exceed. Options that move time, not
+    memory, are refused (:func:`roofline.engine.config.check_engine_options`). Example (Llama-2-7B
     fp16, 4,096 tokens, capacity 80e9 B, reserve 10e9, fraction 1 of total):
     floor((80e9 − 13.48e9 − 10e9) / 2,147,483,648) = 26.
     """
+    check_engine_options(engine_overrides, "max_batch")
     m, hw = load_model(model), load_hardware(hardware)
     # prompt + output = the context checked
     sc = make_scenario(hw, 1, max(context_len - 1, 1), 1, tp=tp, pp=pp, ep=ep, weight_dtype=weight_dtype,

@@ -10,11 +10,26 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from roofline.boundary.limits import MAX_API_SWEEP_POINTS
-from roofline.costs import latencies, scenario_costs, step_cost
-from roofline.engine.presets import EngineArg
+from roofline.costs import (
+    ScenarioCosts,
+    client_delays,
+    engine_cpu,
+    latencies,
+    scenario_costs,
+    step_cost,
+    with_cpu_step,
+)
+from roofline.engine.config import EntryPoint, check_engine_options, step_seconds
+from roofline.engine.presets import EngineArg, overrides_map
 from roofline.errors import ScenarioError
 from roofline.evaluate import op_time, op_time_summed_over_context
-from roofline.memory import kv_bytes_per_sequence, kv_bytes_per_sequence_all_gpus, kv_bytes_per_token, memory_budget
+from roofline.memory import (
+    engine_for,
+    kv_bytes_per_sequence,
+    kv_bytes_per_sequence_all_gpus,
+    kv_bytes_per_token,
+    memory_budget,
+)
 from roofline.ops.records import Op
 from roofline.profile import CalibrationProfile, load_profile
 from roofline.result import PredictionResult
@@ -75,7 +90,13 @@ def predict(
     """Predict one static batch: TTFT, TPOT, E2E, throughput, memory and max batch.
 
     Options are those of :func:`make_scenario`; ``scenario`` replaces them all. Memory and
-    ``max_batch`` follow the engine (default preset ``vllm``) and do not depend on ``batch``.
+    ``max_batch`` follow the engine (default preset ``vllm``) and do not depend on ``batch``;
+    a batch above the engine's ``max_num_seqs`` is refused. Every step (the prefill pass and each
+    decode step) costs step_seconds(GPU, ``step_overhead_s``, ``async_scheduling``) as in the simulator;
+    TTFT = y + prefill + k·TPOT and E2E = TTFT + decode with the engine's ``request_overhead_s`` y and
+    ``output_lag_steps`` k. Engine options the static model cannot represent (the scheduler's
+    prefix_caching, mixed_chunk, chunked_prefill, …) raise ScenarioError
+    (:data:`roofline.engine.config.ENGINE_OPTION_SCOPE`).
     ``speculative`` (a :class:`SpeculativeConfig` or its text, e.g. ``"eagle:k=4,alpha=0.8"``)
     decodes with draft-and-verify steps (:mod:`roofline.speculation.decode`); ``result.speculative``
     then holds the verify/draft split and the speedup over plain decoding.
@@ -85,6 +106,7 @@ def predict(
     for name, v in (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)):
         if np.ndim(v) != 0:
             raise ScenarioError(f"{name} must be one whole number in predict() (got {v!r}); sweep() takes lists")
+    check_engine_options(overrides_map(engine_overrides), "predict")
     m, hw, prof = resolve(model, hardware, calibration)
     sc = scenario or make_scenario(
         hw, batch, prompt_len, output_len, tp=tp, pp=pp, ep=ep, replicas=replicas, weight_dtype=weight_dtype,
@@ -92,12 +114,41 @@ def predict(
         engine_overrides=engine_overrides, cuda_graphs=cuda_graphs,
     )  # fmt: skip
     sc.validate_for(m, hw)
+    check_batch_cap(sc, hw, "predict")
     r = evaluate_scenario(m, hw, sc, prof)
     if speculative is None:
         return r
+    _check_speculative_engine(sc)
     from roofline.speculation.decode import with_speculation
 
     return with_speculation(r, speculative)
+
+
+def check_batch_cap(sc: Scenario, hw: HardwareSpec, entry: EntryPoint) -> None:
+    """Refuse a batch above the engine's ``max_num_seqs``: the engine never runs more sequences in one step."""
+    eng = engine_for(sc, hw)
+    top = float(np.max(np.asarray(sc.batch, dtype=np.float64)))
+    if top > eng.max_num_seqs:
+        b = int(top)
+        raise ScenarioError(
+            f"batch {b} is more than the engine's max_num_seqs {eng.max_num_seqs} ({eng.label} runs at most "
+            f"{eng.max_num_seqs} sequences a step); {entry} prices one batch of that many at once: lower the batch "
+            f"or raise the cap (engine_overrides={{'max_num_seqs': {b}}}, --engine-set max_num_seqs={b})"
+        )
+
+
+def _check_speculative_engine(sc: Scenario) -> None:
+    """Refuse engine overheads with speculative decoding: its draft-and-verify steps are priced without them."""
+    eng = sc.engine
+    if eng is None:
+        return
+    for name in ("step_overhead_s", "request_overhead_s", "output_lag_steps"):
+        if getattr(eng, name):
+            raise ScenarioError(
+                f"engine option {name} applies to plain decoding in predict and to the serving simulator; "
+                f"predict(speculative=...) prices draft-and-verify steps without the engine's overheads: drop it "
+                f"or use roofline simulate --spec"
+            )
 
 
 def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: CalibrationProfile) -> PredictionResult:
@@ -114,16 +165,20 @@ def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: Calibr
         return float(x) if fits else nan
 
     contexts = p + np.arange(1, max(int(o), 2), dtype=np.float64)
-    last = step_cost([op.at_context(np.asarray(p + o - 1)) for op in dec_ops], hw, prof) if o > 2 else first
+    cpu = engine_cpu(sc)
+    last = step_cost([op.at_context(np.asarray(p + o - 1)) for op in dec_ops], hw, prof) if o > 2 else None
+    last = first if last is None else with_cpu_step(last, *cpu)
 
     def steps_fn() -> np.ndarray:
-        steps = _step_times(dec_ops, hw, prof, contexts) if o > 1 else np.asarray([float(first.time_s)])
+        steps = (
+            step_seconds(_step_times(dec_ops, hw, prof, contexts), *cpu) if o > 1 else np.asarray([float(first.time_s)])
+        )
         return steps if fits else steps * nan
 
     peak = hw.peak_flops_per_s(sc.gemm_compute_dtype(hw)) or nan
     dec_bytes = float(dec.memory_bytes) / max(o - 1, 1) if o > 1 else float(first.memory_bytes)
     dec_flops = float(dec.flops) / max(o - 1, 1) if o > 1 else float(first.flops)
-    mfu, mbu = _utilisation(hw, sc, peak, float(pre.flops), float(pre.memory_bytes), float(lat.ttft_s))
+    mfu, mbu = _utilisation(hw, sc, peak, float(pre.flops), float(pre.memory_bytes), float(pre.time_s))
     mfu_dec, mbu_dec = _utilisation(hw, sc, peak, dec_flops, dec_bytes, float(lat.tpot_s))
     kv_seq = float(kv_bytes_per_sequence(m, p + o, sc.kv_dtype.bytes_per_element))
     return PredictionResult(
@@ -139,7 +194,7 @@ def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: Calibr
         decode_flops_per_step=dec_flops, decode_bytes_per_step=dec_bytes, mfu_prefill=mfu, mbu_prefill=mbu,
         mfu_decode=mfu_dec, mbu_decode=mbu_dec,
         bound_prefill=str(pre.bound), bound_decode=str(dec.bound if o > 1 else first.bound),
-        ops_fn=lambda: ops_frame(costs.prefill_ops, dec_ops, hw, prof, p, o), steps_fn=steps_fn,
+        ops_fn=lambda: ops_frame(costs.prefill_ops, dec_ops, hw, prof, p, o, engine_rows(costs, sc)), steps_fn=steps_fn,
     )  # fmt: skip
 
 
@@ -163,10 +218,28 @@ def _step_times(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, conte
     return total
 
 
+def engine_rows(costs: ScenarioCosts, sc: Scenario) -> list[tuple[str, str, float]]:
+    """(phase, name, seconds) of the engine's parts of TTFT and mean TPOT the ops do not show, those not 0:
+    the CPU part of the prefill step and of the mean decode step, the request overhead y and the output
+    lag k·TPOT (k × the prefill step when O = 1), all counted in the prefill phase but the decode CPU part."""
+    o = float(np.asarray(sc.output_len))
+    y, k = client_delays(sc)
+    pre, dec = float(np.asarray(costs.prefill.cpu_s)), float(np.asarray(costs.decode.cpu_s))
+    dec_cpu = dec / (o - 1) if o > 1 else float(np.asarray(costs.first_step.cpu_s))
+    tpot = float(np.asarray(costs.decode.time_s)) / (o - 1) if o > 1 else float(np.asarray(costs.prefill.time_s))
+    rows = [("prefill", "engine_cpu", pre), ("decode", "engine_cpu", dec_cpu), ("prefill", "request_overhead", y),
+            ("prefill", "output_lag", k * tpot)]  # fmt: skip
+    return [r for r in rows if r[2] != 0.0]
+
+
 def ops_frame(
-    pre_ops: list[Op], dec_ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, p: float, o: float
-) -> pd.DataFrame:
-    """Per-op breakdown. Prefill rows sum to TTFT; decode rows (mean over steps) sum to mean TPOT."""
+    pre_ops: list[Op], dec_ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, p: float, o: float,
+    engine: Sequence[tuple[str, str, float]] = (),
+) -> pd.DataFrame:  # fmt: skip
+    """Per-op breakdown. Prefill rows sum to TTFT; decode rows (mean over steps) sum to mean TPOT.
+
+    ``engine``: (phase, name, seconds) rows of the engine's CPU part, request overhead and output lag
+    (:func:`engine_rows`), appended to their phase."""
     import pandas as pd
 
     rows: list[dict[str, Any]] = []
@@ -195,6 +268,10 @@ def ops_frame(
             "count": 1, "time_s": prof.overheads.per_step_s, "op_time_s": prof.overheads.per_step_s,
             "bound": "overhead", "flops": 0.0,
         })  # fmt: skip
+        for ph, name, secs in engine:
+            if ph == phase:
+                rows.append({"phase": phase, "name": name, "group": "engine", "kind": "overhead", "layer_kind": "model",
+                             "count": 1, "time_s": secs, "op_time_s": secs, "bound": "overhead", "flops": 0.0})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -220,11 +297,13 @@ def sweep(
 ) -> pd.DataFrame:
     """Evaluate the full grid batch × prompt_len × output_len (× tp) vectorised; one row per point.
 
-    The same physics as :func:`predict` (options as there). Infeasible points keep their row
-    with ``fits`` False, ``missing_bytes`` > 0 and NaN latencies.
+    The same physics as :func:`predict` (options, engine timing and refusals as there; a batch above the
+    engine's ``max_num_seqs`` is refused). Infeasible points keep their row with ``fits`` False,
+    ``missing_bytes`` > 0 and NaN latencies.
     """
     import pandas as pd
 
+    check_engine_options(overrides_map(engine_overrides), "sweep")
     tps = _axis(tp, "tp")
     if np.any(tps != np.floor(tps)) or np.any(tps < 1) or np.any(tps > 2**31):
         raise ScenarioError(f"tp must be whole numbers >= 1 (got {tp!r})")
@@ -245,6 +324,7 @@ def sweep(
             engine_overrides=engine_overrides, cuda_graphs=cuda_graphs,
         )  # fmt: skip
         sc.validate_for(m, hw)
+        check_batch_cap(sc, hw, "sweep")
         frames.append(_grid_frame(m, hw, sc, prof, bg, pg, og))
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 

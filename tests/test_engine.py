@@ -98,13 +98,18 @@ def test_overrides_accept_engine_option_names_and_reject_unknown_ones() -> None:
 @pytest.mark.parametrize("hardware", ["h100-sxm", "a100-80gb-sxm", "l40s"])
 @pytest.mark.parametrize("engine", sorted(PRESETS))
 def test_max_batch_never_depends_on_the_batch_asked_for(hardware: str, engine: str) -> None:
+    """max_batch is the memory count; a batch above the engine's max_num_seqs is refused, not priced."""
+    cap = engine_preset(engine, roofline.hardware(hardware)).max_num_seqs
     for name in roofline.list_models():
         ref = roofline.max_batch(name, hardware, 1024 + 128, engine=engine)
         got = {roofline.predict(name, hardware, b, 1024, 128, engine=engine).max_batch for b in (1, 8, 256)}
         assert got == {ref}, (name, got, ref)
-        if ref >= 1:
-            assert roofline.predict(name, hardware, ref, 1024, 128, engine=engine).fits, (name, ref)
-        assert not roofline.predict(name, hardware, ref + 1, 1024, 128, engine=engine).fits, (name, ref)
+        for b, fits in ((ref, True), (ref + 1, False)):
+            if b > cap:
+                with pytest.raises(ScenarioError, match=f"max_num_seqs {cap}"):
+                    roofline.predict(name, hardware, b, 1024, 128, engine=engine)
+            elif b >= 1:
+                assert roofline.predict(name, hardware, b, 1024, 128, engine=engine).fits is fits, (name, b)
 
 
 def test_chunked_engine_serves_a_batch_an_unchunked_reserve_would_refuse() -> None:
