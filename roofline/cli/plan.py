@@ -108,10 +108,12 @@ def plan_cmd(
     candidate is feasible; the error names the closest one.
     """
     from roofline.cli.predict import parse_level
+    from roofline.engine.config import honoured_options
     from roofline.serving.plan.planner import plan
 
     ttft_pct, ttft_slo = percentile_slo(ttft_slo, "--ttft-slo", 99.0)
     tpot_pct, tpot_slo = percentile_slo(tpot_slo, "--tpot-slo", 90.0)
+    overrides = parse_engine_set(engine_set)  # --simulate: the closed form ranks with its share, finalists get all
     res = plan(
         model,
         qps=parse_float_opt(qps, "--qps"),
@@ -127,12 +129,14 @@ def plan_cmd(
         calibration=calibration,
         kv_dtype=kv_dtype,
         engine=engine,
-        engine_overrides=parse_engine_set(engine_set),
+        engine_overrides=honoured_options(overrides, "plan") if simulate else overrides,
         confidence=parse_level(confidence, "--confidence") if confidence is not None else None,
         min_headroom=_headroom(min_headroom),
     )
     pcts = (ttft_pct, tpot_pct)
-    sized = _simulated(model, res, engine, calibration, confidence, pcts) if simulate and res.recommended else []
+    sized = (
+        _simulated(model, res, engine, overrides, calibration, confidence, pcts) if simulate and res.recommended else []
+    )
     if json:
         doc = res.to_dict()
         if simulate:
@@ -174,9 +178,11 @@ def plan_cmd(
 
 
 def _simulated(
-    model: str, res: Any, engine: str, calibration: str | None, confidence: str | None, pcts: tuple[float, float]
-) -> list[Any]:
-    """size_finalist for the 3 cheapest feasible candidates (roofline.serving.plan.finalists)."""
+    model: str, res: Any, engine: str, overrides: dict[str, Any], calibration: str | None, confidence: str | None,
+    pcts: tuple[float, float],
+) -> list[Any]:  # fmt: skip
+    """size_finalist for the 3 cheapest feasible candidates (roofline.serving.plan.finalists), every
+    ``--engine-set`` option applied."""
     from roofline.cli.predict import parse_level
     from roofline.serving.plan.finalists import size_finalist
     from roofline.specs.library import hardware as load_hardware
@@ -187,7 +193,7 @@ def _simulated(
         out.append(size_finalist(
             model, c, qps=res.qps, prompt_len=res.prompt_len, output_len=res.output_len, ttft_slo_s=res.ttft_slo_s,
             tpot_slo_s=res.tpot_slo_s, ttft_pct=pcts[0], tpot_pct=pcts[1], confidence=level, engine=engine,
-            calibration=calibration,
+            engine_overrides=overrides, calibration=calibration,
             tdp_watts=load_hardware(c.hardware).tdp_watts, curve=False,
         ))  # fmt: skip
     return out

@@ -24,7 +24,15 @@ At full load (λ = λ_max) this is TPOT_eff = t_dec(B) + B·t_pre/(O−1): each 
 waits for the B prefills of the requests that replace the others during its lifetime.
 The SLOs are checked at full load, so they hold at any load up to λ_max.
 
-**Little's law.** A replica at load λ holds N = λ·(TTFT_eff + (O−1)·TPOT_eff)
+**Engine overheads.** t_pre and t_dec(B) are priced with the engine's CPU part per step
+(``step_overhead_s``, overlapped under ``async_scheduling``), as in :func:`roofline.predict`. The
+request overhead y (``request_overhead_s``) and output lag k (``output_lag_steps``) delay what the
+client sees, not the replica: TTFT_eff = t_pre + t_dec(B) + y + k·TPOT_eff, while capacity and
+Little's law count only the time a request holds an engine slot. Options the closed form cannot
+represent (prefix caching, mixed chunks, …) are refused; ``plan --simulate`` passes them to its
+finalists (:data:`roofline.engine.config.ENGINE_OPTION_SCOPE`).
+
+**Little's law.** A replica at load λ holds N = λ·(t_pre + t_dec(B) + (O−1)·TPOT_eff)
 requests; N must not exceed B. At λ = λ_max, N = B + λ_max·TTFT_eff, so a replica run
 exactly at λ_max has no slot for requests still waiting for their first token: when the
 check fails at the operating load λ = qps/replicas a replica is added.
@@ -72,7 +80,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from roofline.boundary.limits import MAX_PLAN_CANDIDATES, MAX_PLAN_GPUS, MAX_QPS, MAX_SEQUENCE_TOKENS
-from roofline.engine.presets import EngineArg
+from roofline.engine.config import check_engine_options
+from roofline.engine.presets import EngineArg, overrides_map
 from roofline.errors import ScenarioError
 from roofline.memory import no_fit_reason
 from roofline.serving.plan.result import MARGIN_LEVEL, SATURATION, Candidate, PlanResult
@@ -114,7 +123,8 @@ def plan(
     ``hardware`` None means every known device. ``tp_options`` None means 1, 2, 4, 8 where
     they divide the attention heads. ``prices`` (slug → USD per GPU-hour) override spec
     prices. ``kv_dtype`` None keeps the engine default (bf16). ``engine`` is a preset name
-    (default ``vllm``) or an EngineConfig, resolved per hardware, with ``engine_overrides``.
+    (default ``vllm``) or an EngineConfig, resolved per hardware, with ``engine_overrides`` (those the
+    closed form cannot represent raise ScenarioError naming them; see the module docstring).
     ``confidence`` (e.g. 0.9) sizes so that the SLOs hold at that level's upper bound (module doc).
     ``min_headroom``: spare capacity every candidate must keep, a fraction (0.2 = 20 %) or ``"error"``
     for the model's 80 % throughput error bound (``error_margin``); replicas are added until it holds.
@@ -125,31 +135,17 @@ def plan(
     from roofline.specs.library import list_hardware
     from roofline.specs.library import model as load_model
 
+    engine_overrides = overrides_map(engine_overrides)
+    check_engine_options(engine_overrides, "plan")
     _check_request(qps, prompt_len, output_len, ttft_slo_s, tpot_slo_s, max_gpus)
-    if kv_dtype is not None:  # '' is not "the default": it is an unknown format
-        from roofline.specs.precision import Precision
-
-        Precision.parse(kv_dtype, "kv_dtype")
-    if confidence is not None:
-        from roofline.published.uncertainty import check_level
-
-        confidence = check_level(confidence)
-    bad_fraction = isinstance(min_headroom, bool) or not isinstance(min_headroom, int | float)
-    if min_headroom not in (None, "error") and (bad_fraction or not 0 <= float(min_headroom) <= 10):
-        raise ScenarioError(f"min_headroom must be a fraction from 0 to 10 or 'error' (got {min_headroom!r})")
+    confidence = _check_options(kv_dtype, confidence, min_headroom)
     m, prof = load_model(model), load_profile(calibration)
     if hardware is None:
         hws = [load_hardware(n) for n in list_hardware()]
     else:
         items = [hardware] if isinstance(hardware, str | Path) or not isinstance(hardware, Sequence) else hardware
         hws = [load_hardware(h) for h in items]
-    if prices is not None and not isinstance(prices, Mapping):
-        raise ScenarioError(f"prices must map hardware names to USD per GPU-hour, got {type(prices).__name__}")
-    price_map: dict[str, float] = {}
-    for k, v in (prices or {}).items():
-        if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v > 0):
-            raise ScenarioError(f"price of {k} must be a number > 0 USD per GPU-hour, got {v!r}")
-        price_map[load_hardware(k).name] = float(v)
+    price_map = _price_map(prices)
     if tp_options is not None:
         opts = [tp_options] if isinstance(tp_options, str | bytes) else tp_options
         if not isinstance(opts, Sequence) or not all(
@@ -166,7 +162,7 @@ def plan(
         )
     req = _Request(
         qps, int(prompt_len), int(output_len), ttft_slo_s, tpot_slo_s, max_gpus, kv_dtype, engine,
-        dict(engine_overrides or {}), confidence, min_headroom,
+        engine_overrides, confidence, min_headroom,
     )  # fmt: skip
     cands = []
     for hw in hws:
@@ -175,6 +171,36 @@ def plan(
             for tp in tps:
                 cands.append(_candidate(m, hw, prof, str(prec), int(tp), price, req))
     return PlanResult(m.name, qps, req.p, req.o, ttft_slo_s, tpot_slo_s, max_gpus, _rank(cands), confidence)
+
+
+def _check_options(kv_dtype: str | None, confidence: float | None, min_headroom: float | str | None) -> float | None:
+    """Validate the KV format, the confidence level (returned as a fraction) and the headroom option."""
+    if kv_dtype is not None:  # '' is not "the default": it is an unknown format
+        from roofline.specs.precision import Precision
+
+        Precision.parse(kv_dtype, "kv_dtype")
+    if confidence is not None:
+        from roofline.published.uncertainty import check_level
+
+        confidence = check_level(confidence)
+    bad_fraction = isinstance(min_headroom, bool) or not isinstance(min_headroom, int | float)
+    if min_headroom not in (None, "error") and (bad_fraction or not 0 <= float(min_headroom) <= 10):
+        raise ScenarioError(f"min_headroom must be a fraction from 0 to 10 or 'error' (got {min_headroom!r})")
+    return confidence
+
+
+def _price_map(prices: Mapping[str, float] | None) -> dict[str, float]:
+    """{hardware slug: USD per GPU-hour} from the user's prices (names resolved, each a number > 0)."""
+    from roofline.specs.library import hardware as load_hardware
+
+    if prices is not None and not isinstance(prices, Mapping):
+        raise ScenarioError(f"prices must map hardware names to USD per GPU-hour, got {type(prices).__name__}")
+    out: dict[str, float] = {}
+    for k, v in (prices or {}).items():
+        if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v > 0):
+            raise ScenarioError(f"price of {k} must be a number > 0 USD per GPU-hour, got {v!r}")
+        out[load_hardware(k).name] = float(v)
+    return out
 
 
 @dataclass(frozen=True)
@@ -278,6 +304,10 @@ def _candidate(
         sc.validate_for(m, hw)
     except ScenarioError as exc:
         return replace(base, reason=str(exc))
+    eng = sc.engine
+    y, k = (eng.request_overhead_s, eng.output_lag_steps) if eng is not None else (0.0, 0.0)
+    if y or k:  # the replica's own times: the client's delays are added to TTFT below
+        opts["engine_overrides"] = {**req.engine_overrides, "request_overhead_s": 0.0, "output_lag_steps": 0.0}
     first = sweep(m, hw, 1, req.p, req.o, tp=tp, calibration=prof, **opts).iloc[0]
     if not first["fits"]:
         return replace(base, reason=no_fit_reason(m, hw, sc), missing_bytes=float(first["missing_bytes"]))
@@ -292,7 +322,8 @@ def _candidate(
         t_pre *= upper_factor("ttft_s", req.confidence, prof, str(first["bound_prefill"]))
         t_dec = t_dec * upper_factors("tpot_s", df["bound_decode"].to_numpy(), req.confidence, prof)
     curve = load_curve(b, t_pre, t_dec, req.o)
-    tpot_full, ttft = curve.tpot_s, curve.ttft_s
+    tpot_full = curve.tpot_s
+    ttft = curve.ttft_s + y + k * tpot_full
     fits = df["fits"].to_numpy(dtype=bool)
     ok = fits & (tpot_full <= req.tpot_slo) & (ttft <= req.ttft_slo)
     base = replace(base, max_batch_memory=b_mem, t_prefill_s=t_pre)
@@ -304,7 +335,7 @@ def _candidate(
         "tpot_slo" if tpot_full[i + 1] > req.tpot_slo else "ttft_slo")  # fmt: skip
     margin = upper_factor("e2e_s", req.confidence or MARGIN_LEVEL, prof) - 1.0
     c = replace(base, batch=int(b[i]), limited_by=limited, t_decode_s=float(t_dec[i]), error_margin=float(margin))
-    return _size(c, req)
+    return _size(c, req, y, k)
 
 
 def _batch_grid(b_mem: int) -> np.ndarray:
@@ -331,8 +362,9 @@ def _slo_reject(base: Candidate, ttft: float, tpot: float, req: _Request) -> Can
     return replace(base, reason="misses the SLO at batch 1: " + "; ".join(misses), slo_excess=excess)
 
 
-def _size(c: Candidate, req: _Request) -> Candidate:
-    """Replicas, GPUs, latencies at the operating load, headroom and cost for batch ``c.batch``."""
+def _size(c: Candidate, req: _Request, y: float = 0.0, k: float = 0.0) -> Candidate:
+    """Replicas, GPUs, latencies at the operating load, headroom and cost for batch ``c.batch``
+    (``y`` request overhead in seconds and ``k`` output lag in steps: TTFT += y + k·TPOT_eff)."""
     b, t_pre, t_dec, n_dec = c.batch, c.t_prefill_s, c.t_decode_s, req.o - 1
     at_b = load_curve(np.asarray(b), t_pre, np.asarray(t_dec), req.o)
     lam_max = float(at_b.replica_rps)
@@ -342,8 +374,8 @@ def _size(c: Candidate, req: _Request) -> Candidate:
     def load(replicas: int) -> tuple[float, float, float, float]:
         lam = req.qps / replicas
         rho = lam * t_pre
-        ttft, tpot = t_pre + t_dec, t_dec / (1 - rho)
-        return ttft, tpot, rho, lam * (ttft + n_dec * tpot)
+        held, tpot = t_pre + t_dec, t_dec / (1 - rho)  # held: until the first token, in an engine slot
+        return held + y + k * tpot, tpot, rho, lam * (held + n_dec * tpot)
 
     # Little's law: requests in the system must fit the B slots. conc falls as replicas grow (rho < 1
     # from replicas >= qps/λ_max on), so the fewest replicas is found by doubling then bisection:
