@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from roofline.result import PredictionResult
+    from roofline.specs.jsontypes import JsonObject
 
 SUMMARY_GROUPS = ("kind", "metric", "hardware", "source")
 ROW_COLUMNS = (
@@ -64,6 +65,27 @@ def engine_profile(profile: CalibrationProfile, case: RowCase) -> CalibrationPro
         return profile
     att: Attention = profile.attention.model_copy(update={"gqa_kv_reuse": case.gqa_kv_reuse})
     return profile.model_copy(update={"attention": att})
+
+
+class ApeStats(TypedDict):
+    """Error statistics of a rows frame (percent)."""
+
+    n: int
+    median_ape_pct: float
+    p90_ape_pct: float
+    median_error_pct: float
+
+
+class AccuracyDoc(TypedDict):
+    """:meth:`AccuracyReport.to_dict`: provenance, then the rows, skipped rows and summary as records."""
+
+    profile: str
+    data: str
+    engine_semantics: bool
+    engines: dict[str, str]
+    rows: list[JsonObject]
+    skipped: list[JsonObject]
+    summary: list[JsonObject]
 
 
 @dataclass(frozen=True)
@@ -145,7 +167,7 @@ class AccuracyReport:
         used = set(self.rows["source"]) if self.engine_semantics else set()
         return {s.key: s.engine for s in SOURCES if s.key in used and s.has_engine_semantics}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> AccuracyDoc:
         """JSON-friendly dict: rows, skipped rows, summary and provenance."""
         return {
             "profile": self.profile,
@@ -158,7 +180,7 @@ class AccuracyReport:
         }
 
 
-def ape_stats(rows: pd.DataFrame) -> dict[str, Any]:
+def ape_stats(rows: pd.DataFrame) -> ApeStats:
     """n, median and p90 of APE (%), and the median signed error (%) of a rows frame."""
     ape = rows["ape_pct"].to_numpy(dtype=float)
     err = rows["error_pct"].to_numpy(dtype=float)

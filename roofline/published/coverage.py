@@ -32,7 +32,9 @@ from roofline.published.uncertainty import (
     DEFAULT_LEVEL,
     MIN_SOURCES,
     MODEL_ERROR_PATH,
+    ModelErrorDoc,
     Residual,
+    WidthRecord,
     chain,
     check_level,
     half_width,
@@ -73,12 +75,12 @@ def _terms_and_regimes(
     return terms, {t.case.id: regimes_of(t.case, prof) for t in terms}
 
 
-def derive_model_error(profile: CalibrationProfile | None = None) -> dict[str, Any]:
+def derive_model_error(profile: CalibrationProfile | None = None) -> ModelErrorDoc:
     """The model-error document shipped as ``roofline/data/model_error.yaml`` (see module docstring)."""
     terms, regimes = _terms_and_regimes(profile)
     res = loso_residuals(terms, regimes)
     labels = [*sorted({g for x in res for g in x.regimes}), "all"]
-    widths = {}
+    widths: dict[str, WidthRecord] = {}
     for g in labels:
         w = half_width(res, (g,), DEFAULT_LEVEL)
         if w.regime == g and w.supported:
@@ -124,6 +126,8 @@ def _views(x: Residual) -> list[tuple[str, tuple[str, ...]]]:
     return out
 
 
+# -> Any: roofline/cli/validation.py iterates these rows and serving_summary()'s under one loop variable, so a
+# TypedDict for either needs that loop renamed first.
 def coverage(level: float = DEFAULT_LEVEL, profile: CalibrationProfile | None = None) -> list[dict[str, Any]]:
     """Held-out coverage per regime (module docstring): n, covered, coverage, median interval width.
 

@@ -235,6 +235,7 @@ def _fit_small_shapes(
 ) -> tuple[tuple[float, tuple[str, ...]], Curve]:
     """Per-kernel overhead from 1024³ rows, then the M-efficiency curve from shape-resolved rows."""
 
+    # r: a csv row (str columns) with parsed slug/value/mnk (_rows); its mnk is unpacked unchecked here
     def roof(r: dict[str, Any], e_m: float) -> tuple[float, float, float]:
         m, n, k = r["mnk"]
         hw = load_hardware(r["slug"])

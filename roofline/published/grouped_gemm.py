@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
@@ -29,11 +29,28 @@ from roofline.profile import CalibrationProfile, Curve, GroupedGemm
 from roofline.published.graph_overhead import closedloop_dir
 from roofline.published.monotone import bucket_log2, monotone_log_fit
 
+if TYPE_CHECKING:
+    from roofline.ops.records import Op
+
 #: Bundled devices built on the H200's GH100 Hopper SM (same grouped-GEMM kernels and per-SM memory
 #: pipeline; they differ in HBM size and speed, which the memory ceiling already carries).
 SAME_SM = ("h100-nvl", "h100-pcie", "h100-sxm", "h20", "h200-sxm")
 DECODE = "moe_stream_h200-sxm.csv"
 PREFILL = "moe_prefill_h200-sxm.csv"
+
+
+class PrefillCase(TypedDict):
+    """One measured prefill case against the model (:func:`prefill_efficiencies`); times in s."""
+
+    layout: str
+    tokens: int
+    half: str
+    rows_per_expert: float
+    compute_s: float
+    memory_s: float
+    measured_s: float
+    compute_bound: bool
+    compute_efficiency: float
 
 
 def _rows(name: str, folder: Path | None) -> list[dict[str, str]]:
@@ -49,7 +66,7 @@ def decode_ratios(folder: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
     return m, ratio
 
 
-def _expert_op(r: dict[str, str]) -> Any:
+def _expert_op(r: dict[str, str]) -> Op:
     from roofline.ops.ffn import grouped_rows
     from roofline.ops.records import gemm
 
@@ -59,7 +76,7 @@ def _expert_op(r: dict[str, str]) -> Any:
     return grouped_rows(per_expert, np.asarray(touched))
 
 
-def prefill_efficiencies(profile: CalibrationProfile, folder: Path | None = None) -> list[dict[str, Any]]:
+def prefill_efficiencies(profile: CalibrationProfile, folder: Path | None = None) -> list[PrefillCase]:
     """Per measured prefill case: model compute and memory times (compute factor 1), ratio to the measurement."""
     from roofline.evaluate import ceilings, hbm_bytes
     from roofline.specs.library import hardware
@@ -68,7 +85,7 @@ def prefill_efficiencies(profile: CalibrationProfile, folder: Path | None = None
     probe = profile.model_copy(
         update={"grouped_gemm": profile.grouped_gemm.model_copy(update={"compute_efficiency": 1.0})}
     )
-    out = []
+    out: list[PrefillCase] = []
     for r in _rows(PREFILL, folder):
         op = _expert_op(r)
         c, bw = ceilings(op, hw, probe)

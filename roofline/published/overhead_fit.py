@@ -22,8 +22,9 @@ tables (``by="table"``: source × hardware, e.g. the TTFT table of one GPU).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -33,6 +34,23 @@ from roofline.published.rows import RowCase
 
 PARAMS = ("per_kernel_s", "per_step_s")
 _PROBE = {"per_kernel_s": 1e-6, "per_step_s": 1e-3}
+
+
+class MetricError(TypedDict):
+    """One row's predicted-metric error (%) for a set of overheads, and its cross-validation group."""
+
+    id: str
+    group: str
+    kind: str
+    error_pct: float
+    ape_pct: float
+
+
+class HeldOutError(MetricError):
+    """A :class:`MetricError` of a held-out row, with the overheads fitted without its group."""
+
+    fit_per_kernel_s: float
+    fit_per_step_s: float
 
 
 @dataclass(frozen=True)
@@ -99,9 +117,9 @@ def fit_overheads(terms: list[LinearTerms]) -> np.ndarray:
     return best_x
 
 
-def metric_errors(terms: list[LinearTerms], x: np.ndarray) -> list[dict[str, Any]]:
+def metric_errors(terms: list[LinearTerms], x: np.ndarray) -> list[MetricError]:
     """Per-row predicted metric and errors (%) for overheads ``x``."""
-    rows = []
+    rows: list[MetricError] = []
     for t in terms:
         pred = metric_from_time(t.case, t.time_s(x))
         err = (pred - t.case.measured) / t.case.measured * 100.0
@@ -109,9 +127,9 @@ def metric_errors(terms: list[LinearTerms], x: np.ndarray) -> list[dict[str, Any
     return rows
 
 
-def cross_validate(terms: list[LinearTerms], by: str = "table") -> list[dict[str, Any]]:
+def cross_validate(terms: list[LinearTerms], by: str = "table") -> list[HeldOutError]:
     """Leave-one-group-out (groups: ``by`` = "table" or "source"): refit without a group, predict it."""
-    rows: list[dict[str, Any]] = []
+    rows: list[HeldOutError] = []
     for g in sorted({t.group(by) for t in terms}):
         train = [t for t in terms if t.group(by) != g]
         held = [t for t in terms if t.group(by) == g]
@@ -120,7 +138,7 @@ def cross_validate(terms: list[LinearTerms], by: str = "table") -> list[dict[str
     return rows
 
 
-def error_summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+def error_summary(rows: Sequence[MetricError]) -> dict[str, dict[str, float]]:
     """Median / p90 APE (%) and n per metric kind."""
     out: dict[str, dict[str, float]] = {}
     for kind in sorted({r["kind"] for r in rows}):

@@ -37,13 +37,16 @@ import csv
 import functools
 import json
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from roofline.errors import ScenarioError
 from roofline.published.uncertainty import check_level, combine, conformal_rank
+
+if TYPE_CHECKING:
+    from roofline.engine.presets import EngineArg
+    from roofline.profile import CalibrationProfile
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVING_ERROR_PATH = Path(__file__).resolve().parents[1] / "data" / "serving_error.json"
@@ -56,6 +59,22 @@ COLUMNS = {"ttft": ("ttft_meas_ms", "ttft_sim0_ms"), "tpot": ("tpot_meas_ms", "t
 POOLED = "all"
 COVERAGE_LEVELS = (0.8, 0.9)
 _FIGURE_OF_PREFIX = {"ttft": "ttft", "tpot": "tpot", "itl": "tpot", "e2e": "e2e"}
+#: {pool: {figure: [covered, rows]}} (:func:`serving_coverage`).
+Coverage = dict[str, dict[str, list[int]]]
+
+
+class ServingErrorDoc(TypedDict):
+    """The residual document ``roofline/data/serving_error.json`` (module docstring).
+
+    ``engines``: {engine: {model family: {figure: sorted residuals}}}; ``coverage``: {level: :data:`Coverage`}.
+    """
+
+    schema_version: int
+    generated_by: str
+    data: str
+    residual: str
+    engines: dict[str, dict[str, dict[str, list[float]]]]
+    coverage: NotRequired[dict[str, Coverage]]
 
 
 @dataclass(frozen=True)
@@ -83,7 +102,7 @@ def serving_figure(name: str) -> str | None:
     return _FIGURE_OF_PREFIX.get(name.split("_")[0])
 
 
-def derive_serving_error(csv_path: str | Path | None = None) -> dict[str, Any]:
+def derive_serving_error(csv_path: str | Path | None = None) -> ServingErrorDoc:
     """The residual document (module docstring) from the preset validation results."""
     path = Path(csv_path) if csv_path is not None else ROOT / SOURCE_CSV
     if not path.is_file():
@@ -97,7 +116,7 @@ def derive_serving_error(csv_path: str | Path | None = None) -> dict[str, Any]:
                 fam[fig].append(round(math.log(float(row[meas]) / float(row[sim])), R_DIGITS))
     engines = {e: {f: {fig: sorted(v) for fig, v in figs.items()} for f, figs in sorted(fams.items())}
                for e, fams in sorted(pools.items())}  # fmt: skip
-    doc: dict[str, Any] = {
+    doc: ServingErrorDoc = {
         "schema_version": SCHEMA_VERSION,
         "generated_by": "roofline.published.serving_error.write_serving_error",
         "data": f"{SOURCE_CSV} (validation/serving/validate_simulator.py --engine-options preset)",
@@ -118,13 +137,13 @@ def write_serving_error(path: str | Path | None = None) -> Path:
 
 
 @functools.lru_cache(maxsize=4)
-def load_serving_error(path: str | None = None) -> dict[str, Any]:
+def load_serving_error(path: str | None = None) -> ServingErrorDoc:
     """The shipped residual document (``roofline/data/serving_error.json``)."""
-    doc: dict[str, Any] = json.loads(Path(path or SERVING_ERROR_PATH).read_text(encoding="utf-8"))
+    doc: ServingErrorDoc = json.loads(Path(path or SERVING_ERROR_PATH).read_text(encoding="utf-8"))
     return doc
 
 
-def engine_pool(engine: Any, doc: Mapping[str, Any] | None = None) -> str:
+def engine_pool(engine: EngineArg, doc: ServingErrorDoc | None = None) -> str:
     """The residual pool of an engine (a preset name, an ``EngineConfig``, or a label like ``vllm 0.11``)."""
     d = load_serving_error() if doc is None else doc
     name = str(getattr(engine, "name", engine) or "").split(" ")[0].lower()
@@ -132,7 +151,7 @@ def engine_pool(engine: Any, doc: Mapping[str, Any] | None = None) -> str:
 
 
 def pool_residuals(
-    figure: str, pool: str, doc: Mapping[str, Any] | None = None, exclude_family: str | None = None
+    figure: str, pool: str, doc: ServingErrorDoc | None = None, exclude_family: str | None = None
 ) -> tuple[list[float], int]:
     """(sorted residuals of ``figure`` in ``pool``, number of families), without ``exclude_family``."""
     d = load_serving_error() if doc is None else doc
@@ -154,8 +173,8 @@ def conformal_bounds(r: list[float], level: float) -> tuple[float, float, bool]:
 
 
 def serving_interval(
-    name: str, value: float, *, engine: Any = None, level: float = 0.8, extra_sigma_log: float = 0.0,
-    doc: Mapping[str, Any] | None = None,
+    name: str, value: float, *, engine: EngineArg = None, level: float = 0.8, extra_sigma_log: float = 0.0,
+    doc: ServingErrorDoc | None = None,
 ) -> ServingInterval:  # fmt: skip
     """The ``level`` interval of simulated latency figure ``name`` (value ``value``) for ``engine``."""
     fig = serving_figure(name)
@@ -171,7 +190,9 @@ def serving_interval(
     return ServingInterval(name, value, low, high, lv, pool, len(r), fams, ok)
 
 
-def serving_upper_factor(name: str, level: float, engine: Any = None, profile: Any = None) -> float:
+def serving_upper_factor(
+    name: str, level: float, engine: EngineArg = None, profile: CalibrationProfile | None = None
+) -> float:
     """high/value of :func:`serving_interval`: what an SLO check multiplies a simulated figure by.
 
     A measured profile (``device`` set) folds in its ceilings' run-to-run spread (the larger of compute and memory).
@@ -182,10 +203,10 @@ def serving_upper_factor(name: str, level: float, engine: Any = None, profile: A
                             extra_sigma_log=spread_sigma_log(profile, "throughput")).high  # fmt: skip
 
 
-def serving_coverage(level: float, doc: Mapping[str, Any] | None = None) -> dict[str, dict[str, list[int]]]:
+def serving_coverage(level: float, doc: ServingErrorDoc | None = None) -> Coverage:
     """{pool: {figure: [covered, rows]}}: each model family held out of its pool in turn (module docstring)."""
     d = load_serving_error() if doc is None else doc
-    out: dict[str, dict[str, list[int]]] = {}
+    out: Coverage = {}
     for pool in [*d["engines"], POOLED]:
         engines = d["engines"].values() if pool == POOLED else [d["engines"][pool]]
         fams = sorted({f for fams in engines for f in fams})
@@ -204,7 +225,9 @@ def serving_coverage(level: float, doc: Mapping[str, Any] | None = None) -> dict
     return out
 
 
-def serving_summary(level: float, doc: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+# -> Any: roofline/cli/validation.py iterates these rows and coverage()'s under one loop variable, so a
+# TypedDict for either needs that loop renamed first.
+def serving_summary(level: float, doc: ServingErrorDoc | None = None) -> list[dict[str, Any]]:
     """Per pool (each engine, then all): rows, and per figure the ``level`` interval's (low, high) factors and
     its coverage with each model family held out (:func:`serving_coverage`), as the CLI and the report show it."""
     d = load_serving_error() if doc is None else doc

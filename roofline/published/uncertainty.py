@@ -51,17 +51,22 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import yaml
 
 from roofline.errors import ScenarioError
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import pandas as pd
+
     from roofline.profile import CalibrationProfile
+    from roofline.result import PredictionResult
 
 MODEL_ERROR_PATH = Path(__file__).resolve().parents[1] / "data" / "model_error.yaml"
 DEFAULT_LEVEL = 0.8
@@ -111,6 +116,34 @@ class Residual:
     source: str
     regimes: tuple[str, ...]
     r: float
+
+
+class ResidualRecord(TypedDict):
+    """One row of the model-error document: a :class:`Residual` as YAML holds it."""
+
+    id: str
+    source: str
+    regimes: list[str]
+    r: float
+
+
+class WidthRecord(TypedDict):
+    """The half-width of one regime in the model-error document."""
+
+    q_log: float
+    n_rows: int
+    n_sources: int
+
+
+#: The model-error document ``roofline/data/model_error.yaml``
+#: (:func:`roofline.published.coverage.derive_model_error`).
+ModelErrorDoc = TypedDict(
+    "ModelErrorDoc",
+    {
+        "schema_version": int, "generated_by": str, "data": str, "profile": str, "residual": str, "pooling": str,
+        "decode_share_min": float, "widths_at_0.8": dict[str, WidthRecord], "rows": list[ResidualRecord],
+    },
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -197,7 +230,7 @@ def load_residuals(path: str | None = None) -> tuple[Residual, ...]:
     return residuals_from_doc(doc)
 
 
-def residuals_from_doc(doc: Mapping[str, Any]) -> tuple[Residual, ...]:
+def residuals_from_doc(doc: ModelErrorDoc) -> tuple[Residual, ...]:
     """Residual records from a model-error document."""
     return tuple(
         Residual(str(x["id"]), str(x["source"]), tuple(x["regimes"]), float(x["r"])) for x in doc.get("rows", [])
@@ -229,7 +262,7 @@ def figure_interval(
     return Interval(name, value, lo, hi, lv, w.regime, w.n_rows, w.n_sources, q, sigma, w.supported)
 
 
-def result_interval(result: Any, name: str, level: float = DEFAULT_LEVEL) -> Interval:
+def result_interval(result: PredictionResult, name: str, level: float = DEFAULT_LEVEL) -> Interval:
     """Interval of a headline figure of a ``PredictionResult`` (what ``PredictionResult.interval`` returns)."""
     if name not in FIGURES:
         chain(name)  # raises with the list of figures
@@ -244,7 +277,9 @@ def upper_factor(figure: str, level: float, profile: CalibrationProfile | None =
     return figure_interval(figure, 1.0, bound_prefill=bound, bound_decode=bound, level=level, profile=profile).high
 
 
-def upper_factors(figure: str, bounds: Any, level: float, profile: CalibrationProfile | None = None) -> Any:
+def upper_factors(
+    figure: str, bounds: npt.ArrayLike, level: float, profile: CalibrationProfile | None = None
+) -> np.ndarray:
     """e^(q) of ``figure``'s interval at ``level`` for each bound label in the array ``bounds``."""
     import numpy as np
 
@@ -256,7 +291,9 @@ def upper_factors(figure: str, bounds: Any, level: float, profile: CalibrationPr
     return out
 
 
-def interval_columns(df: Any, level: float = DEFAULT_LEVEL, profile: CalibrationProfile | None = None) -> Any:
+def interval_columns(
+    df: pd.DataFrame, level: float = DEFAULT_LEVEL, profile: CalibrationProfile | None = None
+) -> pd.DataFrame:
     """``df`` (a sweep frame) with ``<figure>_low`` / ``<figure>_high`` columns for every headline figure present.
 
     Rows are grouped by (bound_prefill, bound_decode) so each group's half-width is computed once.
@@ -271,7 +308,9 @@ def interval_columns(df: Any, level: float = DEFAULT_LEVEL, profile: Calibration
         out[f"{n}_high"] = np.nan
     if not len(out):
         return out
-    for (bp, bd), idx in out.groupby(["bound_prefill", "bound_decode"], sort=False).groups.items():
+    # grouped by two columns, the keys are (bound_prefill, bound_decode) pairs (the stubs say Hashable)
+    groups = cast("dict[tuple[str, str], pd.Index]", out.groupby(["bound_prefill", "bound_decode"], sort=False).groups)
+    for (bp, bd), idx in groups.items():
         for n in names:
             q = figure_interval(n, 1.0, bound_prefill=str(bp), bound_decode=str(bd), level=lv, profile=profile)
             vals = out.loc[idx, n].to_numpy(dtype=np.float64)
