@@ -62,10 +62,15 @@ def hardware_list(json: Json = False) -> None:
         mem = s.memory.capacity_bytes
         pk = s.peak_dense
         t.add_row(
-            s.name, s.display_name, f"{fmt_bytes(mem, True)} ({fmt_bytes(mem)})",
-            f"{s.memory.bandwidth_bytes_per_s / 1e12:.2f} TB/s", _tflops(pk.bf16), _tflops(pk.fp8), _tflops(pk.fp4),
+            s.name,
+            s.display_name,
+            f"{fmt_bytes(mem, True)} ({fmt_bytes(mem)})",
+            f"{s.memory.bandwidth_bytes_per_s / 1e12:.2f} TB/s",
+            _tflops(pk.bf16),
+            _tflops(pk.fp8),
+            _tflops(pk.fp4),
             f"{s.price.usd_per_gpu_hour:.2f}" if s.price else "",
-        )  # fmt: skip
+        )
     console().print(t)
 
 
@@ -149,10 +154,15 @@ def model_list(json: Json = False) -> None:
         a = s.attention
         moe = f"{s.moe.num_experts} experts, top {s.moe.top_k}" if s.moe else ""
         t.add_row(
-            s.name, num(s.param_count() / 1e9), num(s.active_param_count() / 1e9), str(s.num_layers),
-            str(s.hidden_size), f"{a.kind} {a.num_heads}/{a.num_kv_heads}×{a.head_dim}",
-            fmt_bytes(kv_bytes_per_token(s, 2.0)), moe,
-        )  # fmt: skip
+            s.name,
+            num(s.param_count() / 1e9),
+            num(s.active_param_count() / 1e9),
+            str(s.num_layers),
+            str(s.hidden_size),
+            f"{a.kind} {a.num_heads}/{a.num_kv_heads}×{a.head_dim}",
+            fmt_bytes(kv_bytes_per_token(s, 2.0)),
+            moe,
+        )
     console().print(t)
 
 
@@ -161,11 +171,16 @@ def _model_facts(s: ModelSpec) -> dict[str, Any]:
     from roofline.memory import kv_bytes_per_token
 
     return {
-        "name": s.name, "display_name": s.display_name, "param_count": s.param_count(),
-        "active_param_count": s.active_param_count(), "num_layers": s.num_layers,
-        "kv_bytes_per_token_bf16": kv_bytes_per_token(s, 2.0), "kv_bytes_per_token_fp8": kv_bytes_per_token(s, 1.0),
-        "layer_pattern": layer_pattern(s), "spec": s.model_dump(mode="json", by_alias=True, exclude_none=True),
-    }  # fmt: skip
+        "name": s.name,
+        "display_name": s.display_name,
+        "param_count": s.param_count(),
+        "active_param_count": s.active_param_count(),
+        "num_layers": s.num_layers,
+        "kv_bytes_per_token_bf16": kv_bytes_per_token(s, 2.0),
+        "kv_bytes_per_token_fp8": kv_bytes_per_token(s, 1.0),
+        "layer_pattern": layer_pattern(s),
+        "spec": s.model_dump(mode="json", by_alias=True, exclude_none=True),
+    }
 
 
 def layer_pattern(s: ModelSpec) -> str:
@@ -173,8 +188,11 @@ def layer_pattern(s: ModelSpec) -> str:
     if s.layers is not None:  # per-layer structure: count each mixer kind and FFN kind
         mixers = Counter(layer.mixer for layer in s.resolved_layers())
         text = " + ".join(f"{n} × {k}" for k, n in mixers.most_common())
-        caps = {"local": ("window", s.attention.sliding_window), "chunked": ("chunk", s.attention.chunk_size),
-                "sparse": ("top-k", s.sparse_attention.top_k if s.sparse_attention else None)}  # fmt: skip
+        caps = {
+            "local": ("window", s.attention.sliding_window),
+            "chunked": ("chunk", s.attention.chunk_size),
+            "sparse": ("top-k", s.sparse_attention.top_k if s.sparse_attention else None),
+        }
         text += "".join(f" ({k} {label} {v})" for k, (label, v) in caps.items() if k in mixers and v)
         ffns = Counter(layer.ffn for layer in s.resolved_layers())
         return text + "; " + " + ".join(f"{n} {k}" for k, n in ffns.most_common()) + " FFN layers"
@@ -223,13 +241,16 @@ def model_show(
     rows = [
         ("parameters", f"{facts['param_count']:,} ({num(facts['param_count'] / 1e9)} B)"),
         ("active parameters", f"{facts['active_param_count']:,} ({num(facts['active_param_count'] / 1e9)} B)"),
-        ("KV per token", f"{fmt_bytes(facts['kv_bytes_per_token_bf16'])} bf16 · "
-                         f"{fmt_bytes(facts['kv_bytes_per_token_fp8'])} fp8 (whole model)"),
+        (
+            "KV per token",
+            f"{fmt_bytes(facts['kv_bytes_per_token_bf16'])} bf16 · "
+            f"{fmt_bytes(facts['kv_bytes_per_token_fp8'])} fp8 (whole model)",
+        ),
         ("layers", f"{s.num_layers}: {facts['layer_pattern']}"),
         ("hidden / vocab", f"{s.hidden_size} / {s.vocab_size:,}" + (" (tied)" if s.tie_word_embeddings else "")),
         ("attention", att),
         ("ffn", f"{s.ffn.kind} {s.ffn.activation}, intermediate {s.ffn.intermediate_size}"),
-    ]  # fmt: skip
+    ]
     if s.linear_attention:
         la = s.linear_attention
         from roofline.memory import state_bytes_per_sequence_per_layer
@@ -248,8 +269,13 @@ def model_show(
         rows.append(("MTP layers", f"{s.mtp_layers} ({s.mtp_param_count():,} parameters, not in the total)"))
     if s.moe:
         mo = s.moe
-        rows.append(("moe", f"{mo.num_experts} experts × {mo.expert_intermediate_size}, top {mo.top_k}, "
-                            f"{mo.num_shared_experts} shared"))  # fmt: skip
+        rows.append(
+            (
+                "moe",
+                f"{mo.num_experts} experts × {mo.expert_intermediate_size}, top {mo.top_k}, "
+                f"{mo.num_shared_experts} shared",
+            )
+        )
     rows += [("context", str(s.max_position_embeddings or "-")), ("architecture", s.architecture)]
     rows += [(f"source: {src.fields}", src.ref) for src in s.sources]
     for k, v in rows:

@@ -105,18 +105,26 @@ def report_command(
     path = out if out is not None else Path("reports") / f"{load_model(model).name}-{workload.strip().lower()}.html"
     target = check_output(path, force=force, what="HTML report")  # before the minutes of work, not after
     rep = build(
-        model, hardware=parse_names(hardware) or list_hardware(), workload=workload,
+        model,
+        hardware=parse_names(hardware) or list_hardware(),
+        workload=workload,
         prompt_len=parse_count_opt(prompt, "--prompt") if prompt is not None else None,
         output_len=parse_count_opt(output, "--output", minimum=2) if output is not None else None,
         qps=parse_float_opt(qps, "--qps") if qps is not None else None,
         ttft_slo_s=parse_duration_opt(ttft_slo, "--ttft-slo") if ttft_slo is not None else None,
         tpot_slo_s=parse_duration_opt(tpot_slo, "--tpot-slo") if tpot_slo is not None else None,
-        precision=parse_names(precision) or ["checkpoint"], tp_options=parse_int_list(tp, "--tp") if tp else None,
-        max_gpus=max_gpus, prices=parse_prices(price or []), calibration=calibration, kv_dtype=kv_dtype,
-        engine=engine, output_path=path, confidence=parse_float_opt(confidence, "--confidence"),
+        precision=parse_names(precision) or ["checkpoint"],
+        tp_options=parse_int_list(tp, "--tp") if tp else None,
+        max_gpus=max_gpus,
+        prices=parse_prices(price or []),
+        calibration=calibration,
+        kv_dtype=kv_dtype,
+        engine=engine,
+        output_path=path,
+        confidence=parse_float_opt(confidence, "--confidence"),
         min_headroom=parse_float_opt(min_headroom, "--min-headroom") if min_headroom is not None else None,
         usd_per_kwh=None if electricity_price is None else parse_float_opt(electricity_price, "--electricity-price"),
-    )  # fmt: skip
+    )
     rep.save(target)
     size_kb = len(rep.html.encode()) / 1e3
     typer.echo(f"wrote {path} ({size_kb:,.0f} kB in {time.perf_counter() - t0:.1f} s): {_verdict(rep)}")

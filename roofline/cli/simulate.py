@@ -19,6 +19,7 @@ from roofline.units import fmt_seconds
 if TYPE_CHECKING:
     from roofline.serving.sim.result import SimulationResult
     from roofline.serving.workload.arrivals import LengthArg
+    from roofline.serving.workload.stream import Workload
 
 LENGTH_HELP = "a count (1024, 2k), uniform:LOW:HIGH, normal:MEAN:STD, lognormal:MEAN:CV or file:PATH."
 
@@ -38,11 +39,12 @@ EngineOpt = Annotated[str, typer.Option("--engine", "-e", metavar="NAME", help="
 EngineSetOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "--engine-set", metavar="NAME=VALUE",
+        "--engine-set",
+        metavar="NAME=VALUE",
         help="Override an engine setting (repeatable): e.g. max_num_batched_tokens=2048, gpu_memory_utilization="
         "0.85, prefix_caching=false, async_scheduling=true, enable_mixed_chunk=true, step_overhead_s=0.002.",
     ),
-]  # fmt: skip
+]
 QpsOpt = Annotated[str | None, typer.Option("--qps", metavar="RATE", help="Open loop: requests per second.")]
 ConcOpt = Annotated[
     str | None,
@@ -53,10 +55,11 @@ ConcOpt = Annotated[
 TraceOpt = Annotated[
     Path | None,
     typer.Option(
-        "--trace", metavar="FILE",
+        "--trace",
+        metavar="FILE",
         help="Replay a JSONL trace (arrival_s, prompt_tokens, output_tokens; Mooncake/aiperf names accepted).",
     ),
-]  # fmt: skip
+]
 ArrivalOpt = Annotated[str, typer.Option("--arrival", help="Open-loop process: poisson, gamma, constant.")]
 CvOpt = Annotated[str, typer.Option("--arrival-cv", metavar="CV", help="Gamma arrivals: CV of the gaps.")]
 PromptOpt = Annotated[str, typer.Option("--prompt", "-p", metavar="LEN", help="Prompt tokens: " + LENGTH_HELP)]
@@ -66,10 +69,11 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (runs are dete
 ShareOpt = Annotated[
     str,
     typer.Option(
-        "--prefix-share", metavar="FRACTION",
+        "--prefix-share",
+        metavar="FRACTION",
         help="Share of the mean prompt that is one system prompt common to all requests (prefix caching).",
     ),
-]  # fmt: skip
+]
 WOpt = Annotated[str | None, typer.Option("--weight-dtype", "-w", help="Weight format (default: the checkpoint's).")]
 KvOpt = Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache format (default: bf16).")]
 ReqOut = Annotated[
@@ -84,11 +88,12 @@ PlotOpt = Annotated[
 SpecOpt = Annotated[
     str | None,
     typer.Option(
-        "--spec", metavar="METHOD[:KEY=VAL,...]",
+        "--spec",
+        metavar="METHOD[:KEY=VAL,...]",
         help="Speculative decoding with acceptance sampled per request and step (grammar as `roofline predict "
         "--spec`, e.g. eagle:k=4,alpha=0.8); not with --pp/--ep/--prefix-share.",
     ),
-]  # fmt: skip
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON: config, summary, saturation.")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print the summary as one CSV row.")]
 
@@ -132,7 +137,6 @@ def simulate_cmd(
     """
     from roofline.cli.options import output_target, write_frame
     from roofline.serving.simulate import simulate
-    from roofline.serving.workload.stream import Workload
 
     if json and csv:
         raise OptionError("--json and --csv are exclusive; pick one")
@@ -140,22 +144,27 @@ def simulate_cmd(
     req_target = output_target(requests_out, force, "per-request table", "--requests-out")
     tl_target = output_target(timeline_out, force, "timeline table", "--timeline-out")
     plot_target = output_target(plot, force, "plot", "--plot")
-    wl = Workload(
-        qps=None if qps is None else parse_float_opt(qps, "--qps"),
-        concurrency=None if concurrency is None else parse_count_opt(concurrency, "--concurrency"),
-        trace=trace, prompt_len=length_opt(prompt, "--prompt"), output_len=length_opt(output, "--output"),
-        num_requests=parse_count_opt(num_requests, "--num-requests"), seed=seed, arrival=arrival,
-        arrival_cv=parse_float_opt(arrival_cv, "--arrival-cv"), prefix_share=_fraction(prefix_share),
-    )  # fmt: skip
+    wl = _workload(qps, concurrency, trace, prompt, output, num_requests, seed, arrival, arrival_cv, prefix_share)
     bar = _progress(wl.num_requests) if sys.stderr.isatty() and not (json or csv) else None
     if spec is not None and (pp != 1 or ep != 1 or wl.prefix_share != 0):
         raise OptionError("--spec simulates tp-only replicas without prefix sharing; drop --pp/--ep/--prefix-share")
     try:
         s = simulate(
-            model, hardware, engine=engine, tp=tp, pp=pp, ep=ep, workload=wl,
-            engine_overrides=parse_engine_set(engine_set), weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-            calibration=calibration, progress=None if bar is None else bar[1], replicas=replicas, speculative=spec,
-        )  # fmt: skip
+            model,
+            hardware,
+            engine=engine,
+            tp=tp,
+            pp=pp,
+            ep=ep,
+            workload=wl,
+            engine_overrides=parse_engine_set(engine_set),
+            weight_dtype=weight_dtype,
+            kv_dtype=kv_dtype,
+            calibration=calibration,
+            progress=None if bar is None else bar[1],
+            replicas=replicas,
+            speculative=spec,
+        )
     finally:
         if bar is not None:
             bar[0].stop()
@@ -192,6 +201,35 @@ def _progress(total: int) -> tuple[Any, Any] | None:
     task = bar.add_task("simulating", total=total)
     bar.start()
     return bar, lambda done, _n: bar.update(task, completed=done)
+
+
+def _workload(
+    qps: str | None,
+    concurrency: str | None,
+    trace: Path | None,
+    prompt: str,
+    output: str,
+    num_requests: str,
+    seed: int,
+    arrival: str,
+    arrival_cv: str,
+    prefix_share: str,
+) -> Workload:
+    """The typed workload of the command's options (each parsed with its option named in errors)."""
+    from roofline.serving.workload.stream import Workload
+
+    return Workload(
+        qps=None if qps is None else parse_float_opt(qps, "--qps"),
+        concurrency=None if concurrency is None else parse_count_opt(concurrency, "--concurrency"),
+        trace=trace,
+        prompt_len=length_opt(prompt, "--prompt"),
+        output_len=length_opt(output, "--output"),
+        num_requests=parse_count_opt(num_requests, "--num-requests"),
+        seed=seed,
+        arrival=arrival,
+        arrival_cv=parse_float_opt(arrival_cv, "--arrival-cv"),
+        prefix_share=_fraction(prefix_share),
+    )
 
 
 def _emit(s: SimulationResult, form: str, replicas: int) -> None:

@@ -5,7 +5,7 @@ Heavy libraries are imported inside the commands.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -25,25 +25,32 @@ from roofline.cli.simulate import (
     length_opt,
 )
 
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from roofline.serving.plan.disagg import DisaggPlan
+
 DisaggOpt = Annotated[
     str,
     typer.Option(
-        "--disagg", metavar="prefill=HW:tpTxN,decode=HW:tpTxN[,...]",
+        "--disagg",
+        metavar="prefill=HW:tpTxN,decode=HW:tpTxN[,...]",
         help="Pools and link: prefill=HW:tpT[epE]xN,decode=HW:tpT[epE]xN[,link=BANDWIDTH][,latency=DURATION]"
         "[,first=prefill|decode]; link defaults to the hardware's scale-out bandwidth, else 50 GB/s per GPU "
         "(400 Gb/s ConnectX-7 per GPU, DGX H100); first = the side that emits the first token (prefill: the KV "
         "transfer lands in the first inter-token gap; decode: in TTFT). E.g. "
         "prefill=h100-sxm:tp4x2,decode=h100-sxm:tp8x1,first=decode",
     ),
-]  # fmt: skip
+]
 
 
 def _pool_set(pool: str, example: str) -> typer.models.OptionInfo:
     """``--{pool}-set NAME=VALUE``: an engine setting of one pool only, over ``--engine-set``."""
     return typer.Option(
-        f"--{pool}-set", metavar="NAME=VALUE",
+        f"--{pool}-set",
+        metavar="NAME=VALUE",
         help=f"Override a setting of the {pool} pool's engine only (repeatable, over --engine-set): e.g. {example}.",
-    )  # fmt: skip
+    )
 
 
 PrefillSetOpt = Annotated[list[str] | None, _pool_set("prefill", "max_num_seqs=1 for one request at a time")]
@@ -81,26 +88,41 @@ def simulate_disagg_cmd(
     if not rate > 0:
         raise OptionError(f"--qps must be positive, got {qps}")
     r = simulate(
-        model, disagg=disagg, engine=engine, qps=rate, arrival=arrival,
+        model,
+        disagg=disagg,
+        engine=engine,
+        qps=rate,
+        arrival=arrival,
         arrival_cv=parse_float_opt(arrival_cv, "--arrival-cv"),
-        prompt_len=length_opt(prompt, "--prompt"), output_len=length_opt(output, "--output"),
-        num_requests=parse_count_opt(num_requests, "--num-requests"), seed=seed, weight_dtype=weight_dtype,
-        engine_overrides=parse_engine_set(engine_set), prefill_overrides=parse_engine_set(prefill_set, "--prefill-set"),
+        prompt_len=length_opt(prompt, "--prompt"),
+        output_len=length_opt(output, "--output"),
+        num_requests=parse_count_opt(num_requests, "--num-requests"),
+        seed=seed,
+        weight_dtype=weight_dtype,
+        engine_overrides=parse_engine_set(engine_set),
+        prefill_overrides=parse_engine_set(prefill_set, "--prefill-set"),
         decode_overrides=parse_engine_set(decode_set, "--decode-set"),
-    )  # fmt: skip
+    )
     s = r.summary
     if json:
         cfg = {k: (v.label() if k == "disagg" else v) for k, v in r.config.items()}
         typer.echo(dumps({"config": cfg, "summary": s}))
         return
     con = console()
-    con.print(f"{r.config['label']}; {r.config['gpus']} GPUs; link {num(r.config['link_bytes_per_s'] / 1e9)} GB/s "
-              f"per GPU; {r.config['engine']}")  # fmt: skip
+    con.print(
+        f"{r.config['label']}; {r.config['gpus']} GPUs; link {num(r.config['link_bytes_per_s'] / 1e9)} GB/s "
+        f"per GPU; {r.config['engine']}"
+    )
     t = Table()
     for col in ("metric", "mean", "p50", "p90", "p99"):
         t.add_column(col, justify="left" if col == "metric" else "right")
-    for key, label in (("ttft", "TTFT (ms)"), ("tpot", "TPOT (ms)"), ("itl", "ITL (ms)"), ("e2e", "E2E (ms)"),
-                       ("kv_transfer", "KV transfer (ms)")):  # fmt: skip
+    for key, label in (
+        ("ttft", "TTFT (ms)"),
+        ("tpot", "TPOT (ms)"),
+        ("itl", "ITL (ms)"),
+        ("e2e", "E2E (ms)"),
+        ("kv_transfer", "KV transfer (ms)"),
+    ):
         t.add_row(label, *(num(s[f"{key}_{q}_s"] * 1e3) for q in ("mean", "p50", "p90", "p99")))
     t.add_section()
     t.add_row("P:D ratio", r.config["ratio"], "", "", "")
@@ -136,43 +158,54 @@ def plan_disagg_cmd(
     """Size the P:D ratio for a load and SLOs and compare with co-located replicas (GPUs, $/h, KV transfer)."""
     from dataclasses import asdict
 
-    from rich.table import Table
-
-    from roofline.cli.render import num
     from roofline.serving.plan.disagg import plan_disagg
     from roofline.units import parse_duration
 
     pl = plan_disagg(
-        model, hardware, parse_float_opt(qps, "--qps"), tp_prefill=tp_prefill, tp_decode=tp_decode,
-        tp_colocated=tp_colocated, p_max=p_max, d_max=d_max, n_max=n_max, ttft_slo_s=parse_duration(ttft),
-        tpot_slo_s=parse_duration(tpot), percentile=percentile, first_token=first,
-        prompt_len=length_opt(prompt, "--prompt"), output_len=length_opt(output, "--output"),
-        num_requests=parse_count_opt(num_requests, "--num-requests"), engine=engine,
-    )  # fmt: skip
+        model,
+        hardware,
+        parse_float_opt(qps, "--qps"),
+        tp_prefill=tp_prefill,
+        tp_decode=tp_decode,
+        tp_colocated=tp_colocated,
+        p_max=p_max,
+        d_max=d_max,
+        n_max=n_max,
+        ttft_slo_s=parse_duration(ttft),
+        tpot_slo_s=parse_duration(tpot),
+        percentile=percentile,
+        first_token=first,
+        prompt_len=length_opt(prompt, "--prompt"),
+        output_len=length_opt(output, "--output"),
+        num_requests=parse_count_opt(num_requests, "--num-requests"),
+        engine=engine,
+    )
     bd, bc = pl.best_disagg, pl.best_colocated
     if json:
-        typer.echo(dumps({"best_disagg": bd and asdict(bd), "best_colocated": bc and asdict(bc),
-                          "disagg": [asdict(c) for c in pl.disagg],
-                          "colocated": [asdict(c) for c in pl.colocated]}))  # fmt: skip
+        doc = {"best_disagg": bd and asdict(bd), "best_colocated": bc and asdict(bc)}
+        typer.echo(
+            dumps(doc | {"disagg": [asdict(c) for c in pl.disagg], "colocated": [asdict(c) for c in pl.colocated]})
+        )
         return
-    t = Table(
-        title=f"deployments meeting p{percentile} TTFT ≤ {ttft}, TPOT ≤ {tpot} at {qps} req/s", title_justify="left"
-    )
-    for col in (
-        "deployment",
-        "GPUs",
-        "$/h",
-        f"TTFT p{percentile} ms",
-        f"TPOT p{percentile} ms",
-        "KV transfer ms",
-        "meets",
-    ):
+    console().print(_disagg_plan_table(pl, f"p{percentile} TTFT ≤ {ttft}, TPOT ≤ {tpot} at {qps} req/s", percentile))
+    if bd is None and bc is None:
+        raise OptionError("no deployment tried meets the SLOs; raise --p-max/--d-max/--n-max or relax --ttft/--tpot")
+
+
+def _disagg_plan_table(pl: DisaggPlan, slo_text: str, percentile: int) -> Table:
+    """Every deployment tried, those meeting the SLOs first, fewest GPUs first; the best of each kind marked."""
+    from rich.table import Table
+
+    from roofline.cli.render import num
+
+    bd, bc = pl.best_disagg, pl.best_colocated
+    t = Table(title=f"deployments meeting {slo_text}", title_justify="left")
+    q = f"p{percentile}"
+    for col in ("deployment", "GPUs", "$/h", f"TTFT {q} ms", f"TPOT {q} ms", "KV transfer ms", "meets"):
         t.add_column(col, justify="left" if col == "deployment" else "right")
     for c in sorted(pl.disagg + pl.colocated, key=lambda c: (not c.ok, c.gpus, c.tpot_s)):
         mark = "best" if c in (bd, bc) else ("yes" if c.ok else "no")
-        t.add_row(c.label, str(c.gpus), num(c.usd_per_hour) if c.usd_per_hour else "", num(c.ttft_s * 1e3),
-                  num(c.tpot_s * 1e3), num(c.kv_transfer_s * 1e3) if c.kv_transfer_s else "", mark)  # fmt: skip
-    con = console()
-    con.print(t)
-    if bd is None and bc is None:
-        raise OptionError("no deployment tried meets the SLOs; raise --p-max/--d-max/--n-max or relax --ttft/--tpot")
+        usd = num(c.usd_per_hour) if c.usd_per_hour else ""
+        xfer = num(c.kv_transfer_s * 1e3) if c.kv_transfer_s else ""
+        t.add_row(c.label, str(c.gpus), usd, num(c.ttft_s * 1e3), num(c.tpot_s * 1e3), xfer, mark)
+    return t

@@ -51,13 +51,21 @@ def spec_plan_cmd(
         raise OptionError(f"--k-max must be at least 1, got {k_max}")
     batches = parse_int_list(batch, "--batch")
     p, o = parse_count_opt(prompt, "--prompt"), parse_count_opt(output, "--output")
-    plan = search_k(model, hardware, spec, batches, k_max, int(p), int(o), tp=tp, weight_dtype=weight_dtype,
-                    engine=engine)  # fmt: skip
+    plan = search_k(
+        model, hardware, spec, batches, k_max, int(p), int(o), tp=tp, weight_dtype=weight_dtype, engine=engine
+    )
     best = plan.best()
     if json:
-        typer.echo(dumps({"spec": plan.config.label(), "crossover_batch": plan.crossover_batch,
-                          "best": [asdict(best[b]) for b in sorted(best)],
-                          "points": [asdict(x) for x in plan.points]}))  # fmt: skip
+        typer.echo(
+            dumps(
+                {
+                    "spec": plan.config.label(),
+                    "crossover_batch": plan.crossover_batch,
+                    "best": [asdict(best[b]) for b in sorted(best)],
+                    "points": [asdict(x) for x in plan.points],
+                }
+            )
+        )
         return
     title = f"{plan.config.method} (α={plan.config.alpha:g}): best k per batch, k = 1 … {k_max}"
     t = Table(title=title, title_justify="left", min_width=len(title))
@@ -65,8 +73,16 @@ def spec_plan_cmd(
         t.add_column(col, justify="right")
     for b in sorted(best):
         x = best[b]
-        t.add_row(str(b), str(x.k), num(x.tokens_per_step), num(x.tpot_s * 1e3), num(x.plain_tpot_s * 1e3),
-                  num(x.verify_s * 1e3), num(x.draft_s * 1e3), f"{num(x.speedup)}×")  # fmt: skip
+        t.add_row(
+            str(b),
+            str(x.k),
+            num(x.tokens_per_step),
+            num(x.tpot_s * 1e3),
+            num(x.plain_tpot_s * 1e3),
+            num(x.verify_s * 1e3),
+            num(x.draft_s * 1e3),
+            f"{num(x.speedup)}×",
+        )
     con = console()
     con.print(t)
     cross = plan.crossover_batch

@@ -19,7 +19,7 @@ from roofline.cli.options import (
     output_target,
     parse_int_list,
     write_frame,
-)  # fmt: skip
+)
 from roofline.cli.predict import (
     Calibration,
     Engine,
@@ -34,7 +34,7 @@ from roofline.cli.predict import (
     WeightDtype,
     parse_level,
     scenario_kwargs,
-)  # fmt: skip
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -117,9 +117,13 @@ def sweep_cmd(
 
 
 def _sweep_grid(
-    m: ModelSpec, hw: HardwareSpec, prof: CalibrationProfile, axes: dict[str, list[int]], tps: list[int],
+    m: ModelSpec,
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+    axes: dict[str, list[int]],
+    tps: list[int],
     kw: dict[str, Any],
-) -> pd.DataFrame:  # fmt: skip
+) -> pd.DataFrame:
     """The sweep over batch × prompt × output for each tp, in chunks of about 20,000 points (progress bar)."""
     import pandas as pd
 

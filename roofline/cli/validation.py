@@ -109,8 +109,14 @@ def _coverage(level: str, json: bool, other_options: bool) -> None:
     for h in ("regime", "rows", "inside", "coverage", "median width", "interval from"):
         t.add_column(h, justify="left" if h in ("regime", "interval from") else "right")
     for r in rows:
-        t.add_row(r["regime"], str(r["n"]), str(r["covered"]), f"{100 * r['coverage']:.0f}%",
-                  f"{r['width_pct']:.0f}%", r["pooled_from"])  # fmt: skip
+        t.add_row(
+            r["regime"],
+            str(r["n"]),
+            str(r["covered"]),
+            f"{100 * r['coverage']:.0f}%",
+            f"{r['width_pct']:.0f}%",
+            r["pooled_from"],
+        )
     console().print(t)
     s = Table(
         title=f"serving simulator: its {100 * lv:.0f} % interval on public serving rows and its coverage with each "
@@ -123,8 +129,12 @@ def _coverage(level: str, json: bool, other_options: bool) -> None:
         s.add_column(h, justify="left" if h == "engine" else "right")
     for r in serving:
         f, figs = r["figures"], ("ttft", "tpot", "e2e")
-        s.add_row(r["engine"], str(r["rows"]), *(f"×{f[x]['low']:.2f}–×{f[x]['high']:.2f}" for x in figs),
-                  " / ".join(f"{100 * f[x]['coverage']:.0f}%" for x in figs))  # fmt: skip
+        s.add_row(
+            r["engine"],
+            str(r["rows"]),
+            *(f"×{f[x]['low']:.2f}–×{f[x]['high']:.2f}" for x in figs),
+            " / ".join(f"{100 * f[x]['coverage']:.0f}%" for x in figs),
+        )
     console().print(s)
 
 
@@ -144,15 +154,30 @@ def rows_table(report: AccuracyReport) -> Table:
     from rich.table import Table
 
     t = Table(title=f"accuracy vs published measurements (profile: {report.profile})", title_justify="left")
-    for h in ("id", "source", "grade", "hardware", "model", "tp", "batch", "ISL/OSL", "metric", "measured",
-              "predicted", "error"):  # fmt: skip
+    for h in (
+        "id",
+        "source",
+        "grade",
+        "hardware",
+        "model",
+        "tp",
+        "batch",
+        "ISL/OSL",
+        "metric",
+        "measured",
+        "predicted",
+        "error",
+    ):
         t.add_column(h, justify="right" if h in ("tp", "batch", "measured", "predicted", "error") else "left")
     for r in report.rows.to_dict("records"):
         t.add_row(
             *(str(r[k]) for k in ("id", "source", "grade", "hardware", "model", "tp", "batch")),
-            f"{r['input_len']}/{r['output_len']}", str(r["metric"]), _num(r["measured"]), _num(r["predicted"]),
+            f"{r['input_len']}/{r['output_len']}",
+            str(r["metric"]),
+            _num(r["measured"]),
+            _num(r["predicted"]),
             f"{r['error_pct']:+.1f}%",
-        )  # fmt: skip
+        )
     return t
 
 
@@ -169,8 +194,14 @@ def summary_table(report: AccuracyReport) -> Table:
     for h in ("by", "value", "rows", "median APE", "p90 APE", "median error"):
         t.add_column(h, justify="left" if h in ("by", "value") else "right")
     for r in report.summary().itertuples(index=False):
-        t.add_row(str(r.group), str(r.value), str(r.n), f"{r.median_ape_pct:.1f}%", f"{r.p90_ape_pct:.1f}%",
-                  f"{r.median_error_pct:+.1f}%")  # fmt: skip
+        t.add_row(
+            str(r.group),
+            str(r.value),
+            str(r.n),
+            f"{r.median_ape_pct:.1f}%",
+            f"{r.p90_ape_pct:.1f}%",
+            f"{r.median_error_pct:+.1f}%",
+        )
     return t
 
 
@@ -260,8 +291,19 @@ def validate_command(
     if scale not in ("tiny", "small", "full"):
         raise OptionError(f"--scale must be tiny, small or full, got {scale!r}")
     output_target(output, force, "CSV table")  # checked before the model is timed
-    df = run(model, calibration, device, scale, grid, output, threads, rounds, calibrate_budget_s=calibrate,
-             progress=lambda line: typer.echo(line, err=True), force=force)  # fmt: skip
+    df = run(
+        model,
+        calibration,
+        device,
+        scale,
+        grid,
+        output,
+        threads,
+        rounds,
+        calibrate_budget_s=calibrate,
+        progress=lambda line: typer.echo(line, err=True),
+        force=force,
+    )
     typer.echo(format_table(df))
     if output is not None:
         typer.echo(f"saved {output}")

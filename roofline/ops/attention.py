@@ -83,13 +83,23 @@ def attention_kernel(
     per_pair = 2.0 * (d_qk + d_v) * q_heads
     kv_per_span = kv_elems_per_token * c.kv_bytes
     op = Op(
-        name="attn.core", group="attention", kind="attention", layer_kind=layer_kind, count=count,
-        dtype=c.attn_dtype, m=c.tokens, n=span, k=arr(d_qk) + 0 * span,
+        name="attn.core",
+        group="attention",
+        kind="attention",
+        layer_kind=layer_kind,
+        count=count,
+        dtype=c.attn_dtype,
+        m=c.tokens,
+        n=span,
+        k=arr(d_qk) + 0 * span,
         flops=per_pair * b * pairs,
         act_bytes=c.tokens * q_heads * (d_qk + d_v) * c.a_bytes,
         kv_read_bytes=b * span * kv_per_span,
-        ctx_ref=c.context, ctx_cap=window, ctx_period=chunk, q_per_kv=float(q_heads / kv_heads),
-    )  # fmt: skip
+        ctx_ref=c.context,
+        ctx_cap=window,
+        ctx_period=chunk,
+        q_per_kv=float(q_heads / kv_heads),
+    )
     if c.phase == "decode":
         op = Op(
             **{
@@ -136,7 +146,7 @@ def gqa_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) 
         attention_kernel(c, layer_kind, count, window, hq, hkv, d, dv, kv_elems, chunk, layer.mixer == "sparse"),
         _kv_write(c, layer_kind, count, kv_elems),
         gemm("attn.o_proj", "attention", layer_kind, count, dt, M, h, hq * dv, wb, ab, bias_bytes=h * wb * a.o_bias),
-    ]  # fmt: skip
+    ]
 
 
 def mla_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) -> list[Op]:
@@ -160,23 +170,41 @@ def mla_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) 
     M, wb, ab, dt = c.tokens, c.w_bytes, c.a_bytes, c.gemm_dtype
     ops: list[Op] = []
     if m.q_lora_rank:
-        ops.append(gemm("attn.q_a_proj", "attention", layer_kind, count, dt, M, m.q_lora_rank, h, wb, ab,
-                        bias_bytes=m.q_lora_rank * wb))  # q_a_layernorm  # fmt: skip
+        ops.append(
+            gemm(
+                "attn.q_a_proj",
+                "attention",
+                layer_kind,
+                count,
+                dt,
+                M,
+                m.q_lora_rank,
+                h,
+                wb,
+                ab,
+                bias_bytes=m.q_lora_rank * wb,
+            )
+        )  # q_a_layernorm
         ops.append(gemm("attn.q_b_proj", "attention", layer_kind, count, dt, M, hq * qk, m.q_lora_rank, wb, ab))
     else:
         ops.append(gemm("attn.q_proj", "attention", layer_kind, count, dt, M, hq * qk, h, wb, ab))
-    ops.append(gemm("attn.kv_a_proj", "attention", layer_kind, count, dt, M, latent, h, wb, ab,
-                    bias_bytes=m.kv_lora_rank * wb))  # kv_a_layernorm  # fmt: skip
+    ops.append(
+        gemm("attn.kv_a_proj", "attention", layer_kind, count, dt, M, latent, h, wb, ab, bias_bytes=m.kv_lora_rank * wb)
+    )  # kv_a_layernorm
     if c.phase == "prefill":
         kv_b_out = hq * (m.qk_nope_head_dim + m.v_head_dim)
         ops.append(gemm("attn.kv_b_proj", "attention", layer_kind, count, dt, M, kv_b_out, m.kv_lora_rank, wb, ab))
         ops.append(attention_kernel(c, layer_kind, count, window, hq, hq, qk, m.v_head_dim, latent, sparse=sparse))
     else:
-        ops.append(gemm("attn.absorb_uk", "attention", layer_kind, count, dt, M, hq * m.kv_lora_rank,
-                        m.qk_nope_head_dim, wb, ab))  # fmt: skip
+        ops.append(
+            gemm(
+                "attn.absorb_uk", "attention", layer_kind, count, dt, M, hq * m.kv_lora_rank, m.qk_nope_head_dim, wb, ab
+            )
+        )
         ops.append(attention_kernel(c, layer_kind, count, window, hq, 1, latent, m.kv_lora_rank, latent, sparse=sparse))
-        ops.append(gemm("attn.absorb_uv", "attention", layer_kind, count, dt, M, hq * m.v_head_dim,
-                        m.kv_lora_rank, wb, ab))  # fmt: skip
+        ops.append(
+            gemm("attn.absorb_uv", "attention", layer_kind, count, dt, M, hq * m.v_head_dim, m.kv_lora_rank, wb, ab)
+        )
     ops.append(_kv_write(c, layer_kind, count, latent))
     ops.append(gemm("attn.o_proj", "attention", layer_kind, count, dt, M, h, hq * m.v_head_dim, wb, ab))
     return ops
@@ -185,6 +213,15 @@ def mla_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) 
 def _kv_write(c: BuildContext, layer_kind: str, count: int, elems_per_token: float) -> Op:
     """Append the new tokens' K/V (or latent) to the cache: M·elems·kv bytes written."""
     M = c.tokens
-    op = elementwise("attn.kv_write", "attention", layer_kind, count, c.attn_dtype, M * elems_per_token, 0.0,
-                     c.a_bytes, flops_per_elem=0.0)  # fmt: skip
+    op = elementwise(
+        "attn.kv_write",
+        "attention",
+        layer_kind,
+        count,
+        c.attn_dtype,
+        M * elems_per_token,
+        0.0,
+        c.a_bytes,
+        flops_per_elem=0.0,
+    )
     return Op(**{**op.__dict__, "kv_write_bytes": M * elems_per_token * c.kv_bytes})

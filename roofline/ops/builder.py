@@ -75,13 +75,7 @@ def _layer_ops(c: BuildContext, layer: ResolvedLayer, count: int, lk: str) -> li
 
 
 def build_ops(
-    model: ModelSpec,
-    sc: Scenario,
-    hw: HardwareSpec,
-    phase: Phase,
-    batch: object,
-    new_tokens: object,
-    past: object,
+    model: ModelSpec, sc: Scenario, hw: HardwareSpec, phase: Phase, batch: object, new_tokens: object, past: object
 ) -> list[Op]:
     """Every op of one forward pass over all layers, sharded for one GPU of a tp group.
 
@@ -93,7 +87,7 @@ def build_ops(
     c = BuildContext.create(model, sc, hw, phase, batch, new_tokens, past)
     h, v, M, B, ab, dt = model.hidden_size, model.vocab_size, c.tokens, c.batch, c.a_bytes, c.gemm_dtype
     ops = [
-        elementwise("embedding", "embedding", "model", 1, dt, M * h, 1.0, ab, 0.0, np.minimum(M, v) * h * c.emb_bytes),
+        elementwise("embedding", "embedding", "model", 1, dt, M * h, 1.0, ab, 0.0, np.minimum(M, v) * h * c.emb_bytes)
     ]
     if sc.tp > 1:
         ops.append(traffic.embedding_all_reduce(c))

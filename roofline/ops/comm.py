@@ -36,14 +36,34 @@ CUSTOM_AR_MAX_BYTES = 8192 * KIB  # vLLM CustomAllreduce max_size
 CUSTOM_AR_SIZES = (2, 4, 6, 8)  # vLLM REDUCE_CASE world sizes
 
 
-def _comm(name: str, group: str, layer_kind: str, count: int, dtype: ComputeDtype, message: np.ndarray,
-          wire: np.ndarray, hops: object, p: int) -> Op:  # fmt: skip
+def _comm(
+    name: str,
+    group: str,
+    layer_kind: str,
+    count: int,
+    dtype: ComputeDtype,
+    message: np.ndarray,
+    wire: np.ndarray,
+    hops: object,
+    p: int,
+) -> Op:
     m = arr(message)
     return Op(
-        name=name, group=group, kind="comm", layer_kind=layer_kind, count=count, dtype=dtype, m=m,
-        n=arr(1.0) + 0 * m, k=arr(1.0) + 0 * m, flops=0 * m, comm_bytes=arr(wire) + 0 * m, collectives=1,
-        comm_hops=arr(hops) + 0 * m, group_size=p,
-    )  # fmt: skip
+        name=name,
+        group=group,
+        kind="comm",
+        layer_kind=layer_kind,
+        count=count,
+        dtype=dtype,
+        m=m,
+        n=arr(1.0) + 0 * m,
+        k=arr(1.0) + 0 * m,
+        flops=0 * m,
+        comm_bytes=arr(wire) + 0 * m,
+        collectives=1,
+        comm_hops=arr(hops) + 0 * m,
+        group_size=p,
+    )
 
 
 def all_reduce_wire_and_hops(hw: HardwareSpec, message_bytes: object, p: int) -> tuple[np.ndarray, np.ndarray]:
@@ -63,22 +83,32 @@ def all_reduce_wire_and_hops(hw: HardwareSpec, message_bytes: object, p: int) ->
     return wire, hops
 
 
-def all_reduce(name: str, group: str, layer_kind: str, count: int, dtype: ComputeDtype, message_bytes: object,
-               p: int, hw: HardwareSpec) -> Op:  # fmt: skip
+def all_reduce(
+    name: str,
+    group: str,
+    layer_kind: str,
+    count: int,
+    dtype: ComputeDtype,
+    message_bytes: object,
+    p: int,
+    hw: HardwareSpec,
+) -> Op:
     """All-reduce of ``message_bytes`` over p GPUs with the algorithm engines pick at that size."""
     wire, hops = all_reduce_wire_and_hops(hw, message_bytes, p)
     return _comm(name, group, layer_kind, count, dtype, arr(message_bytes), wire, hops, p)
 
 
-def all_gather(name: str, group: str, layer_kind: str, count: int, dtype: ComputeDtype, message_bytes: object,
-               p: int) -> Op:  # fmt: skip
+def all_gather(
+    name: str, group: str, layer_kind: str, count: int, dtype: ComputeDtype, message_bytes: object, p: int
+) -> Op:
     """Ring all-gather of a ``message_bytes`` result: wire bytes = (p−1)/p × message, p − 1 hops."""
     msg = arr(message_bytes)
     return _comm(name, group, layer_kind, count, dtype, msg, (p - 1) / p * msg, p - 1, p)
 
 
-def all_to_all(name: str, group: str, layer_kind: str, count: int, dtype: ComputeDtype, message_bytes: object,
-               p: int) -> Op:  # fmt: skip
+def all_to_all(
+    name: str, group: str, layer_kind: str, count: int, dtype: ComputeDtype, message_bytes: object, p: int
+) -> Op:
     """All-to-all where each GPU holds ``message_bytes``: wire bytes = (p−1)/p × message, 1 hop."""
     msg = arr(message_bytes)
     return _comm(name, group, layer_kind, count, dtype, msg, (p - 1) / p * msg, 1, p)

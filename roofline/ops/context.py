@@ -44,8 +44,18 @@ class BuildContext:
     ) -> BuildContext:
         """Resolve formats against ``hw`` and broadcast the shape arrays."""
         b, t, p = np.broadcast_arrays(arr(batch), arr(new_tokens), arr(past))
-        return cls(model, sc, phase, b, t, p, sc.gemm_compute_dtype(hw), sc.attention_compute_dtype(hw), hw,
-                   sc.weight_formats(model))  # fmt: skip
+        return cls(
+            model,
+            sc,
+            phase,
+            b,
+            t,
+            p,
+            sc.gemm_compute_dtype(hw),
+            sc.attention_compute_dtype(hw),
+            hw,
+            sc.weight_formats(model),
+        )
 
     @property
     def tokens(self) -> np.ndarray:

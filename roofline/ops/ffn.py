@@ -35,11 +35,12 @@ def dense_ffn_ops(
     i = intermediate / c.tp
     up_n = 2 * i if kind == "gated" else i
     return [
-        gemm(f"{prefix}.{'gate_up' if kind == 'gated' else 'up'}_proj", group, layer_kind, count, dt, M, up_n, h, wb,
-             ab),
+        gemm(
+            f"{prefix}.{'gate_up' if kind == 'gated' else 'up'}_proj", group, layer_kind, count, dt, M, up_n, h, wb, ab
+        ),
         elementwise(f"{prefix}.act", group, layer_kind, count, dt, M * i, 3.0 if kind == "gated" else 2.0, ab, 4.0),
         gemm(f"{prefix}.down_proj", group, layer_kind, count, dt, M, h, i, wb, ab),
-    ]  # fmt: skip
+    ]
 
 
 def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
@@ -64,20 +65,23 @@ def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     gated = moe.expert_kind == "gated"
     frac = touched  # weight bytes are per expert in the gemm record, times touched experts
     rb = max(ab, 2.0)  # router weights and bias (e_score_correction_bias) stay 16-bit
-    ops = [gemm("moe.router", "moe", layer_kind, count, dt, M, moe.num_experts, h, rb, ab,
-                bias_bytes=moe.num_experts * rb * moe.router_bias)]  # fmt: skip
+
+    def g(name: str, m: object, n: object, k: object, w_bytes: float, frac: object = 1.0, bias: float = 0.0) -> Op:
+        return gemm(name, "moe", layer_kind, count, dt, m, n, k, w_bytes, ab, frac, bias_bytes=bias)
+
+    up = (2 if gated else 1) * i
+    ops = [g("moe.router", M, moe.num_experts, h, rb, bias=moe.num_experts * rb * moe.router_bias)]
     if moe.latent_size:
-        ops.append(gemm("moe.latent_in", "moe", layer_kind, count, dt, M, moe.latent_size / tp, h, wb, ab))
+        ops.append(g("moe.latent_in", M, moe.latent_size / tp, h, wb))
     ops += [
-        grouped_rows(gemm(f"moe.experts_{'gate_up' if gated else 'up'}", "moe", layer_kind, count, dt, rows,
-                         (2 if gated else 1) * i, w, wb, ab, frac,
-                         bias_bytes=(2 if gated else 1) * i * wb * moe.expert_bias), touched),
+        grouped_rows(
+            g(f"moe.experts_{'gate_up' if gated else 'up'}", rows, up, w, wb, frac, up * wb * moe.expert_bias), touched
+        ),
         elementwise("moe.experts_act", "moe", layer_kind, count, dt, assignments * i, 3.0 if gated else 2.0, ab, 4.0),
-        grouped_rows(gemm("moe.experts_down", "moe", layer_kind, count, dt, rows, w, i, wb, ab, frac,
-                         bias_bytes=w / shard * wb * moe.expert_bias), touched),
-    ]  # fmt: skip
+        grouped_rows(g("moe.experts_down", rows, w, i, wb, frac, w / shard * wb * moe.expert_bias), touched),
+    ]
     if moe.latent_size:
-        ops.append(gemm("moe.latent_out", "moe", layer_kind, count, dt, M, h, moe.latent_size / tp, wb, ab))
+        ops.append(g("moe.latent_out", M, h, moe.latent_size / tp, wb))
     if moe.num_shared_experts:
         assert moe.shared_intermediate_size is not None
         shared = moe.num_shared_experts * moe.shared_intermediate_size

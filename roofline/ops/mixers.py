@@ -63,8 +63,9 @@ def linear_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     conv_dim, v_dim = la.conv_dim / tp, la.num_heads * la.head_v_dim / tp
     ops: list[Op] = []
     if la.kind == "gated_deltanet":
-        ops.append(gemm("linear.in_proj", "attention", layer_kind, count, dt, M, conv_dim + v_dim + 2 * heads, h, wb,
-                        ab))  # fmt: skip
+        ops.append(
+            gemm("linear.in_proj", "attention", layer_kind, count, dt, M, conv_dim + v_dim + 2 * heads, h, wb, ab)
+        )
     elif la.kind == "mamba2":
         ops.append(gemm("linear.in_proj", "attention", layer_kind, count, dt, M, conv_dim + v_dim + heads, h, wb, ab))
     else:
@@ -73,16 +74,18 @@ def linear_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
         ops.append(gemm("linear.gate_a_proj", "attention", layer_kind, count, dt, M, dk + dv, h, wb, ab))
         ops.append(gemm("linear.f_b_proj", "attention", layer_kind, count, dt, M, heads * dk, dk, wb, ab))
         ops.append(gemm("linear.g_b_proj", "attention", layer_kind, count, dt, M, heads * dv, dv, wb, ab))
-    ops.append(elementwise("linear.conv1d", "attention", layer_kind, count, dt, M * conv_dim, 2.0, ab,
-                           2.0 * la.conv_kernel))  # fmt: skip
+    ops.append(
+        elementwise("linear.conv1d", "attention", layer_kind, count, dt, M * conv_dim, 2.0, ab, 2.0 * la.conv_kernel)
+    )
     ops.append(_scan(c, la, layer_kind, count))
     ops.append(gemm("linear.out_proj", "attention", layer_kind, count, dt, M, h, v_dim, wb, ab))
     # the mixer's weights outside its GEMMs (conv taps and bias, Δ bias, A_log, D, KDA decay bias, the
     # gated norm, Mamba-2 projection biases), read once per step with the gated norm
     in_gemms = sum(float(np.max(op.weight_bytes)) for op in ops if op.kind == "gemm") / wb
     vectors = la.params(h) / tp - in_gemms
-    ops.insert(-1, elementwise("linear.gated_norm", "attention", layer_kind, count, dt, M * v_dim, 3.0, ab, 6.0,
-                               vectors * wb))  # fmt: skip
+    ops.insert(
+        -1, elementwise("linear.gated_norm", "attention", layer_kind, count, dt, M * v_dim, 3.0, ab, 6.0, vectors * wb)
+    )
     return ops
 
 
@@ -95,10 +98,20 @@ def _scan(c: BuildContext, la: LinearAttention, layer_kind: str, count: int) -> 
     act = M * (la.conv_dim + la.num_heads * la.head_v_dim) / tp * c.a_bytes
     read = b * state_b * (1.0 if c.phase == "decode" else np.where(c.past > 0, 1.0, 0.0))
     return Op(
-        name="linear.scan", group="attention", kind="attention", layer_kind=layer_kind, count=count,
-        dtype=c.attn_dtype, m=M, n=arr(la.head_v_dim) + 0 * M, k=arr(la.head_k_dim) + 0 * M,
-        flops=flops, act_bytes=act, kv_read_bytes=read + 0 * M, kv_write_bytes=b * state_b + 0 * M,
-    )  # fmt: skip
+        name="linear.scan",
+        group="attention",
+        kind="attention",
+        layer_kind=layer_kind,
+        count=count,
+        dtype=c.attn_dtype,
+        m=M,
+        n=arr(la.head_v_dim) + 0 * M,
+        k=arr(la.head_k_dim) + 0 * M,
+        flops=flops,
+        act_bytes=act,
+        kv_read_bytes=read + 0 * M,
+        kv_write_bytes=b * state_b + 0 * M,
+    )
 
 
 def indexer_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
@@ -122,14 +135,30 @@ def indexer_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     pairs = p * t + t * (t + 1) / 2  # Σ_{i=p+1}^{p+t} i
     span = p + t
     score = Op(
-        name="indexer.score", group="attention", kind="attention", layer_kind=layer_kind, count=count,
-        dtype=c.attn_dtype, m=M, n=span + 0 * M, k=arr(d) + 0 * M, flops=per_pair * b * pairs,
-        act_bytes=M * n * (d + 1) * ab, kv_read_bytes=b * span * sa.cache_bytes_per_token, ctx_ref=c.context,
-    )  # fmt: skip
+        name="indexer.score",
+        group="attention",
+        kind="attention",
+        layer_kind=layer_kind,
+        count=count,
+        dtype=c.attn_dtype,
+        m=M,
+        n=span + 0 * M,
+        k=arr(d) + 0 * M,
+        flops=per_pair * b * pairs,
+        act_bytes=M * n * (d + 1) * ab,
+        kv_read_bytes=b * span * sa.cache_bytes_per_token,
+        ctx_ref=c.context,
+    )
     if c.phase == "decode":
         per_ctx = b * sa.cache_bytes_per_token + 0 * M
-        score = Op(**{**score.__dict__, "flops_per_ctx": per_pair * b, "kv_read_bytes_per_ctx": per_ctx,
-                      "context_dependent": True})  # fmt: skip
+        score = Op(
+            **{
+                **score.__dict__,
+                "flops_per_ctx": per_pair * b,
+                "kv_read_bytes_per_ctx": per_ctx,
+                "context_dependent": True,
+            }
+        )
     write = elementwise("indexer.k_write", "attention", layer_kind, count, c.attn_dtype, M * d, 0.0, ab, 0.0)
     write = Op(**{**write.__dict__, "kv_write_bytes": M * sa.cache_bytes_per_token})
     if sa.kind == "msa":  # index q sharded over tp with the heads, one replicated key head

@@ -154,7 +154,16 @@ def elementwise(
     """A memory-bound kernel touching ``elems`` elements ``passes`` times (reads + writes)."""
     e = arr(elems)
     return Op(
-        name=name, group=group, kind="elementwise", layer_kind=layer_kind, count=count, dtype=dtype,
-        m=e, n=arr(1.0) + 0 * e, k=arr(1.0) + 0 * e, flops=flops_per_elem * e,
-        act_bytes=passes * e * a_bytes, weight_bytes=arr(weight_bytes) + 0 * e,
-    )  # fmt: skip
+        name=name,
+        group=group,
+        kind="elementwise",
+        layer_kind=layer_kind,
+        count=count,
+        dtype=dtype,
+        m=e,
+        n=arr(1.0) + 0 * e,
+        k=arr(1.0) + 0 * e,
+        flops=flops_per_elem * e,
+        act_bytes=passes * e * a_bytes,
+        weight_bytes=arr(weight_bytes) + 0 * e,
+    )

@@ -53,8 +53,9 @@ def rope_op(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) 
         heads, d_rot = layer.num_heads / c.tp + 1.0, float(a.mla.qk_rope_head_dim)
     else:
         heads, d_rot = layer.num_heads / c.tp + kv_heads_per_gpu(layer.num_kv_heads, c.tp), float(layer.head_dim)
-    return elementwise("attn.rope", "attention", layer_kind, count, c.attn_dtype, c.tokens * heads * d_rot, 2.0,
-                       c.a_bytes, 3.0)  # fmt: skip
+    return elementwise(
+        "attn.rope", "attention", layer_kind, count, c.attn_dtype, c.tokens * heads * d_rot, 2.0, c.a_bytes, 3.0
+    )
 
 
 def embedding_all_reduce(c: BuildContext) -> Op:
@@ -73,6 +74,7 @@ def mla_prefill_kv_op(c: BuildContext, layer_kind: str, count: int) -> Op:
     expanded = hq * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) * c.a_bytes
     latent = (m.kv_lora_rank + m.qk_rope_head_dim) * c.kv_bytes
     extra = c.batch * span * np.maximum(expanded - latent, 0.0)
-    op = elementwise("attn.mla_prefill_kv", "attention", layer_kind, count, c.attn_dtype, extra / c.a_bytes, 1.0,
-                     c.a_bytes, 0.0)  # fmt: skip
+    op = elementwise(
+        "attn.mla_prefill_kv", "attention", layer_kind, count, c.attn_dtype, extra / c.a_bytes, 1.0, c.a_bytes, 0.0
+    )
     return replace(op, kernels=0)  # traffic of the attention kernel, not a launch of its own

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -113,6 +113,49 @@ class Replica:
             "prefill_completions": sim.prefill_completions, "kv_blocks_used_at_end": sim.pool.used,
             "generated_tokens": sim.generated, "workload": workload,
         }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What a replica is built from (typed): model, hardware, engine with its overrides, tp/pp/ep, formats and
+    calibration. :meth:`replica` builds it for a workload's mean lengths; :meth:`pool` the same deployment on a
+    disaggregated pool's hardware, tp and ep with that pool's own engine overrides on top."""
+
+    model: ModelArg
+    hardware: HardwareArg | None
+    engine: EngineArg = "vllm"
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    engine_overrides: Mapping[str, object] | None = None
+    weight_dtype: str | Precision | None = None
+    kv_dtype: str | Precision | None = None
+    calibration: ProfileArg = None
+
+    def replica(self, prompt_mean: float, output_mean: float) -> Replica:
+        """The replica of this deployment for requests of these mean lengths (tokens)."""
+        if self.hardware is None:
+            raise ScenarioError("hardware is missing: name a GPU (e.g. 'h100-sxm'), or give disagg= pools")
+        return replica(
+            self.model,
+            self.hardware,
+            self.engine,
+            self.tp,
+            pp=self.pp,
+            ep=self.ep,
+            engine_overrides=self.engine_overrides,
+            weight_dtype=self.weight_dtype,
+            kv_dtype=self.kv_dtype,
+            calibration=self.calibration,
+            prompt_mean=prompt_mean,
+            output_mean=output_mean,
+        )
+
+    def pool(self, hardware: str, tp: int, ep: int, overrides: Mapping[str, object] | None, field: str) -> Deployment:
+        """This deployment on a pool's ``hardware``/``tp``/``ep``, its engine overrides ∪ the pool's ``overrides``
+        (named ``field`` in errors)."""
+        merged = overrides_map(self.engine_overrides) | overrides_map(overrides, field)
+        return replace(self, hardware=hardware, tp=tp, pp=1, ep=ep, engine_overrides=merged)
 
 
 def replica(

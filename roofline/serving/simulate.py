@@ -54,7 +54,7 @@ from roofline.engine.presets import EngineArg
 from roofline.errors import ScenarioError
 from roofline.prediction import HardwareArg, ModelArg, ProfileArg
 from roofline.serving.plan.screening import screen
-from roofline.serving.replica import Replica, replica
+from roofline.serving.replica import Deployment, Replica
 from roofline.serving.sim.metrics import lockstep_share
 from roofline.serving.sim.result import SimulationResult, build_result
 from roofline.serving.workload.arrivals import LengthArg
@@ -65,6 +65,9 @@ from roofline.specs.speculative import SpeculativeConfig
 
 #: ``config["lockstep"]`` when more than this share of a closed loop's later requests came in a half-population cohort.
 LOCKSTEP_SHARE = 0.5
+
+#: The keyword arguments of :func:`simulate` that describe its workload (the fields of :class:`Workload`).
+WORKLOAD_FIELDS = frozenset(f.name for f in fields(Workload))
 
 #: Most seeded replicas one call runs.
 MAX_REPLICAS = 64
@@ -113,30 +116,23 @@ def simulate(
     names. ``replicas`` = N > 1 runs N seeded replicas (seeds seed … seed + N − 1); the first is returned and
     every replica's summary is kept in ``config["replica_summaries"]`` for the intervals.
     """
-    given = dict(qps=qps, concurrency=concurrency, trace=trace, prompt_len=prompt_len, output_len=output_len,
-                 num_requests=num_requests, seed=seed, arrival=arrival, arrival_cv=arrival_cv,
-                 prefix_share=prefix_share, trace_block_tokens=trace_block_tokens)  # fmt: skip
+    given = {name: value for name, value in locals().items() if name in WORKLOAD_FIELDS}  # the keyword workload
     wl = _the_workload(workload, given)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= MAX_REPLICAS:
         raise ScenarioError(f"replicas must be a whole number from 1 to {MAX_REPLICAS} (got {replicas!r})")
     spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
     pools = DisaggConfig.parse(disagg) if isinstance(disagg, str) else disagg
-    dep: dict[str, Any] = dict(engine_overrides=engine_overrides, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                               calibration=calibration)  # fmt: skip
-    _check_variant(spec, pools, hardware, wl, tp=tp, pp=pp, ep=ep, progress=progress,
-                   pool_overrides=prefill_overrides is not None or decode_overrides is not None)  # fmt: skip
+    dep = Deployment(model, hardware, engine, tp, pp, ep, engine_overrides, weight_dtype, kv_dtype, calibration)
+    pool_overrides = prefill_overrides is not None or decode_overrides is not None
+    _check_variant(spec, pools, dep, wl, progress=progress, pool_overrides=pool_overrides)
 
     def one(w: Workload, prog: ProgressFn | None) -> SimulationResult:
         req = w.draw()
         if pools is not None:
             from roofline.serving.sim.disagg import run_disagg
 
-            return run_disagg(model, pools, engine, w, req, prefill_overrides=prefill_overrides,
-                              decode_overrides=decode_overrides, **dep)  # fmt: skip
-        if hardware is None:
-            raise ScenarioError("hardware is missing: name a GPU (e.g. 'h100-sxm'), or give disagg= pools")
-        rep = replica(model, hardware, engine, tp, pp=pp, ep=ep,
-                      prompt_mean=req.prompt_mean, output_mean=req.output_mean, **dep)  # fmt: skip
+            return run_disagg(dep, pools, w, req, prefill_overrides, decode_overrides)
+        rep = dep.replica(req.prompt_mean, req.output_mean)
         if spec is not None:
             from roofline.serving.sim.speculative import run_speculative
 
@@ -168,16 +164,14 @@ def _the_workload(workload: Workload | None, given: dict[str, Any]) -> Workload:
 def _check_variant(
     spec: SpeculativeConfig | None,
     pools: DisaggConfig | None,
-    hardware: HardwareArg | None,
+    dep: Deployment,
     wl: Workload,
     *,
-    tp: int,
-    pp: int,
-    ep: int,
     progress: ProgressFn | None,
     pool_overrides: bool,
 ) -> None:
     """Refuse, with the option named, what a variant cannot run."""
+    hardware, tp, pp, ep = dep.hardware, dep.tp, dep.pp, dep.ep
     if spec is not None and pools is not None:
         raise ScenarioError("speculative= and disagg= cannot be combined yet: simulate one of them")
     if pools is None and pool_overrides:
@@ -212,8 +206,9 @@ def run_replica(rep: Replica, wl: Workload, req: Requests, progress: ProgressFn 
     eng, step = rep.engine, rep.step
     rep.check_requests(req.prompt, req.output)
     hashes = req.hashes(eng.kv_block_tokens, wl.prefix_share)
-    sim = rep.engine_sim(req.prompt, req.output, req.send_s, concurrency=wl.concurrency, hashes=hashes,
-                         overhead_seed=wl.seed)  # fmt: skip
+    sim = rep.engine_sim(
+        req.prompt, req.output, req.send_s, concurrency=wl.concurrency, hashes=hashes, overhead_seed=wl.seed
+    )
     t0 = time.perf_counter()
     sim.run(None if progress is None else (lambda done: progress(done, len(req.prompt))))
     wall = time.perf_counter() - t0
@@ -224,8 +219,9 @@ def run_replica(rep: Replica, wl: Workload, req: Requests, progress: ProgressFn 
             f" The closed-form screening tier puts this configuration's sustainable rate at "
             f"{sus.sustainable_qps:.3g} requests/s for the mean request ({p_mean:.0f} + {o_mean:.0f} tokens)."
         )
-    config = rep.run_config(sim, policy=rep.policy, max_seqs=step.max_rows, wall_s=wall, seed=wl.seed,
-                            workload=wl.describe())  # fmt: skip
+    config = rep.run_config(
+        sim, policy=rep.policy, max_seqs=step.max_rows, wall_s=wall, seed=wl.seed, workload=wl.describe()
+    )
     res = build_result(sim, req.send_s if req.send_s is not None else np.zeros(0), config)
     if wl.concurrency is not None:  # closed loop: do identical clients stay in lock-step? (metrics.lockstep_share)
         r = res.requests

@@ -85,8 +85,18 @@ def head_step_ops(
             out.append(op)
     h = model.hidden_size
     a_bytes = sc.activation_memory_bytes_per_element
-    fuse = gemm("draft.eh_proj", "draft", "model", layers, sc.gemm_compute_dtype(hw), batch, h, 2 * h,
-                sc.weight_dtype.bytes_per_element, a_bytes)  # fmt: skip
+    fuse = gemm(
+        "draft.eh_proj",
+        "draft",
+        "model",
+        layers,
+        sc.gemm_compute_dtype(hw),
+        batch,
+        h,
+        2 * h,
+        sc.weight_dtype.bytes_per_element,
+        a_bytes,
+    )
     if sc.cuda_graphs:
         fuse = replace(fuse, launch="graph")
     return [*out, fuse]
@@ -201,11 +211,15 @@ class SpeculativeDecode:
         """Flat fields for JSON/CSV: method, k, τ, mean verify/draft seconds per step, speedup."""
         c = self.config
         return {
-            "spec_method": c.method, "spec_k": c.k, "spec_tokens_per_step": self.tokens_per_step,
-            "spec_verify_tokens": c.verify_tokens, "spec_verify_s": float(np.mean(self.verify_s)),
-            "spec_draft_s": float(np.mean(self.draft_s)), "spec_speedup": self.speedup,
+            "spec_method": c.method,
+            "spec_k": c.k,
+            "spec_tokens_per_step": self.tokens_per_step,
+            "spec_verify_tokens": c.verify_tokens,
+            "spec_verify_s": float(np.mean(self.verify_s)),
+            "spec_draft_s": float(np.mean(self.draft_s)),
+            "spec_speedup": self.speedup,
             "spec_draft_bytes_per_gpu": self.draft_bytes_per_gpu,
-        }  # fmt: skip
+        }
 
 
 def draft_step_s(
@@ -274,18 +288,35 @@ def with_speculation(r: PredictionResult, spec: SpeculativeConfig | str) -> Pred
     if r.fits and short > 0:
         nan = float("nan")
         return dataclasses.replace(
-            r, fits=False, missing_bytes=short, speculative=sd, ttft_s=nan, tpot_s=nan, tpot_first_s=nan,
-            tpot_last_s=nan, e2e_s=nan, decode_s=nan, throughput_tok_s=nan, throughput_tok_s_per_gpu=nan,
+            r,
+            fits=False,
+            missing_bytes=short,
+            speculative=sd,
+            ttft_s=nan,
+            tpot_s=nan,
+            tpot_first_s=nan,
+            tpot_last_s=nan,
+            e2e_s=nan,
+            decode_s=nan,
+            throughput_tok_s=nan,
+            throughput_tok_s_per_gpu=nan,
             total_throughput_tok_s=nan,
-        )  # fmt: skip
+        )
     if not r.fits:
         return dataclasses.replace(r, speculative=sd)
     e2e = r.ttft_s + sd.decode_s
     out = b * o / e2e * sc.replicas
     per_step = sd.step_s / sd.tokens_per_step
     return dataclasses.replace(
-        r, tpot_s=sd.tpot_s, decode_s=sd.decode_s, e2e_s=e2e, throughput_tok_s=out,
-        throughput_tok_s_per_gpu=out / sc.num_gpus, total_throughput_tok_s=b * (p + o) / e2e * sc.replicas,
-        tpot_first_s=float(per_step[0]), tpot_last_s=float(per_step[-1]), steps_fn=lambda: per_step,
+        r,
+        tpot_s=sd.tpot_s,
+        decode_s=sd.decode_s,
+        e2e_s=e2e,
+        throughput_tok_s=out,
+        throughput_tok_s_per_gpu=out / sc.num_gpus,
+        total_throughput_tok_s=b * (p + o) / e2e * sc.replicas,
+        tpot_first_s=float(per_step[0]),
+        tpot_last_s=float(per_step[-1]),
+        steps_fn=lambda: per_step,
         speculative=sd,
-    )  # fmt: skip
+    )

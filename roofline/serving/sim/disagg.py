@@ -32,11 +32,9 @@ from typing import Any
 import numpy as np
 
 from roofline.engine.config import output_lag_s
-from roofline.engine.presets import EngineArg, overrides_map
 from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu
-from roofline.prediction import ModelArg, ProfileArg
-from roofline.serving.replica import Replica, replica
+from roofline.serving.replica import Deployment, Replica
 from roofline.serving.sim.engine import EngineSim
 from roofline.serving.sim.lifecycle import Req
 from roofline.serving.sim.metrics import GapHistogram, hist_stats, stats
@@ -44,7 +42,6 @@ from roofline.serving.sim.result import SimulationResult
 from roofline.serving.sim.runstats import TIMELINE_COLUMNS
 from roofline.serving.workload.stream import Requests, Workload
 from roofline.specs.disagg import DEFAULT_LINK_BYTES_PER_S, DisaggConfig
-from roofline.specs.precision import Precision
 
 
 class DecodeSideSim(EngineSim):
@@ -110,23 +107,17 @@ def schedule_transfers(
 
 
 def run_disagg(
-    model: ModelArg,
+    dep: Deployment,
     cfg: DisaggConfig,
-    engine: EngineArg,
     wl: Workload,
     req: Requests,
-    *,
-    engine_overrides: Mapping[str, object] | None = None,
     prefill_overrides: Mapping[str, object] | None = None,
     decode_overrides: Mapping[str, object] | None = None,
-    weight_dtype: str | Precision | None = None,
-    kv_dtype: str | Precision | None = None,
-    calibration: ProfileArg = None,
 ) -> SimulationResult:
     """Serve the drawn open-loop requests ``req`` of ``wl`` on a prefill pool and a decode pool (see the module
     docstring; ``roofline.simulate(..., disagg=cfg)``).
 
-    ``engine_overrides``, the formats and the calibration apply to both pools; ``prefill_overrides`` /
+    ``dep``'s engine overrides, formats and calibration apply to both pools; ``prefill_overrides`` /
     ``decode_overrides`` apply to one pool's engine over the shared overrides (deployments size the pools
     apart: e.g. a prefill engine that runs one request at a time, ``max_num_seqs`` 1, and a decode engine whose
     token budget is its batch).
@@ -135,14 +126,13 @@ def run_disagg(
     if send is None:
         raise ScenarioError("disaggregated simulation is open loop: give exactly one of qps= or trace=")
     n = len(prompt)
-    both = overrides_map(engine_overrides)
-    rp, rd = (
-        replica(model, pool.hardware, engine, pool.tp, ep=pool.ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                calibration=calibration, engine_overrides=both | overrides_map(own, name),
-                prompt_mean=req.prompt_mean, output_mean=req.output_mean)
-        for pool, own, name in ((cfg.prefill, prefill_overrides, "prefill_overrides"),
-                                (cfg.decode, decode_overrides, "decode_overrides"))
-    )  # fmt: skip
+    pre, dec_pool = cfg.prefill, cfg.decode
+    rp = dep.pool(pre.hardware, pre.tp, pre.ep, prefill_overrides, "prefill_overrides").replica(
+        req.prompt_mean, req.output_mean
+    )
+    rd = dep.pool(dec_pool.hardware, dec_pool.tp, dec_pool.ep, decode_overrides, "decode_overrides").replica(
+        req.prompt_mean, req.output_mean
+    )
     link = cfg.link_bytes_per_s or rd.hardware.scale_out_bandwidth_per_direction_bytes_per_s or DEFAULT_LINK_BYTES_PER_S
     t_wall = time.perf_counter()
     src = np.arange(n) % cfg.prefill.count  # round-robin over the prefill instances
@@ -166,15 +156,35 @@ def run_disagg(
     if rd.engine.output_lag_steps:  # the decode server's output lag (open loop: it feeds nothing back)
         lag = output_lag_s(rd.engine.output_lag_steps, np.where(output > 1, tpot, 0.0))
         first, finish = first + lag, finish + lag
-    arrays = {"arrival_s": send, "prefill_done_s": prefill_done, "transfer_start_s": t_start,
-              "transfer_end_s": t_end, "first_token_s": first, "finish_s": finish, "prompt_tokens": prompt,
-              "output_tokens": output, "ttft_s": first - send, "tpot_s": tpot, "e2e_s": finish - send,
-              "kv_transfer_s": t_end - prefill_done}  # fmt: skip
+    arrays = {
+        "arrival_s": send,
+        "prefill_done_s": prefill_done,
+        "transfer_start_s": t_start,
+        "transfer_end_s": t_end,
+        "first_token_s": first,
+        "finish_s": finish,
+        "prompt_tokens": prompt,
+        "output_tokens": output,
+        "ttft_s": first - send,
+        "tpot_s": tpot,
+        "e2e_s": finish - send,
+        "kv_transfer_s": t_end - prefill_done,
+    }
     gpus = cfg.prefill.gpus + cfg.decode.gpus
     summary = _summary(arrays, dec, busy, np.maximum(b_send, b_recv), gpus)
-    config = {"label": f"{rp.model.name}: {cfg.label()}", "disagg": cfg, "ratio": cfg.ratio, "gpus": gpus,
-              "link_bytes_per_s": link, "engine": rp.engine.label, "wall_s": wall, "num_requests": n,
-              "model": rp.model.name, "seed": wl.seed, "workload": wl.describe()}  # fmt: skip
+    config = {
+        "label": f"{rp.model.name}: {cfg.label()}",
+        "disagg": cfg,
+        "ratio": cfg.ratio,
+        "gpus": gpus,
+        "link_bytes_per_s": link,
+        "engine": rp.engine.label,
+        "wall_s": wall,
+        "num_requests": n,
+        "model": rp.model.name,
+        "seed": wl.seed,
+        "workload": wl.describe(),
+    }
     return disagg_result(summary, config, arrays)
 
 
@@ -218,8 +228,15 @@ def _decode_pool(
         idx = idx[np.argsort(arrive[idx], kind="stable")]
         if not len(idx):
             continue
-        sim = rd.engine_sim(prompt[idx] + 1, output[idx] - 1, arrive[idx], cls=DecodeSideSim, request_overhead_s=0.0,
-                            lag_steps=0.0, pre=prompt[idx])  # fmt: skip
+        sim = rd.engine_sim(
+            prompt[idx] + 1,
+            output[idx] - 1,
+            arrive[idx],
+            cls=DecodeSideSim,
+            request_overhead_s=0.0,
+            lag_steps=0.0,
+            pre=prompt[idx],
+        )
         sim.run()
         k = len(idx)
         out.tok2[idx] = np.frombuffer(sim.rec_first, dtype=np.float64)[:k]

@@ -25,9 +25,28 @@ WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
 class Req:
     """Mutable state of one request (times in seconds, counts in tokens)."""
 
-    __slots__ = ("admitted", "blocks", "cached", "computed", "entry", "finish", "first", "gen", "gfin",
-                 "hashes", "last_tok", "named", "off", "output", "preempt", "prompt", "rid", "seq", "state",
-                 "target")  # fmt: skip
+    __slots__ = (
+        "admitted",
+        "blocks",
+        "cached",
+        "computed",
+        "entry",
+        "finish",
+        "first",
+        "gen",
+        "gfin",
+        "hashes",
+        "last_tok",
+        "named",
+        "off",
+        "output",
+        "preempt",
+        "prompt",
+        "rid",
+        "seq",
+        "state",
+        "target",
+    )
 
     def __init__(self, rid: int, prompt: int, output: int, entry: float, hashes: Sequence[Hashable]) -> None:
         self.rid, self.prompt, self.output, self.entry, self.hashes = rid, prompt, output, entry, hashes

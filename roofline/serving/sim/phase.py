@@ -159,11 +159,17 @@ def _attn_term(op: Op, hw: HardwareSpec, prof: CalibrationProfile) -> AttnTerm:
     if extra_bytes:
         raise AssertionError(f"attention op {op.name} carries weight/KV-write bytes; the step model assumes none")
     return AttnTerm(
-        count=float(op.count), flops_per_pair=float(op.flops), act_bytes_per_token=float(op.act_bytes),
-        kv_bytes_per_span=kv_read_factor(op, prof) * float(op.kv_read_bytes), window=float(op.ctx_cap),
-        compute_flops_per_s=float(c), memory_bytes_per_s=float(bw), fixed_s=fixed + launch_overhead_s(op, prof),
-        prefill_peak_flops_per_s=float(peak or 0.0), prefill_curve=curve if peak else None,
-    )  # fmt: skip
+        count=float(op.count),
+        flops_per_pair=float(op.flops),
+        act_bytes_per_token=float(op.act_bytes),
+        kv_bytes_per_span=kv_read_factor(op, prof) * float(op.kv_read_bytes),
+        window=float(op.ctx_cap),
+        compute_flops_per_s=float(c),
+        memory_bytes_per_s=float(bw),
+        fixed_s=fixed + launch_overhead_s(op, prof),
+        prefill_peak_flops_per_s=float(peak or 0.0),
+        prefill_curve=curve if peak else None,
+    )
 
 
 def _state_term(op: Op, with_past: Op, hw: HardwareSpec, prof: CalibrationProfile) -> StateTerm:
@@ -173,11 +179,15 @@ def _state_term(op: Op, with_past: Op, hw: HardwareSpec, prof: CalibrationProfil
         raise AssertionError(f"state op {op.name} carries weight bytes; the step model assumes none")
     fixed = float(op.comm_bytes) / prof.link_bytes_per_s(hw) + op.collectives * prof.comm.latency_s
     return StateTerm(
-        count=float(op.count), flops_per_token=float(op.flops), act_bytes_per_token=float(op.act_bytes),
+        count=float(op.count),
+        flops_per_token=float(op.flops),
+        act_bytes_per_token=float(op.act_bytes),
         read_bytes_per_row=kv_read_factor(op, prof) * float(with_past.kv_read_bytes),
-        write_bytes_per_row=float(op.kv_write_bytes), compute_flops_per_s=float(c), memory_bytes_per_s=float(bw),
+        write_bytes_per_row=float(op.kv_write_bytes),
+        compute_flops_per_s=float(c),
+        memory_bytes_per_s=float(bw),
         fixed_s=fixed + launch_overhead_s(op, prof),
-    )  # fmt: skip
+    )
 
 
 def compile_phase(

@@ -124,12 +124,20 @@ def build_result(sim: EngineSim, send_s: np.ndarray, config: dict[str, Any]) -> 
     ttft, e2e = first - send, finish - send
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output > 1, (e2e - ttft) / (output - 1), np.nan)
-    df = pd.DataFrame({
-        "arrival_s": send, "first_token_s": first, "finish_s": finish, "prompt_tokens": prompt,
-        "output_tokens": output, "cached_tokens": np.array(sim.rec_cached[:n], np.int64),
-        "preemptions": np.array(sim.rec_preempt[:n], np.int64),
-        "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e,
-    })  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "arrival_s": send,
+            "first_token_s": first,
+            "finish_s": finish,
+            "prompt_tokens": prompt,
+            "output_tokens": output,
+            "cached_tokens": np.array(sim.rec_cached[:n], np.int64),
+            "preemptions": np.array(sim.rec_preempt[:n], np.int64),
+            "ttft_s": ttft,
+            "tpot_s": tpot,
+            "e2e_s": e2e,
+        }
+    )
     done = np.isfinite(finish)
     duration = float(np.max(finish[done])) if done.any() else float("nan")
     summary: dict[str, float] = {}

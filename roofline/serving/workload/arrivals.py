@@ -108,8 +108,12 @@ def _parse(spec: Any, name: str) -> LengthSpec:
     if isinstance(spec, dict):
         d = dict(spec)
         dist = str(d.pop("dist", "fixed"))
-        keys = {"fixed": ("value",), "uniform": ("low", "high"), "normal": ("mean", "std"),
-                "lognormal": ("mean", "cv")}.get(dist)  # fmt: skip
+        keys = {
+            "fixed": ("value",),
+            "uniform": ("low", "high"),
+            "normal": ("mean", "std"),
+            "lognormal": ("mean", "cv"),
+        }.get(dist)
         if keys is None:
             raise ScenarioError(f"{name}: unknown distribution {dist!r}; known: {', '.join(DISTS)}")
         return _make(dist, [float(d[k]) for k in keys], name)

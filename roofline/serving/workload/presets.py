@@ -112,9 +112,12 @@ def resolve_workload(
 ) -> WorkloadPreset:
     """The preset ``name`` with any given field overridden; ``custom`` needs every field."""
     given = {
-        "prompt_len": prompt_len, "output_len": output_len, "qps": qps,
-        "ttft_slo_s": ttft_slo_s, "tpot_slo_s": tpot_slo_s,
-    }  # fmt: skip
+        "prompt_len": prompt_len,
+        "output_len": output_len,
+        "qps": qps,
+        "ttft_slo_s": ttft_slo_s,
+        "tpot_slo_s": tpot_slo_s,
+    }
     overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     key = name.strip().lower()
     if key == "custom":

@@ -124,8 +124,13 @@ def load_trace(path: str | Path, hash_block_tokens: int = 512) -> Trace:
     order = np.argsort(np.asarray(arr), kind="stable")
     a0 = np.asarray(arr)[order]
     hs = [hashes[i] for i in order] if any_hash else None
-    return Trace(a0 - a0[0], np.asarray(pro, dtype=np.int64)[order], np.asarray(out, dtype=np.int64)[order], hs,
-                 hash_block_tokens)  # fmt: skip
+    return Trace(
+        a0 - a0[0],
+        np.asarray(pro, dtype=np.int64)[order],
+        np.asarray(out, dtype=np.int64)[order],
+        hs,
+        hash_block_tokens,
+    )
 
 
 def block_hashes(entry: HashChain, prompt: int, block_tokens: int, hash_block_tokens: int) -> HashChain:
