@@ -270,8 +270,10 @@ def ops_frame(
         })  # fmt: skip
         for ph, name, secs in engine:
             if ph == phase:
-                rows.append({"phase": phase, "name": name, "group": "engine", "kind": "overhead", "layer_kind": "model",
-                             "count": 1, "time_s": secs, "op_time_s": secs, "bound": "overhead", "flops": 0.0})  # fmt: skip
+                rows.append({
+                    "phase": phase, "name": name, "group": "engine", "kind": "overhead", "layer_kind": "model",
+                    "count": 1, "time_s": secs, "op_time_s": secs, "bound": "overhead", "flops": 0.0,
+                })  # fmt: skip
     return pd.DataFrame(rows)
 
 

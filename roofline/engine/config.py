@@ -199,7 +199,8 @@ _WHERE = {
     _SIM: "the serving simulator (roofline simulate / plan --simulate)",
 }
 _INSTEAD: dict[EntryPoint, str] = {
-    "predict": "roofline simulate", "sweep": "roofline simulate", "plan": "plan --simulate", "simulate": "simulate",
+    "predict": "roofline simulate", "sweep": "roofline simulate", "max_batch": "roofline simulate",
+    "plan": "plan --simulate", "simulate": "simulate",
 }  # fmt: skip
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roofline.engine.config import EngineConfig
+from roofline.errors import ScenarioError
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,15 @@ SCHEDULERS = {
 
 def policy_for(engine: EngineConfig) -> Policy:
     """The scheduler policy of ``engine``: prefill_first / reserve_full from its scheduler's name
-    (:data:`SCHEDULERS`), mixed_chunk / prefix_caching / async_scheduling from its fields."""
+    (:data:`SCHEDULERS`), mixed_chunk / prefix_caching / async_scheduling from its fields. mixed_chunk=False
+    is refused where the scheduler always mixes (every one but the prefill-first ``sglang``)."""
     rules = SCHEDULERS[engine.scheduler]
+    if not (rules.prefill_first or engine.mixed_chunk):
+        raise ScenarioError(
+            f"engine option mixed_chunk=false applies to prefill-first schedulers (sglang, --enable-mixed-chunk); "
+            f"{engine.label} ({engine.scheduler}) always runs the decodes in the step of a prefill chunk: drop it or "
+            f"use engine sglang"
+        )
     return Policy(
         engine.scheduler,
         prefill_first=rules.prefill_first,
