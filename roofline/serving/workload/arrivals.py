@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from roofline.boundary.inputs import read_text
-from roofline.boundary.limits import MAX_DATA_FILE_BYTES
+from roofline.boundary.limits import MAX_DATA_FILE_BYTES, MAX_SEQUENCE_TOKENS
 from roofline.errors import ScenarioError
 
 ARRIVALS = ("poisson", "gamma", "constant")
@@ -56,7 +56,8 @@ class LengthSpec:
         }[self.dist]
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """``n`` lengths as int64 (≥ 1)."""
+        """``n`` lengths as int64, from 1 to MAX_SEQUENCE_TOKENS (a draw of a heavy tail beyond that bound is the
+        bound itself, which no model's context holds, so the simulation refuses the request by name)."""
         if self.values:
             v = np.asarray(self.values, dtype=np.int64)
             return np.resize(v, n)
@@ -70,7 +71,7 @@ class LengthSpec:
         else:
             s2 = np.log1p(self.b**2)
             x = rng.lognormal(np.log(self.a) - s2 / 2, np.sqrt(s2), n)
-        return np.maximum(np.rint(x), 1).astype(np.int64)
+        return np.clip(np.rint(x), 1, MAX_SEQUENCE_TOKENS).astype(np.int64)
 
 
 #: What a length may be given as (see the module docstring).
@@ -96,15 +97,26 @@ def _positive(x: float, name: str, what: str) -> float:
     return float(x)
 
 
+def _tokens(x: float, name: str, what: str) -> float:
+    """A length parameter in tokens: > 0 and at most MAX_SEQUENCE_TOKENS (roofline.boundary.limits)."""
+    _positive(x, name, what)
+    if x > MAX_SEQUENCE_TOKENS:
+        raise ScenarioError(
+            f"{name}: {what} {x:g} exceeds {MAX_SEQUENCE_TOKENS:,} tokens (roofline.boundary.limits "
+            "MAX_SEQUENCE_TOKENS), far beyond any model's context: give a length in tokens"
+        )
+    return float(x)
+
+
 def _parse(spec: Any, name: str) -> LengthSpec:
     if isinstance(spec, LengthSpec):
         return spec
     if isinstance(spec, bool):
         raise ValueError("a boolean is not a length")
     if isinstance(spec, int | np.integer):
-        return LengthSpec("fixed", _positive(float(spec), name, "the length"))
+        return LengthSpec("fixed", _tokens(float(spec), name, "the length"))
     if isinstance(spec, float) and float(spec).is_integer():
-        return LengthSpec("fixed", _positive(spec, name, "the length"))
+        return LengthSpec("fixed", _tokens(spec, name, "the length"))
     if isinstance(spec, dict):
         d = dict(spec)
         dist = str(d.pop("dist", "fixed"))
@@ -130,8 +142,10 @@ def _parse(spec: Any, name: str) -> LengthSpec:
     arr = np.asarray(spec)
     if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.number):
         raise ValueError("expected a non-empty 1-D array of numbers")
-    if np.any(arr < 1) or not np.all(np.isfinite(arr)):
-        raise ScenarioError(f"{name}: every length in the array must be a whole number >= 1")
+    if np.any(arr < 1) or not np.all(np.isfinite(arr)) or np.any(arr > MAX_SEQUENCE_TOKENS):
+        raise ScenarioError(
+            f"{name}: every length in the array must be a whole number >= 1 and <= {MAX_SEQUENCE_TOKENS:,} tokens"
+        )
     return LengthSpec("array", values=tuple(int(x) for x in np.rint(arr)))
 
 
@@ -140,13 +154,16 @@ def _make(dist: str, params: list[float], name: str) -> LengthSpec:
     if len(params) != need:
         raise ScenarioError(f"{name}: {dist} takes {need} parameter(s), got {len(params)}")
     if dist == "fixed":
-        return LengthSpec("fixed", _positive(params[0], name, "the length"))
+        return LengthSpec("fixed", _tokens(params[0], name, "the length"))
     a, b = params
     if dist == "uniform":
         if not 1 <= a <= b:
             raise ScenarioError(f"{name}: uniform needs 1 <= LOW <= HIGH (got {a:g}, {b:g})")
+        _tokens(b, name, "HIGH")
         return LengthSpec("uniform", a, b)
-    _positive(a, name, "the mean")
+    _tokens(a, name, "the mean")
+    if not b <= MAX_SEQUENCE_TOKENS:
+        raise ScenarioError(f"{name}: the spread {b:g} exceeds {MAX_SEQUENCE_TOKENS:,} (MAX_SEQUENCE_TOKENS)")
     if dist == "normal" and not b >= 0:
         raise ScenarioError(f"{name}: the standard deviation must be >= 0 (got {b:g})")
     if dist == "lognormal":
