@@ -1,7 +1,7 @@
 """Speed benchmark of the Python API (not a test): single predict and a 1,000,000-point sweep.
 
 Run: ``python benchmarks/speed.py``. Prints the median of several repeats; the figures
-are quoted in the README.
+are quoted in docs/accuracy.md (Speed).
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ rows of |simulated TTFT / measured − 1|, the statistic the error is reported i
   steps, varies far less with concurrency than the excess in time does (vLLM, 1k prompts, concurrency
   4 → 128: 3 → 7 steps while 19 → 127 ms, before the resend convention below). It cross-validates better
   than the overhead on vLLM and TensorRT-LLM here and worse on SGLang and on the Qwen3-32B sweeps of
-  ``knee.py`` (README), so the overhead stays the fitted form.
+  ``knee.py`` (docs/accuracy.md), so the overhead stays the fitted form.
 Physics only includes the closed-loop resend convention of ``roofline.serving.sim.engine`` (a resend never
 joins the step that starts as its predecessor finishes); before it, physics-only TTFT was 70.9 / 53.5 / 44.5 %
 (SGLang / TensorRT-LLM / vLLM) off instead of 61.1 / 37.6 / 26.3 %, and the fitted overhead mostly made up for it.
