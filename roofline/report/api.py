@@ -6,7 +6,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from roofline.boundary.outputs import OutputTarget, check_output, write_output
 from roofline.profile import CalibrationProfile
@@ -28,6 +28,29 @@ from roofline.serving.workload.presets import resolve_workload
 from roofline.specs.model import ModelSpec
 
 DEFAULT_HARDWARE = ("h100-sxm", "h200-sxm", "a100-80gb-sxm")
+
+
+class BuildOptions(TypedDict, total=False):
+    """The arguments of :func:`build` after ``model``, which :func:`render` and :func:`save` pass on."""
+
+    hardware: str | Sequence[str | Path]
+    workload: str
+    prompt_len: int | None
+    output_len: int | None
+    qps: float | None
+    ttft_slo_s: float | None
+    tpot_slo_s: float | None
+    precision: str | Sequence[str]
+    tp_options: Sequence[int] | None
+    max_gpus: int | None
+    prices: Mapping[str, float] | None
+    calibration: CalibrationProfile | str | Path | None
+    kv_dtype: str | None
+    engine: str
+    confidence: float
+    min_headroom: float | None
+    usd_per_kwh: float | None
+    output_path: str | Path | None
 
 
 @dataclass(frozen=True)
@@ -205,12 +228,12 @@ def _prices(inp: Any) -> list[tuple[Any, float | None, str, str]]:
     return out
 
 
-def render(model: ModelSpec | str | Path, **kwargs: Any) -> str:
+def render(model: ModelSpec | str | Path, **kwargs: Unpack[BuildOptions]) -> str:
     """The report's HTML as a string (arguments as :func:`build`)."""
     return build(model, **kwargs).html
 
 
-def save(path: str | Path, model: ModelSpec | str | Path, **kwargs: Any) -> Path:
+def save(path: str | Path, model: ModelSpec | str | Path, **kwargs: Unpack[BuildOptions]) -> Path:
     """Build the report and write it to ``path`` (arguments as :func:`build`)."""
     kwargs.setdefault("output_path", path)
     return build(model, **kwargs).save(path)

@@ -11,13 +11,14 @@ import io
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 import numpy as np
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
     from roofline.report.content import HardwareRow, ReportData
     from roofline.result import PredictionResult
@@ -69,7 +70,18 @@ def style(salt: str) -> Iterator[None]:
         yield
 
 
-def new_figure(width: float, height: float, ncols: int = 1, **kw: Any) -> tuple[Figure, list[Axes]]:
+class SubplotOptions(TypedDict, total=False):
+    """Keyword options of ``Figure.subplots`` that :func:`new_figure` passes on."""
+
+    sharex: bool | Literal["none", "all", "row", "col"]
+    sharey: bool | Literal["none", "all", "row", "col"]
+    width_ratios: Sequence[float] | None
+    height_ratios: Sequence[float] | None
+    subplot_kw: dict[str, Any] | None  # matplotlib's own type: Axes keyword arguments
+    gridspec_kw: dict[str, Any] | None  # matplotlib's own type: GridSpec keyword arguments
+
+
+def new_figure(width: float, height: float, ncols: int = 1, **kw: Unpack[SubplotOptions]) -> tuple[Figure, list[Axes]]:
     """A figure (not registered with pyplot, so it is garbage-collected) with ``ncols`` axes."""
     from matplotlib.figure import Figure
 
@@ -102,7 +114,7 @@ def figure_svg(fig: Figure, salt: str, label: str) -> str:
     return svg.replace("<svg ", f'<svg role="img" aria-label="{escape(label)}" class="chart" ', 1).strip()
 
 
-def si_formatter(unit: str = "", whole: bool = False) -> Any:
+def si_formatter(unit: str = "", whole: bool = False) -> FuncFormatter:
     """Tick labels with SI prefixes as plain text (labels never go through mathtext).
 
     ``whole``: whole numbers below 100,000 are written out (batch sizes: 1024, not 1.024 k).

@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from roofline.memory import kv_bytes_per_token
 from roofline.profile import CalibrationProfile, load_profile
@@ -25,6 +25,9 @@ from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
 
 if TYPE_CHECKING:
+    from roofline.report.evidence import Evidence, Reproduce
+    from roofline.report.sensitivity import SensitivityRow
+    from roofline.report.whatif import WhatIf
     from roofline.serving.plan.finalists import Finalist
 
 # table columns: key, header, unit, which direction is better (None: not ranked). Latencies and tok/s per GPU
@@ -93,14 +96,24 @@ class ReportData:
     rows: tuple[HardwareRow, ...]
     recommended: HardwareRow | None
     risks: tuple[tuple[float, str], ...]
-    sensitivity: tuple[Any, ...]
-    evidence: Any
-    reproduce: Any
+    sensitivity: tuple[SensitivityRow, ...]
+    evidence: Evidence
+    reproduce: Reproduce
     seconds: float = 0.0
-    whatifs: tuple[Any, ...] = ()
+    whatifs: tuple[WhatIf, ...] = ()
 
 
-def hw_name(hw: Any) -> str:
+class PlannerOptions(TypedDict):
+    """The scenario options of :func:`roofline.predict` the planner evaluates a candidate with."""
+
+    tp: int
+    pp: int
+    weight_dtype: str
+    kv_dtype: str
+    engine: str
+
+
+def hw_name(hw: str | HardwareSpec) -> str:
     """Slug of a candidate's hardware (the planner may hold a slug or a spec)."""
     return hw if isinstance(hw, str) else str(hw.name)
 
@@ -150,12 +163,12 @@ def run_plan(inp: ReportInputs, profile: CalibrationProfile | None = None) -> Pl
     )  # fmt: skip
 
 
-def num(x: Any) -> float:
+def num(x: float | None) -> float:
     """A planner value as float: None (e.g. no price) becomes NaN."""
     return math.nan if x is None else float(x)
 
 
-def planner_options(inp: ReportInputs, cand: Candidate) -> dict[str, Any]:
+def planner_options(inp: ReportInputs, cand: Candidate) -> PlannerOptions:
     """The scenario options the planner evaluates a candidate with (see ``roofline.serving.plan.planner``)."""
     return {
         "tp": cand.tp, "pp": cand.pp, "weight_dtype": cand.precision, "kv_dtype": cand.kv_dtype,

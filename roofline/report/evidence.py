@@ -13,11 +13,18 @@ import platform
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roofline.errors import RooflineError
 from roofline.profile import DEFAULT_PROFILE_PATH, CalibrationProfile
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from roofline.engine.presets import EngineArg
+    from roofline.report.content import ReportInputs
+    from roofline.specs.model import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -104,7 +111,7 @@ class Reproduce:
     files: tuple[SpecFile, ...]
 
 
-def evidence(inp: Any, dtype: ComputeDtype = "bf16") -> Evidence:
+def evidence(inp: ReportInputs, dtype: ComputeDtype = "bf16") -> Evidence:
     """Provenance of ``inp.profile`` and its ceilings on every hardware of the report."""
     p: CalibrationProfile = inp.profile
     prov = tuple((str(k), _text(v)) for k, v in p.provenance.items())
@@ -134,7 +141,7 @@ def evidence(inp: Any, dtype: ComputeDtype = "bf16") -> Evidence:
     return Evidence(kind, statement, p, prov, tuple(rows), acc, note, serving_error_rows(inp.engine))
 
 
-def serving_error_rows(engine: Any) -> tuple[ServingErrorRow, ...]:
+def serving_error_rows(engine: EngineArg) -> tuple[ServingErrorRow, ...]:
     """Per engine pool: the 80 % TTFT and TPOT factors and their coverage with each model family held out
     (:func:`roofline.published.serving_error.serving_summary`); ``used`` marks the pool the SLO checks drew on."""
     from roofline.published.serving_error import engine_pool, serving_summary
@@ -156,7 +163,7 @@ def _text(v: Any) -> str:
     return str(v)
 
 
-def accuracy(inp: Any) -> tuple[tuple[AccuracyRow, ...], str]:
+def accuracy(inp: ReportInputs) -> tuple[tuple[AccuracyRow, ...], str]:
     """Median and p90 error of roofline against published measurements, or why it is unavailable."""
     try:
         from roofline.published.accuracy import ape_stats, evaluate_rows
@@ -169,7 +176,9 @@ def accuracy(inp: Any) -> tuple[tuple[AccuracyRow, ...], str]:
     df = rep.rows
     if df.empty:
         return (), "Unavailable: no published measurement could be expressed as a roofline scenario."
-    scopes: list[tuple[str, Any]] = [(f"all {k} rows", df[df["kind"] == k]) for k in sorted(df["kind"].unique())]
+    scopes: list[tuple[str, pd.DataFrame]] = [
+        (f"all {k} rows", df[df["kind"] == k]) for k in sorted(df["kind"].unique())
+    ]
     scopes += [(f"{h.display_name}", df[df["hardware"] == h.name]) for h in inp.hardware]
     scopes.append((f"{inp.model.display_name}", df[df["model"] == inp.model.name]))
     rows = []
@@ -200,7 +209,7 @@ def _display(path: Path) -> str:
     return str(path)
 
 
-def _spec_file(kind: str, arg: str, spec: Any) -> SpecFile:
+def _spec_file(kind: str, arg: str, spec: HardwareSpec | ModelSpec) -> SpecFile:
     from roofline.specs.library import hardware, model, spec_path
 
     p = Path(arg).expanduser()
@@ -216,7 +225,7 @@ def _hash_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def reproduce(inp: Any, out: str | Path | None) -> Reproduce:
+def reproduce(inp: ReportInputs, out: str | Path | None) -> Reproduce:
     """Command, versions and SHA-256 of every spec and profile the report read."""
     import roofline
 
@@ -237,7 +246,7 @@ def reproduce(inp: Any, out: str | Path | None) -> Reproduce:
     )  # fmt: skip
 
 
-def _options(inp: Any) -> list[tuple[str, str]]:
+def _options(inp: ReportInputs) -> list[tuple[str, str]]:
     """(flag, value) pairs equivalent to the inputs; preset fields appear only when overridden."""
     wl = inp.workload
     opts = [("--hardware", ",".join(inp.hardware_args)), ("--workload", wl.name)]
@@ -273,7 +282,7 @@ def _options(inp: Any) -> list[tuple[str, str]]:
     return opts
 
 
-def cli_command(inp: Any, out: str | Path | None) -> str:
+def cli_command(inp: ReportInputs, out: str | Path | None) -> str:
     """The ``roofline report`` command line that regenerates this report."""
     parts = ["roofline", "report", inp.model_arg]
     for flag, value in _options(inp):
@@ -283,7 +292,7 @@ def cli_command(inp: Any, out: str | Path | None) -> str:
     return shlex.join(parts)
 
 
-def python_call(inp: Any, out: str | Path | None) -> str:
+def python_call(inp: ReportInputs, out: str | Path | None) -> str:
     """The equivalent Python call."""
     wl = inp.workload
     args = [repr(inp.model_arg), f"hardware={','.join(inp.hardware_args)!r}", f"workload={wl.name!r}"]

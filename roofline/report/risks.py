@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from roofline.units import fmt_seconds
 
 if TYPE_CHECKING:
     from roofline.report.content import HardwareRow, ReportInputs
+    from roofline.report.sensitivity import SensitivityRow
 
 
 def stress_level(confidence: float) -> float:
@@ -79,7 +80,7 @@ def traffic_risk(rec: HardwareRow, inp: ReportInputs) -> tuple[float, str] | Non
 
 
 def risks(
-    data_rows: Sequence[HardwareRow], rec: HardwareRow | None, inp: ReportInputs, sens: Sequence[Any]
+    data_rows: Sequence[HardwareRow], rec: HardwareRow | None, inp: ReportInputs, sens: Sequence[SensitivityRow]
 ) -> list[tuple[float, str]]:
     """(severity, sentence) pairs, most severe first; the first is the report's main risk. Downsides only."""
     if rec is None or rec.finalist is None:

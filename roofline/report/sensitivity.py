@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roofline.profile import CalibrationProfile, Ceiling, datasheet_profile
 from roofline.report.content import ReportInputs, hw_name, num, run_plan
 from roofline.serving.plan.planner import PlanResult
+
+if TYPE_CHECKING:
+    from roofline.serving.plan.finalists import Finalist
 
 STEP = 0.15
 
@@ -79,7 +82,7 @@ def variants(p: CalibrationProfile) -> list[tuple[str, str, CalibrationProfile]]
     return out
 
 
-def _key(f: Any) -> tuple[str, float] | None:
+def _key(f: Finalist | None) -> tuple[str, float] | None:
     """What counts as the answer: which hardware and how many GPUs (tp alone may shift)."""
     return None if f is None else (hw_name(f.candidate.hardware), float(f.gpus))
 
@@ -97,7 +100,9 @@ def _change(key: tuple[str, float] | None, base: tuple[str, float] | None) -> st
     return "more GPUs" if key[1] > base[1] else "fewer GPUs"
 
 
-def _row(label: str, desc: str, f: Any, names: dict[str, str], base_key: Any, baseline: bool) -> SensitivityRow:
+def _row(
+    label: str, desc: str, f: Finalist | None, names: dict[str, str], base_key: tuple[str, float] | None, baseline: bool
+) -> SensitivityRow:
     key = _key(f)
     change = "" if baseline else _change(key, base_key)
     nan = math.nan
@@ -111,7 +116,7 @@ def _row(label: str, desc: str, f: Any, names: dict[str, str], base_key: Any, ba
     )  # fmt: skip
 
 
-def best_sized(inp: ReportInputs, plan: PlanResult) -> Any:
+def best_sized(inp: ReportInputs, plan: PlanResult) -> Finalist | None:
     """The first simulator-sized deployment by RANK_RULE over ``inp``'s hardware (None if none meets the SLOs)."""
     from roofline.report.sizing import planner_cost, rank_key, size_hardware, sized_cost
 
@@ -128,7 +133,7 @@ def best_sized(inp: ReportInputs, plan: PlanResult) -> Any:
     return best
 
 
-def sensitivity(inp: ReportInputs, base_plan: PlanResult, base: Any = None) -> tuple[SensitivityRow, ...]:
+def sensitivity(inp: ReportInputs, base_plan: PlanResult, base: Finalist | None = None) -> tuple[SensitivityRow, ...]:
     """The baseline row (``base``: the report's recommended Finalist) and one re-sized row per variant."""
     from dataclasses import replace
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 if TYPE_CHECKING:
     import jinja2
@@ -18,14 +18,15 @@ if TYPE_CHECKING:
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
-def _finite(v: Any) -> bool:
+def _finite(v: Any) -> TypeGuard[float]:
+    """True when ``float(v)`` is finite: the filters then format ``v`` as a number."""
     try:
         return math.isfinite(float(v))
     except (TypeError, ValueError):
         return False
 
 
-def duration(v: Any) -> str:
+def duration(v: float | None) -> str:
     """Seconds as '850 µs', '12.3 ms' or '1.23 s'; '—' when undefined."""
     if not _finite(v):
         return "—"
@@ -37,7 +38,7 @@ def duration(v: Any) -> str:
     return f"{s:.3g} s"
 
 
-def number(v: Any, digits: int = 3) -> str:
+def number(v: float | None, digits: int = 3) -> str:
     """A number with thousands separators; ``digits`` significant digits below 10^(digits-1)."""
     if not _finite(v):
         return "—"
@@ -47,7 +48,7 @@ def number(v: Any, digits: int = 3) -> str:
     return f"{x:,.{digits - 1 - math.floor(math.log10(abs(x)))}f}"
 
 
-def usd(v: Any) -> str:
+def usd(v: float | None) -> str:
     """US dollars: '$1,234' or '$12.34'."""
     if not _finite(v):
         return "—"
@@ -55,12 +56,12 @@ def usd(v: Any) -> str:
     return f"${x:,.0f}" if abs(x) >= 1000 else f"${x:,.2f}"
 
 
-def gib(v: Any) -> str:
+def gib(v: float | None) -> str:
     """Bytes as GiB (2^30 bytes) with 1 decimal."""
     return f"{float(v) / 2**30:,.1f} GiB" if _finite(v) else "—"
 
 
-def binary_bytes(v: Any) -> str:
+def binary_bytes(v: float | None) -> str:
     """Bytes with a binary prefix: '320 KiB', '1.5 MiB'."""
     if not _finite(v):
         return "—"
@@ -71,7 +72,7 @@ def binary_bytes(v: Any) -> str:
     return f"{x:.0f} B"
 
 
-def count(v: Any) -> str:
+def count(v: float | None) -> str:
     """Large counts as '70.55 B', '8.03 M'."""
     if not _finite(v):
         return "—"
@@ -82,7 +83,7 @@ def count(v: Any) -> str:
     return f"{x:.0f}"
 
 
-def rate(v: Any, unit: str = "FLOP/s") -> str:
+def rate(v: float | None, unit: str = "FLOP/s") -> str:
     """Rates with SI prefixes: '989.5 TFLOP/s', '3.35 TB/s'."""
     if not _finite(v):
         return "—"
@@ -93,21 +94,21 @@ def rate(v: Any, unit: str = "FLOP/s") -> str:
     return f"{x:.4g} {unit}"
 
 
-def percent(v: Any, digits: int = 0, signed: bool = False) -> str:
+def percent(v: float | None, digits: int = 0, signed: bool = False) -> str:
     """Fraction as percent: 0.153 → '15%' (signed: '+15%')."""
     if not _finite(v):
         return "—"
     return f"{float(v) * 100:{'+' if signed else ''}.{digits}f}%"
 
 
-def raw(v: Any) -> str:
+def raw(v: object) -> str:
     """Exact machine value for ``data-value`` attributes (float repr, 'nan' when undefined)."""
     if isinstance(v, bool):
         return str(v).lower()
     if isinstance(v, int | float):
         return repr(float(v)) if isinstance(v, float) else str(v)
     try:
-        return repr(float(v))
+        return repr(float(v))  # type: ignore[arg-type]  # whatever float() takes (numpy scalars); else str(v)
     except (TypeError, ValueError):
         return str(v)
 
@@ -142,7 +143,7 @@ def stylesheet() -> str:
     return (TEMPLATES / "style.css").read_text(encoding="utf-8")
 
 
-def render_template(name: str, **context: Any) -> str:
+def render_template(name: str, **context: object) -> str:
     """Render ``templates/name`` with the shared stylesheet available as ``css``."""
     from markupsafe import Markup
 
