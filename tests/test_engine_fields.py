@@ -320,3 +320,10 @@ def test_plan_simulate_passes_engine_set_to_its_finalists() -> None:
     assert res.exit_code == 2 and "use plan --simulate" in res.output
     res = _cli(*PLAN, "--simulate", "--json", "--engine-set", "prefix_caching=false")
     assert res.exit_code == 0, res.output
+
+
+def test_speculative_predict_refuses_engine_overheads() -> None:
+    """predict(speculative=...) prices draft-and-verify steps without the engine's overheads: it says so."""
+    with pytest.raises(ScenarioError, match="engine option step_overhead_s"):
+        roofline.predict(M, HW, 1, speculative="eagle:k=3,alpha=0.7", engine_overrides={"step_overhead_s": 0.005})
+    assert roofline.predict(M, HW, 1, speculative="eagle:k=3,alpha=0.7").speculative is not None
