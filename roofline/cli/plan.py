@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,84 +21,105 @@ from roofline.cli.options import (
 from roofline.cli.predict import Engine, EngineSet
 from roofline.errors import InfeasibleError
 
+if TYPE_CHECKING:
+    from roofline.serving.plan.finalists import Finalist
+    from roofline.serving.plan.result import Candidate, PlanResult
+
+
+ModelOpt = Annotated[str, typer.Argument(help="Model: slug, alias, YAML or config.json path.")]
+QpsOpt = Annotated[str, typer.Option("--qps", metavar="RPS", help="Target requests per second (all replicas).")]
+TtftSloOpt = Annotated[
+    str,
+    typer.Option(
+        "--ttft-slo",
+        metavar="[pNN=]DURATION",
+        help="Time-to-first-token SLO, e.g. 500ms, or p99=2s: the percentile --simulate checks (default p99).",
+    ),
+]
+TpotSloOpt = Annotated[
+    str,
+    typer.Option(
+        "--tpot-slo",
+        metavar="[pNN=]DURATION",
+        help="Time-per-output-token SLO, e.g. 50ms, or p90=50ms: the percentile --simulate checks (default p90).",
+    ),
+]
+PromptOpt = Annotated[
+    str, typer.Option("--prompt", "-p", metavar="TOKENS", help="Prompt tokens per request (2k = 2000).")
+]
+OutputOpt = Annotated[str, typer.Option("--output", "-n", metavar="TOKENS", help="Output tokens per request.")]
+HardwareOpt = Annotated[
+    str, typer.Option("--hardware", "-H", metavar="LIST|all", help="'all' or comma-separated hardware.")
+]
+PrecisionOpt = Annotated[
+    str,
+    typer.Option(
+        "--precision",
+        metavar="LIST",
+        help="Weight formats to try, e.g. checkpoint,fp8 (default: the shipped checkpoint; all = checkpoint,bf16,fp8).",
+    ),
+]
+TpOpt = Annotated[
+    str | None, typer.Option("--tp", metavar="LIST", help="tp values to try (default 1,2,4,8 dividing the heads).")
+]
+MaxGpusOpt = Annotated[int | None, typer.Option("--max-gpus", help="Reject plans needing more GPUs.")]
+PriceOpt = Annotated[
+    list[str] | None,
+    typer.Option("--price", metavar="NAME=USD", help="USD per GPU-hour overriding the spec, e.g. h100-sxm=2.49."),
+]
+KvDtypeOpt = Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache format (default bf16).")]
+CalibrationOpt = Annotated[
+    str | None, typer.Option("--calibration", "-c", metavar="PROFILE", help="Calibration profile YAML.")
+]
+ShowAllOpt = Annotated[bool, typer.Option("--all", help="Show every candidate, not the first 15 of each table.")]
+ConfidenceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--confidence",
+        metavar="LEVEL",
+        help="Size so the SLOs hold at this level's upper bound of the model's error, e.g. 0.9 or 90%.",
+    ),
+]
+MinHeadroomOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--min-headroom",
+        metavar="PCT|error",
+        help="Spare capacity each candidate keeps, e.g. 20% or 0.2, or 'error' for the model's 80 % error bound.",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")]
+SimulateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--simulate",
+        help="Re-size the 3 cheapest candidates on the serving simulator at the planned load "
+        "(TTFT P99, TPOT P90 at the --confidence upper bound, default 0.8; headroom ≥ the model's error).",
+    ),
+]
+
 
 def plan_cmd(
-    model: Annotated[str, typer.Argument(help="Model: slug, alias, YAML or config.json path.")],
-    qps: Annotated[str, typer.Option("--qps", metavar="RPS", help="Target requests per second (all replicas).")],
-    ttft_slo: Annotated[
-        str,
-        typer.Option(
-            "--ttft-slo",
-            metavar="[pNN=]DURATION",
-            help="Time-to-first-token SLO, e.g. 500ms, or p99=2s: the percentile --simulate checks (default p99).",
-        ),
-    ],
-    tpot_slo: Annotated[
-        str,
-        typer.Option(
-            "--tpot-slo",
-            metavar="[pNN=]DURATION",
-            help="Time-per-output-token SLO, e.g. 50ms, or p90=50ms: the percentile --simulate checks (default p90).",
-        ),
-    ],
-    prompt: Annotated[
-        str, typer.Option("--prompt", "-p", metavar="TOKENS", help="Prompt tokens per request (2k = 2000).")
-    ] = "1024",
-    output: Annotated[str, typer.Option("--output", "-n", metavar="TOKENS", help="Output tokens per request.")] = "128",
-    hardware: Annotated[
-        str, typer.Option("--hardware", "-H", metavar="LIST|all", help="'all' or comma-separated hardware.")
-    ] = "all",
-    precision: Annotated[
-        str,
-        typer.Option(
-            "--precision",
-            metavar="LIST",
-            help="Weight formats to try, e.g. checkpoint,fp8 (default: the shipped checkpoint; all = "
-            "checkpoint,bf16,fp8).",
-        ),
-    ] = "checkpoint",
-    tp: Annotated[
-        str | None, typer.Option("--tp", metavar="LIST", help="tp values to try (default 1,2,4,8 dividing the heads).")
-    ] = None,
-    max_gpus: Annotated[int | None, typer.Option("--max-gpus", help="Reject plans needing more GPUs.")] = None,
-    price: Annotated[
-        list[str] | None,
-        typer.Option("--price", metavar="NAME=USD", help="USD per GPU-hour overriding the spec, e.g. h100-sxm=2.49."),
-    ] = None,
-    kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache format (default bf16).")] = None,
+    model: ModelOpt,
+    qps: QpsOpt,
+    ttft_slo: TtftSloOpt,
+    tpot_slo: TpotSloOpt,
+    prompt: PromptOpt = "1024",
+    output: OutputOpt = "128",
+    hardware: HardwareOpt = "all",
+    precision: PrecisionOpt = "checkpoint",
+    tp: TpOpt = None,
+    max_gpus: MaxGpusOpt = None,
+    price: PriceOpt = None,
+    kv_dtype: KvDtypeOpt = None,
     engine: Engine = "vllm",
     engine_set: EngineSet = None,
-    calibration: Annotated[
-        str | None, typer.Option("--calibration", "-c", metavar="PROFILE", help="Calibration profile YAML.")
-    ] = None,
-    show_all: Annotated[
-        bool, typer.Option("--all", help="Show every candidate, not the first 15 of each table.")
-    ] = False,
-    confidence: Annotated[
-        str | None,
-        typer.Option(
-            "--confidence",
-            metavar="LEVEL",
-            help="Size so the SLOs hold at this level's upper bound of the model's error, e.g. 0.9 or 90%.",
-        ),
-    ] = None,
-    min_headroom: Annotated[
-        str | None,
-        typer.Option(
-            "--min-headroom",
-            metavar="PCT|error",
-            help="Spare capacity each candidate keeps, e.g. 20% or 0.2, or 'error' for the model's 80 % error bound.",
-        ),
-    ] = None,
-    json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
-    simulate: Annotated[
-        bool,
-        typer.Option(
-            "--simulate",
-            help="Re-size the 3 cheapest candidates on the serving simulator at the planned load "
-            "(TTFT P99, TPOT P90 at the --confidence upper bound, default 0.8; headroom ≥ the model's error).",
-        ),
-    ] = False,
+    calibration: CalibrationOpt = None,
+    show_all: ShowAllOpt = False,
+    confidence: ConfidenceOpt = None,
+    min_headroom: MinHeadroomOpt = None,
+    json: JsonOpt = False,
+    simulate: SimulateOpt = False,
 ) -> None:
     """How many GPUs of which kind serve --qps requests within the TTFT and TPOT SLOs, cheapest first.
 
@@ -143,44 +164,20 @@ def plan_cmd(
             doc["simulated"] = [_sized_dict(f) for f in sized]
         typer.echo(dumps(doc))
     else:
-        from roofline.cli.render import plan_tables, usd
-
-        con = console()
-        for table in plan_tables(res, None if show_all else 15):
-            con.print(table)
-        rec = res.recommended
-        if rec is not None:
-            cost = f", {usd(rec.usd_per_hour)}/hour" if rec.usd_per_hour is not None else ""
-            con.print(
-                f"[bold]recommended:[/] {rec.replicas} × {rec.label} = [bold]{rec.gpus} GPUs[/]{cost}; "
-                f"batch ≤ {rec.batch} per replica, {rec.replica_rps:.3g} req/s per replica, "
-                f"headroom {100 * rec.headroom:.0f}%" + _confidence_note(rec)
-            )
-            unpriced = sorted({c.hardware for c in res.candidates if c.feasible and c.usd_per_hour is None})
-            if unpriced:
-                con.print(
-                    f"[dim]no price known for {', '.join(unpriced)}: ranked after priced hardware by GPUs; "
-                    f"pass --price NAME=USD to compare[/]"
-                )
-        for f in sized:
-            state = "meets" if f.meets_slo else "[red]misses[/]"
-            cost = f", {usd(f.usd_per_hour)}/hour" if f.usd_per_hour is not None else ""
-            con.print(
-                f"[bold]simulated:[/] {f.candidate.label}: {f.replicas} replicas = {f.gpus} GPUs{cost}; at the planned "
-                f"load TTFT P{f.ttft_pct:g} {f.ttft_s * 1e3:.0f} ms, TPOT P{f.tpot_pct:g} {f.tpot_s * 1e3:.1f} ms "
-                f"({state} the SLOs at the {100 * f.confidence:.0f} % bound of the simulator's error on public "
-                f"serving rows: TTFT ×{f.ttft_upper_s / f.ttft_s:.2f}, TPOT ×{f.tpot_upper_s / f.tpot_s:.2f}), "
-                f"capacity {f.capacity_rps:.3g} req/s, "
-                f"headroom {100 * f.headroom:.0f}%"
-            )
+        _print_plan(res, sized, show_all)
     if res.recommended is None:
         raise InfeasibleError(res.explain_infeasible())
 
 
 def _simulated(
-    model: str, res: Any, engine: str, overrides: dict[str, Any], calibration: str | None, confidence: str | None,
+    model: str,
+    res: PlanResult,
+    engine: str,
+    overrides: dict[str, Any],
+    calibration: str | None,
+    confidence: str | None,
     pcts: tuple[float, float],
-) -> list[Any]:  # fmt: skip
+) -> list[Finalist]:
     """size_finalist for the 3 cheapest feasible candidates (roofline.serving.plan.finalists), every
     ``--engine-set`` option applied."""
     from roofline.cli.predict import parse_level
@@ -190,26 +187,53 @@ def _simulated(
     level = parse_level(confidence, "--confidence") if confidence is not None else 0.8
     out = []
     for c in [c for c in res.candidates if c.feasible][:3]:
-        out.append(size_finalist(
-            model, c, qps=res.qps, prompt_len=res.prompt_len, output_len=res.output_len, ttft_slo_s=res.ttft_slo_s,
-            tpot_slo_s=res.tpot_slo_s, ttft_pct=pcts[0], tpot_pct=pcts[1], confidence=level, engine=engine,
-            engine_overrides=overrides, calibration=calibration,
-            tdp_watts=load_hardware(c.hardware).tdp_watts, curve=False,
-        ))  # fmt: skip
+        out.append(
+            size_finalist(
+                model,
+                c,
+                qps=res.qps,
+                prompt_len=res.prompt_len,
+                output_len=res.output_len,
+                ttft_slo_s=res.ttft_slo_s,
+                tpot_slo_s=res.tpot_slo_s,
+                ttft_pct=pcts[0],
+                tpot_pct=pcts[1],
+                confidence=level,
+                engine=engine,
+                engine_overrides=overrides,
+                calibration=calibration,
+                tdp_watts=load_hardware(c.hardware).tdp_watts,
+                curve=False,
+            )
+        )
     return out
 
 
-def _sized_dict(f: Any) -> dict[str, Any]:
+def _sized_dict(f: Finalist) -> dict[str, Any]:
     """JSON fields of one simulator-sized candidate (seconds, requests/s, USD)."""
-    keys = ("replicas", "gpus", "ttft_pct", "tpot_pct", "ttft_s", "tpot_s", "ttft_upper_s", "tpot_upper_s",
-            "confidence", "meets_slo", "min_headroom", "usd_per_hour", "usd_per_million_output_tokens",
-            "kwh_per_million_output_tokens", "reason")  # fmt: skip
+    keys = (
+        "replicas",
+        "gpus",
+        "ttft_pct",
+        "tpot_pct",
+        "ttft_s",
+        "tpot_s",
+        "ttft_upper_s",
+        "tpot_upper_s",
+        "confidence",
+        "meets_slo",
+        "min_headroom",
+        "usd_per_hour",
+        "usd_per_million_output_tokens",
+        "kwh_per_million_output_tokens",
+        "reason",
+    )
     d: dict[str, Any] = {"label": f.candidate.label, **{k: getattr(f, k) for k in keys}}
     d |= {"capacity_rps": f.capacity_rps, "knee_rps": f.knee_rps, "headroom": f.headroom}
     return d
 
 
-def _confidence_note(rec: Any) -> str:
+def _confidence_note(rec: Candidate) -> str:
     """How sure the recommendation is: the level it was sized at, or its headroom against the model's error."""
     knee = f"; above 85 % utilisation ({rec.saturation_rps:.3g} req/s), latencies are lower bounds"
     sat = knee if rec.latency_bound == "lower" else ""
@@ -251,3 +275,37 @@ def percentile_slo(text: str, option: str, default_pct: float) -> tuple[float, s
     if not 0 < pct < 100:
         raise OptionError(f"{option}: {head!r} is not a percentile; write e.g. p99=2s or p90=50ms")
     return pct, tail
+
+
+def _print_plan(res: PlanResult, sized: list[Finalist], show_all: bool) -> None:
+    """The plan's tables, the recommendation with its confidence note, and each simulated finalist's line."""
+    from roofline.cli.render import plan_tables, usd
+
+    con = console()
+    for table in plan_tables(res, None if show_all else 15):
+        con.print(table)
+    rec = res.recommended
+    if rec is not None:
+        cost = f", {usd(rec.usd_per_hour)}/hour" if rec.usd_per_hour is not None else ""
+        con.print(
+            f"[bold]recommended:[/] {rec.replicas} × {rec.label} = [bold]{rec.gpus} GPUs[/]{cost}; "
+            f"batch ≤ {rec.batch} per replica, {rec.replica_rps:.3g} req/s per replica, "
+            f"headroom {100 * rec.headroom:.0f}%" + _confidence_note(rec)
+        )
+        unpriced = sorted({c.hardware for c in res.candidates if c.feasible and c.usd_per_hour is None})
+        if unpriced:
+            con.print(
+                f"[dim]no price known for {', '.join(unpriced)}: ranked after priced hardware by GPUs; "
+                f"pass --price NAME=USD to compare[/]"
+            )
+    for f in sized:
+        state = "meets" if f.meets_slo else "[red]misses[/]"
+        cost = f", {usd(f.usd_per_hour)}/hour" if f.usd_per_hour is not None else ""
+        con.print(
+            f"[bold]simulated:[/] {f.candidate.label}: {f.replicas} replicas = {f.gpus} GPUs{cost}; at the planned "
+            f"load TTFT P{f.ttft_pct:g} {f.ttft_s * 1e3:.0f} ms, TPOT P{f.tpot_pct:g} {f.tpot_s * 1e3:.1f} ms "
+            f"({state} the SLOs at the {100 * f.confidence:.0f} % bound of the simulator's error on public "
+            f"serving rows: TTFT ×{f.ttft_upper_s / f.ttft_s:.2f}, TPOT ×{f.tpot_upper_s / f.tpot_s:.2f}), "
+            f"capacity {f.capacity_rps:.3g} req/s, "
+            f"headroom {100 * f.headroom:.0f}%"
+        )
