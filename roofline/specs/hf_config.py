@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from roofline.errors import SpecError
+
+if TYPE_CHECKING:
+    from roofline.specs.jsontypes import JsonValue
 
 MISSING = object()
 _T = TypeVar("_T")
@@ -19,7 +22,9 @@ class HfConfig:
     def fail(self, key: str, problem: str) -> SpecError:
         return SpecError(f"{self.origin} ({self.arch}): key '{key}' {problem}")
 
-    def raw(self, key: str, default: Any = MISSING) -> Any:
+    # -> Any: a value of whatever JSON type the file holds; callers check it (isinstance) before use, some through
+    # a flag mypy cannot follow (layer_list, hf_fields._layer_kinds)
+    def raw(self, key: str, default: object = MISSING) -> Any:
         """The value of ``key``; absent (and no default) is an error."""
         if key in self.data:
             return self.data[key]
@@ -27,7 +32,7 @@ class HfConfig:
             raise self.fail(key, f"is required for {self.arch} but missing; add it to the config")
         return default
 
-    def integer(self, key: str, default: Any = MISSING, minimum: int = 1) -> int:
+    def integer(self, key: str, default: object = MISSING, minimum: int = 1) -> int:
         """An integer >= ``minimum`` (booleans and floats are rejected)."""
         v = self.raw(key, default)
         if isinstance(v, bool) or not isinstance(v, int):
@@ -56,14 +61,14 @@ class HfConfig:
             raise self.fail(key, f"must be a list of non-negative layer indices, got {v!r}")
         return v
 
-    def number(self, key: str, default: Any = MISSING) -> float:
+    def number(self, key: str, default: object = MISSING) -> float:
         """A positive int or float (booleans rejected)."""
         v = self.raw(key, default)
         if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
             raise self.fail(key, f"must be a positive number, got {v!r}")
         return float(v)
 
-    def require_absent(self, key: str, feature: str, allowed: tuple[Any, ...] = (None, False, 0, [], {})) -> None:
+    def require_absent(self, key: str, feature: str, allowed: tuple[JsonValue, ...] = (None, False, 0, [], {})) -> None:
         """Fail naming ``feature`` when ``key`` holds a value that turns on a feature roofline does not model."""
         v = self.data.get(key)
         if not any(v is a or (v == a and type(v) is type(a)) for a in allowed):

@@ -8,15 +8,19 @@ Keys that would switch on a feature roofline does not model are errors naming th
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from roofline.specs.hf_config import HfConfig
+
+if TYPE_CHECKING:
+    from roofline.specs.jsontypes import JsonObject, JsonValue
 
 Spec = dict[str, Any]
 _STATE_DTYPES = {None: "bf16", "bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
-def runs(per_layer: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def runs(per_layer: Sequence[Mapping[str, JsonValue]]) -> list[JsonObject]:
     """Run-length encode per-layer dicts into ``LayerRun`` entries (``repeat`` consecutive equal layers)."""
     out: list[dict[str, Any]] = []
     for layer in per_layer:
@@ -28,12 +32,12 @@ def runs(per_layer: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def gqa_layer(heads: int, kv: int, head_dim: int, **flags: Any) -> dict[str, Any]:
+def gqa_layer(heads: int, kv: int, head_dim: int, **flags: JsonValue) -> JsonObject:
     kind = "mha" if kv == heads else "mqa" if kv == 1 else "gqa"
     return {"kind": kind, "num_heads": heads, "num_kv_heads": kv, "head_dim": head_dim, **flags}
 
 
-def layer_list(c: HfConfig, key: str, n: int, allowed: dict[Any, str]) -> list[str]:
+def layer_list(c: HfConfig, key: str, n: int, allowed: Mapping[str, str] | Mapping[int, str]) -> list[str]:
     """A per-layer list of ``n`` entries mapped through ``allowed``; anything else is an error."""
     v = c.raw(key)
     ok = isinstance(v, list | str) and len(v) == n
@@ -189,7 +193,7 @@ def gemma4(c: HfConfig, hidden: int, num_layers: int) -> Spec:
                "expert_intermediate_size": c.integer("moe_intermediate_size"), "num_shared_experts": 1,
                "shared_intermediate_size": width}  # fmt: skip
         ffn = "moe"
-    per_layer = [
+    per_layer: list[JsonObject] = [
         {"mixer": k, "ffn": ffn, **({"num_kv_heads": g_kv, "head_dim": g_d} if k == "global" else {})} for k in kinds
     ]
     return {
@@ -218,7 +222,7 @@ def mimo_v2(c: HfConfig, hidden: int, num_layers: int) -> Spec:
         c.integer("swa_num_attention_heads", default=heads),
         c.integer("swa_num_key_value_heads", default=kv),
     )
-    per_layer = [
+    per_layer: list[JsonObject] = [
         {"mixer": k, "ffn": f, **({"num_heads": s_heads, "num_kv_heads": s_kv} if k == "local" else {})}
         for k, f in zip(kinds, moe_flags, strict=True)
     ]
@@ -258,7 +262,8 @@ def step3p7(c: HfConfig, hidden: int, num_layers: int) -> Spec:
     }  # fmt: skip
 
 
-def dsa(c: HfConfig, spec: dict[str, Any], num_layers: int) -> dict[str, Any]:
+# spec: Any-valued, as the partly built model spec's nested blocks (moe, attention.mla) are read unchecked
+def dsa(c: HfConfig, spec: dict[str, Any], num_layers: int) -> JsonObject:
     """DSA models (DeepSeek-V3.2, GLM-5): every layer is a sparse MLA layer with the lightning indexer
     (``index_n_heads``, ``index_head_dim``, ``index_topk``); dense/MoE FFNs move into ``layers``."""
     moe = dict(spec["moe"]) if spec["moe"] is not None else None
@@ -280,7 +285,7 @@ def dsa(c: HfConfig, spec: dict[str, Any], num_layers: int) -> dict[str, Any]:
         mla = spec["attention"]["mla"]
         if c.integer("qk_head_dim") != mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]:
             raise c.fail("qk_head_dim", "must equal qk_nope_head_dim + qk_rope_head_dim")
-    sparse = {
+    sparse: JsonObject = {
         "index_heads": c.integer("index_n_heads"),
         "index_head_dim": c.integer("index_head_dim"),
         "top_k": c.integer("index_topk"),

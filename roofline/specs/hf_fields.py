@@ -7,10 +7,13 @@ or malformed value is an error naming the key.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roofline.errors import SpecError
 from roofline.specs.hf_config import HfConfig
+
+if TYPE_CHECKING:
+    from roofline.specs.jsontypes import JsonObject
 
 DEEPSEEK_ARCHS = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM")
 _QWEN = ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiMoForCausalLM")
@@ -40,7 +43,7 @@ def _mla(c: HfConfig) -> dict[str, Any] | None:
     }
 
 
-def attention_fields(c: HfConfig, hidden: int, num_layers: int) -> dict[str, Any]:
+def attention_fields(c: HfConfig, hidden: int, num_layers: int) -> JsonObject:
     """The ``attention`` block: heads, head_dim, biases, sinks, MLA and sliding window."""
     heads = c.integer("num_attention_heads")
     kv_heads = c.opt_int("num_key_value_heads") or heads
@@ -151,7 +154,7 @@ def _top_k(c: HfConfig) -> int:
     return values.pop()
 
 
-def moe_fields(c: HfConfig, num_layers: int) -> dict[str, Any] | None:
+def moe_fields(c: HfConfig, num_layers: int) -> JsonObject | None:
     """The ``moe`` block, or None for a dense model."""
     first = _first_dense(c, _moe_layers(c, num_layers))
     if first is None:

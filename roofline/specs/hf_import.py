@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roofline.boundary.inputs import expand_user, read_text
 from roofline.boundary.limits import MAX_LAYERS
@@ -57,6 +57,9 @@ from roofline.specs.model import ModelSpec
 from roofline.specs.quant import checkpoint_spec
 from roofline.specs.validation import validate_spec
 from roofline.specs.yaml_out import spec_to_yaml
+
+if TYPE_CHECKING:
+    from roofline.specs.jsontypes import JsonObject
 
 __all__ = ["SUPPORTED", "model_from_hf_config", "spec_to_yaml"]
 
@@ -221,7 +224,7 @@ def _names(c: HfConfig, stem: str | None, name: str | None) -> tuple[str, str, s
     return name if name is not None else _slug(base), base, repo
 
 
-def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | None = None) -> ModelSpec:
+def model_from_hf_config(path_or_dict: str | Path | JsonObject, name: str | None = None) -> ModelSpec:
     """Build a :class:`ModelSpec` from a Hugging Face ``config.json`` (path) or its dict.
 
     ``name`` defaults to a lowercase slug of ``_name_or_path`` or the file stem.

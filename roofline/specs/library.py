@@ -13,7 +13,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -22,6 +22,9 @@ from roofline.errors import RooflineError, SpecError, UnknownNameError, suggest
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.validation import validate_spec
+
+if TYPE_CHECKING:
+    from roofline.specs.jsontypes import JsonObject
 
 Kind = Literal["hardware", "model"]
 S = TypeVar("S", bound=BaseModel)
@@ -48,8 +51,10 @@ def _search_dirs(kind: Kind) -> list[Path]:
     return dirs
 
 
-def read_yaml(path: Path, error: type[RooflineError] = SpecError, what: str = "spec file") -> Any:
-    """Read one YAML document with the limits of :mod:`roofline.boundary.inputs`; errors name the file and line."""
+def read_yaml(path: Path, error: type[RooflineError] = SpecError, what: str = "spec file") -> object:
+    """Read one YAML document with the limits of :mod:`roofline.boundary.inputs`; errors name the file and line.
+
+    What the safe loader builds: mappings, lists and scalars (dates too), so callers check its type."""
     return parse_yaml(read_text(path, what, error=error), str(path), error)
 
 
@@ -212,7 +217,7 @@ def spec_path(kind: Kind, name: str) -> Path:
     return _lookup(kind, name)
 
 
-def json_schema(kind: Kind) -> dict[str, Any]:
+def json_schema(kind: Kind) -> JsonObject:
     """JSON Schema of a spec kind, by YAML key (alias), for editor validation."""
     cls: type[HardwareSpec] | type[ModelSpec] = HardwareSpec if kind == "hardware" else ModelSpec
     return cls.model_json_schema(by_alias=True)

@@ -209,8 +209,10 @@ def _int4_group(qc: dict[str, Any], where: str) -> str:
     )
 
 
-def checkpoint_from_quantization_config(qc: dict[str, Any] | None, where: str = "config.json") -> Checkpoint | None:
-    """The :class:`Checkpoint` a ``quantization_config`` describes (module docstring); None when absent."""
+def checkpoint_from_quantization_config(qc: object, where: str = "config.json") -> Checkpoint | None:
+    """The :class:`Checkpoint` a ``quantization_config`` describes (module docstring); None when absent.
+
+    ``qc``: the config value as read; anything but a mapping (or None) is an error."""
     if qc is None or qc == {}:
         return None
     if not isinstance(qc, dict):
@@ -254,7 +256,7 @@ def checkpoint_from_quantization_config(qc: dict[str, Any] | None, where: str = 
     )
 
 
-def checkpoint_spec(qc: dict[str, Any] | None, where: str) -> dict[str, str] | None:
+def checkpoint_spec(qc: object, where: str) -> dict[str, str] | None:
     """The ``checkpoint`` block of a model spec for a ``quantization_config`` (None when absent)."""
     cp = checkpoint_from_quantization_config(qc, where.replace("\\", "/").rsplit("/", 1)[-1])
     return None if cp is None else cp.model_dump(mode="json")

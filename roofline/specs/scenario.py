@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -24,6 +24,14 @@ if TYPE_CHECKING:
     from roofline.engine.config import EngineConfig
 
 IntArray = Any  # int or numpy integer array (broadcastable)
+
+
+class Shape(TypedDict, total=False):
+    """Shape fields of :meth:`Scenario.with_shape`: whole numbers or integer arrays that broadcast."""
+
+    batch: int | np.ndarray
+    prompt_len: int | np.ndarray
+    output_len: int | np.ndarray
 
 
 @dataclass(frozen=True)
@@ -145,7 +153,7 @@ class Scenario:
         """GPUs across all replicas."""
         return self.gpus_per_replica * self.replicas
 
-    def with_shape(self, **kw: Any) -> Scenario:
+    def with_shape(self, **kw: Unpack[Shape]) -> Scenario:
         """Copy with other batch / prompt_len / output_len."""
         return replace(self, **kw)
 
@@ -253,7 +261,15 @@ class Scenario:
         return math.ceil(model.num_layers / self.pp)
 
 
-def weight_dtype_fields(weight_dtype: object) -> dict[str, Any]:
+class WeightDtypeFields(TypedDict):
+    """The Scenario fields a ``weight_dtype`` argument sets (:func:`weight_dtype_fields`)."""
+
+    weight_dtype: Precision
+    use_checkpoint: bool
+    weight_overrides: tuple[tuple[str, Precision], ...]
+
+
+def weight_dtype_fields(weight_dtype: object) -> WeightDtypeFields:
     """Scenario fields for a ``weight_dtype`` argument: a format name (uniform), ``"checkpoint"``
     (the shipped checkpoint, the default) or a mapping {module group: format} applied over the
     checkpoint (e.g. ``{"routed_experts": "nvfp4"}``)."""
@@ -304,9 +320,9 @@ def kv_heads_per_gpu(num_kv_heads: int, tp: int) -> int:
 
 def make_scenario(
     hw: HardwareSpec,
-    batch: Any = 1,
-    prompt_len: Any = 1024,
-    output_len: Any = 128,
+    batch: int | np.ndarray = 1,
+    prompt_len: int | np.ndarray = 1024,
+    output_len: int | np.ndarray = 128,
     *,
     tp: int = 1,
     pp: int = 1,
@@ -317,7 +333,7 @@ def make_scenario(
     kv_dtype: str | Precision = "bf16",
     quantize_embeddings: bool = False,
     engine: EngineConfig | str | None = None,
-    engine_overrides: Mapping[str, Any] | None = None,
+    engine_overrides: Mapping[str, object] | None = None,
     cuda_graphs: bool | None = None,
 ) -> Scenario:
     """Build a Scenario from plain values (format names, an engine preset name).

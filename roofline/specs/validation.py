@@ -6,7 +6,7 @@ Shared by the YAML library (:mod:`roofline.specs.library`) and the Hugging Face 
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -22,7 +22,7 @@ _SCHEMA_HINT = {
 }
 
 
-def validate_spec(cls: type[S], data: Any, origin: str, error: type[RooflineError] = SpecError) -> S:
+def validate_spec(cls: type[S], data: object, origin: str, error: type[RooflineError] = SpecError) -> S:
     """Validate ``data`` into ``cls``; any problem becomes one ``error`` naming origin, field and the schema."""
     hint = _SCHEMA_HINT.get(cls.__name__, f"see the {cls.__name__} documentation")
     if not isinstance(data, dict):
