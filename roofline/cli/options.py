@@ -15,9 +15,9 @@ import math
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, overload
 
 from roofline.boundary import limits
 from roofline.boundary.outputs import OutputTarget, check_output, write_output
@@ -26,6 +26,8 @@ from roofline.errors import RooflineError
 if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
+
+    from roofline.specs.jsontypes import JsonObject, JsonValue
 
 RANGE_HELP = (
     "Values: 8 | 2k (=2000) | lists 1,8,64 | ranges: 128..32768 doubles from 128 up to 32768; "
@@ -186,7 +188,7 @@ def _progression(prefix: list[int], hi: int, option: str, text: str) -> list[int
     return values
 
 
-def parse_engine_set(values: Iterable[str] | None, flag: str = "--engine-set") -> dict[str, Any]:
+def parse_engine_set(values: Iterable[str] | None, flag: str = "--engine-set") -> dict[str, bool | int | float]:
     """``--engine-set NAME=VALUE`` pairs (or ``flag``'s) → engine overrides (numbers, true/false, or text).
 
     Names are :class:`roofline.engine.EngineConfig` fields or the engines' own option names
@@ -195,7 +197,7 @@ def parse_engine_set(values: Iterable[str] | None, flag: str = "--engine-set") -
     """
     from roofline.units import UnitError, parse_quantity
 
-    out: dict[str, Any] = {}
+    out: dict[str, bool | int | float] = {}
     for item in values or []:
         name, sep, raw = item.partition("=")
         name, raw = name.strip().replace("-", "_"), raw.strip()
@@ -236,7 +238,11 @@ def parse_prices(values: Iterable[str]) -> dict[str, float]:
     return out
 
 
-def clean_json(x: Any) -> Any:
+@overload
+def clean_json(x: dict[Hashable, object]) -> JsonObject: ...
+@overload
+def clean_json(x: object) -> JsonValue: ...
+def clean_json(x: object) -> JsonValue:
     """Recursively turn NaN/inf into None and numpy scalars/arrays into Python values (exact floats)."""
     if isinstance(x, dict):
         return {str(k): clean_json(v) for k, v in x.items()}
@@ -246,15 +252,15 @@ def clean_json(x: Any) -> Any:
         return clean_json(x.tolist())
     if isinstance(x, float) and not math.isfinite(x):
         return None
-    return x
+    return x  # type: ignore[return-value]  # str, int, bool and None as they are (anything else json.dumps refuses)
 
 
-def dumps(x: Any) -> str:
+def dumps(x: object) -> str:
     """JSON text of ``x`` with shortest round-trip floats and null for NaN."""
     return json.dumps(clean_json(x), indent=2, allow_nan=False)
 
 
-def frame_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+def frame_records(df: pd.DataFrame) -> list[JsonObject]:
     """DataFrame rows as JSON-ready dicts (NaN → None, numpy → Python)."""
     return [clean_json(r) for r in df.to_dict(orient="records")]
 

@@ -7,7 +7,7 @@ their unit. Nothing here computes physics: values come from ``PredictionResult``
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from roofline.result import PredictionResult
+    from roofline.serving.plan.result import Candidate, PlanResult
 
 
 def num(x: float | None, digits: int = 3) -> str:
@@ -199,7 +200,7 @@ COMPARE_ROWS: tuple[tuple[str, str, str, Callable[[Any], str], str | None], ...]
 MEMORY_KEYS = ("weight_bytes_per_gpu", "memory_capacity_bytes", "max_batch", "free_bytes")
 
 
-def compare_cells(columns: Sequence[tuple[str, dict[str, Any] | str]]) -> list[list[Text | str]]:
+def compare_cells(columns: Sequence[tuple[str, Mapping[str, object] | str]]) -> list[list[Text | str]]:
     """One list of cells per COMPARE_ROWS metric, one cell per hardware; the best of each metric gets ★."""
     grid: list[list[Text | str]] = []
     for _, _, key, fmt, best in COMPARE_ROWS:
@@ -220,7 +221,7 @@ def compare_cells(columns: Sequence[tuple[str, dict[str, Any] | str]]) -> list[l
     return grid
 
 
-def compare_table(title: str, columns: Sequence[tuple[str, dict[str, Any] | str]], wide_after: int = 5) -> Table:
+def compare_table(title: str, columns: Sequence[tuple[str, Mapping[str, object] | str]], wide_after: int = 5) -> Table:
     """Metrics as rows and one column per hardware (hardware as rows beyond ``wide_after`` devices).
 
     ``columns`` holds (hardware, summary dict) or (hardware, error text) for a failed one; the
@@ -245,7 +246,7 @@ def compare_table(title: str, columns: Sequence[tuple[str, dict[str, Any] | str]
     return t
 
 
-def plan_caption(res: Any) -> str:
+def plan_caption(res: PlanResult) -> str:
     """What the plan's latencies and headroom mean: the level, the error margin and saturation marks."""
     lines = ["TTFT/TPOT at the planned load; B = max sequences per replica (limited by memory or an SLO)"]
     if res.confidence is not None:
@@ -266,12 +267,12 @@ def plan_caption(res: Any) -> str:
     return "\n".join(lines)
 
 
-def _latency(c: Any, value: float) -> str:
+def _latency(c: Candidate, value: float) -> str:
     """A planned latency; ``≥ x`` when the candidate runs past the saturation knee (one-sided bound)."""
     return f"≥ {fmt_seconds(value)}" if c.latency_bound == "lower" else fmt_seconds(value)
 
 
-def headroom_cell(c: Any) -> Text | str:
+def headroom_cell(c: Candidate) -> Text | str:
     """``12% (±24%)``, yellow with ⚠ when the headroom is inside the model's error, knee when saturated."""
     knee = f", saturation {num(c.saturation_rps)} req/s" if c.latency_bound == "lower" else ""
     if not math.isfinite(c.error_margin) or c.confidence is not None:
@@ -280,7 +281,7 @@ def headroom_cell(c: Any) -> Text | str:
     return Text(f"⚠ {text}", style="yellow") if c.within_error else text
 
 
-def plan_tables(res: Any, limit: int | None = 15) -> list[Table]:
+def plan_tables(res: PlanResult, limit: int | None = 15) -> list[Table]:
     """Ranked feasible candidates, then rejected ones with their reasons (``limit`` rows each; None = all)."""
     ok = [c for c in res.candidates if c.feasible]
     bad = [c for c in res.candidates if not c.feasible]
