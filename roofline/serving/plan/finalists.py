@@ -25,13 +25,18 @@ GPUs·TDP / (qps·O) joules (every GPU at its TDP the whole time).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from roofline.serving.plan.planner import Candidate
 from roofline.serving.sim.metrics import finite_percentile as pct
+from roofline.serving.workload.stream import Workload
 from roofline.units import usd_per_million_tokens
+
+if TYPE_CHECKING:
+    from roofline.prediction import ModelArg
+    from roofline.serving.sim.result import SimulationResult
 
 #: replicas the simulator may add to a planner candidate before it is declared failing.
 MAX_EXTRA = 8
@@ -128,9 +133,14 @@ def sim_kwargs(
     """simulate()/replica() options of a planner candidate ('checkpoint': see :func:`checkpoint_format`)."""
     wd = (checkpoint_format(model) if model is not None else None) if c.precision == "checkpoint" else c.precision
     return {
-        "engine": engine, "tp": c.tp, "pp": c.pp, "kv_dtype": c.kv_dtype, "calibration": calibration,
-        "weight_dtype": wd, "engine_overrides": dict(overrides or {}),
-    }  # fmt: skip
+        "engine": engine,
+        "tp": c.tp,
+        "pp": c.pp,
+        "kv_dtype": c.kv_dtype,
+        "calibration": calibration,
+        "weight_dtype": wd,
+        "engine_overrides": dict(overrides or {}),
+    }
 
 
 def size_finalist(
@@ -162,63 +172,108 @@ def size_finalist(
     (``roofline.simulate(..., speculative=...)``); capacity and knee stay those of plain
     decoding from the screening tier (it has no speculative form), a conservative bound when speculation pays.
     """
+    from functools import partial
+
+    from roofline.profile import load_profile
     from roofline.published.serving_error import serving_upper_factor
-    from roofline.serving.plan.screening import knee_qps
-    from roofline.serving.replica import replica
     from roofline.serving.simulate import simulate
 
     kw = sim_kwargs(c, engine, engine_overrides, calibration, model)
-    rep = replica(model, c.hardware, prompt_mean=float(prompt_len), output_mean=float(output_len), **kw)
-    sm = rep.step
-    sus, knee = knee_qps(sm, float(prompt_len), float(output_len), rep.engine.max_num_batched_tokens, sm.max_rows,
-                         rep.kv_tokens)  # fmt: skip
+    sus, knee = replica_capacity(model, c, kw, prompt_len, output_len)
     h_min = c.error_margin if min_headroom is None else min_headroom
     h_min = 0.0 if not math.isfinite(h_min) else max(h_min, 0.0)
-    from roofline.profile import load_profile
-
     prof = load_profile(calibration)  # a measured profile widens the interval by its run-to-run spread
     f_ttft, f_tpot = (serving_upper_factor(fig, confidence, engine, prof) for fig in ("ttft_s", "tpot_s"))
     first = max(c.replicas, math.ceil(qps * (1.0 + h_min) / sus)) if sus > 0 else c.replicas
-    replicas, res, ok, why = first, None, False, ""
+    wl = Workload(qps=qps, prompt_len=prompt_len, output_len=output_len, num_requests=num_requests, seed=seed)
+    run = partial(simulate, model, c.hardware, speculative=speculative, **kw)
+    replicas, s, ttft, tpot, ok, why = _fewest_replicas(
+        run, wl, first, (ttft_slo_s, tpot_slo_s), (ttft_pct, tpot_pct), (f_ttft, f_tpot)
+    )
+    gpus, usd_h, per_m, kwh_m, energy_usd_h = _costs(c, replicas, qps * output_len, tdp_watts, usd_per_kwh)
+    pts = load_points(model, c, kw, sus, prompt_len, output_len, num_requests, seed) if curve and ok else ()
+    r = s.requests
+    return Finalist(
+        candidate=c,
+        replicas=replicas,
+        gpus=gpus,
+        replica_rate=qps / replicas,
+        ttft_pct=ttft_pct,
+        tpot_pct=tpot_pct,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        ttft_p50_s=pct(r["ttft_s"].to_numpy(), 50),
+        tpot_p50_s=pct(r["tpot_s"].to_numpy(), 50),
+        ttft_upper_s=ttft * f_ttft,
+        tpot_upper_s=tpot * f_tpot,
+        confidence=confidence,
+        sustainable_replica_rps=sus,
+        knee_replica_rps=knee,
+        meets_slo=ok,
+        min_headroom=h_min,
+        usd_per_hour=usd_h,
+        usd_per_million_output_tokens=per_m,
+        kwh_per_million_output_tokens=kwh_m,
+        energy_usd_per_hour=energy_usd_h,
+        reason="" if ok else why,
+        curve=pts,
+    )
+
+
+def replica_capacity(
+    model: ModelArg, c: Candidate, kw: Mapping[str, Any], prompt_len: int, output_len: int
+) -> tuple[float, float]:
+    """(sustainable rate, knee) of one replica of candidate ``c`` (requests/s), from the screening tier on the
+    replica's own compiled step model (:func:`roofline.serving.plan.screening.knee_qps`)."""
+    from roofline.serving.plan.screening import knee_qps
+    from roofline.serving.replica import replica
+
+    rep = replica(model, c.hardware, prompt_mean=float(prompt_len), output_mean=float(output_len), **kw)
+    sm, budget = rep.step, rep.engine.max_num_batched_tokens
+    return knee_qps(sm, float(prompt_len), float(output_len), budget, sm.max_rows, rep.kv_tokens)
+
+
+def _fewest_replicas(
+    run: Callable[..., SimulationResult],
+    wl: Workload,
+    first: int,
+    slo_s: tuple[float, float],
+    pcts: tuple[float, float],
+    factors: tuple[float, float],
+) -> tuple[int, SimulationResult, float, float, bool, str]:
+    """(replicas, run, TTFT and TPOT at the SLO percentiles, meets, why not): the fewest replicas from ``first``
+    (at most ``MAX_EXTRA`` more) whose one-replica run of ``wl`` at its qps / replicas holds TTFT·f_TTFT ≤ its SLO and
+    TPOT·f_TPOT ≤ its SLO without saturating; the last one tried when none does."""
+    why, qps = "", float(wl.qps or 0.0)
     for replicas in range(first, first + MAX_EXTRA + 1):
-        s = simulate(model, c.hardware, qps=qps / replicas, prompt_len=prompt_len, output_len=output_len,
-                     num_requests=num_requests, seed=seed, speculative=speculative, **kw)  # fmt: skip
+        s = run(workload=replace(wl, qps=qps / replicas))
         r = s.requests
-        ttft, tpot = (
-            pct(r["ttft_s"].to_numpy(), ttft_pct),
-            pct(r["tpot_s"].to_numpy(), tpot_pct),
-        )
-        res = (s, ttft, tpot)
-        ok = s.saturated is None and ttft * f_ttft <= ttft_slo_s and tpot * f_tpot <= tpot_slo_s
-        if ok:
-            break
+        ttft, tpot = pct(r["ttft_s"].to_numpy(), pcts[0]), pct(r["tpot_s"].to_numpy(), pcts[1])
+        upper = (ttft * factors[0], tpot * factors[1])
+        if s.saturated is None and upper[0] <= slo_s[0] and upper[1] <= slo_s[1]:
+            return replicas, s, ttft, tpot, True, ""
         why = s.saturated or (
-            f"at {qps / replicas:.3g} req/s per replica the simulated TTFT P{ttft_pct:g} is {ttft * 1e3:.0f} ms "
-            f"(upper bound {ttft * f_ttft * 1e3:.0f} ms) and TPOT P{tpot_pct:g} {tpot * 1e3:.1f} ms "
-            f"(upper bound {tpot * f_tpot * 1e3:.1f} ms)"
+            f"at {qps / replicas:.3g} req/s per replica the simulated TTFT P{pcts[0]:g} is {ttft * 1e3:.0f} ms "
+            f"(upper bound {upper[0] * 1e3:.0f} ms) and TPOT P{pcts[1]:g} {tpot * 1e3:.1f} ms "
+            f"(upper bound {upper[1] * 1e3:.1f} ms)"
         )
-    assert res is not None
-    s, ttft, tpot = res
-    per = c.tp * c.pp
-    gpus = replicas * per
+    return replicas, s, ttft, tpot, False, why
+
+
+def _costs(
+    c: Candidate, replicas: int, tok_s: float, tdp_watts: float | None, usd_per_kwh: float | None
+) -> tuple[int, float | None, float | None, float | None, float | None]:
+    """(GPUs, $/hour of the GPUs, $/M output tokens incl. energy, kWh/M output tokens, energy $/hour) of
+    ``replicas`` replicas serving ``tok_s`` output tokens/s; energy at board power (every GPU at its TDP)."""
+    gpus = replicas * c.tp * c.pp
     usd_h = None if c.usd_per_gpu_hour is None else gpus * c.usd_per_gpu_hour
-    tok_s = qps * output_len
     kw_total = None if tdp_watts is None else gpus * tdp_watts / 1000.0
     # kWh per M tokens has the same form as $ per M tokens: (kW per hour of service) / (tokens per hour) × 1e6
     kwh_m = None if kw_total is None else usd_per_million_tokens(kw_total, tok_s)
     energy_usd_h = None if kw_total is None or usd_per_kwh is None else kw_total * usd_per_kwh
     total_h = None if usd_h is None else usd_h + (energy_usd_h or 0.0)
     per_m = None if total_h is None else usd_per_million_tokens(total_h, tok_s)
-    pts = load_points(model, c, kw, sus, prompt_len, output_len, num_requests, seed) if curve and ok else ()
-    r = s.requests
-    return Finalist(
-        candidate=c, replicas=replicas, gpus=gpus, replica_rate=qps / replicas, ttft_pct=ttft_pct, tpot_pct=tpot_pct,
-        ttft_s=ttft, tpot_s=tpot, ttft_p50_s=pct(r["ttft_s"].to_numpy(), 50),
-        tpot_p50_s=pct(r["tpot_s"].to_numpy(), 50), ttft_upper_s=ttft * f_ttft, tpot_upper_s=tpot * f_tpot,
-        confidence=confidence, sustainable_replica_rps=sus, knee_replica_rps=knee, meets_slo=ok, min_headroom=h_min,
-        usd_per_hour=usd_h, usd_per_million_output_tokens=per_m, kwh_per_million_output_tokens=kwh_m,
-        energy_usd_per_hour=energy_usd_h, reason="" if ok else why, curve=pts,
-    )  # fmt: skip
+    return gpus, usd_h, per_m, kwh_m, energy_usd_h
 
 
 def load_points(
@@ -232,14 +287,5 @@ def load_points(
         s = simulate(model, c.hardware, qps=f * sus, prompt_len=p, output_len=o, num_requests=n, seed=seed, **kw)
         r = s.requests
         t, u = r["ttft_s"].to_numpy(), r["tpot_s"].to_numpy()
-        out.append(
-            LoadPoint(
-                f * sus,
-                pct(t, 50),
-                pct(t, 99),
-                pct(u, 50),
-                pct(u, 99),
-                s.saturated is not None,
-            )
-        )
+        out.append(LoadPoint(f * sus, pct(t, 50), pct(t, 99), pct(u, 50), pct(u, 99), s.saturated is not None))
     return tuple(out)
