@@ -218,7 +218,7 @@ def pareto_figure(data: ReportData) -> Figure:
     """Output tokens/s per GPU against tokens/s per user over batch × tp: the frontier per hardware."""
     from roofline.errors import RooflineError
     from roofline.report.curves import replica_curve
-    from roofline.serving.plan.planner import tokens_per_s_per_gpu
+    from roofline.serving.plan.loadcurve import tokens_per_s_per_gpu
 
     inp = data.inputs
     wl = inp.workload

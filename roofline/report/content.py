@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from roofline.memory import kv_bytes_per_token
 from roofline.profile import CalibrationProfile, load_profile
 from roofline.result import PredictionResult
-from roofline.serving.plan.planner import Candidate, PlanResult, plan, tokens_per_s_per_gpu
+from roofline.serving.plan.loadcurve import tokens_per_s_per_gpu
+from roofline.serving.plan.planner import Candidate, PlanResult, plan
 from roofline.serving.workload.presets import WorkloadPreset
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.library import hardware as load_hardware

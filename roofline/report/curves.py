@@ -7,7 +7,7 @@ docstring): with t_pre = prefill of one request and t_dec(B) = mean decode step 
     TPOT(B) = t_dec(B) + B·t_pre/(O − 1)        (at full load, where the SLO is checked)
     λ_max(B) = B / ((O − 1)·t_dec(B) + B·t_pre)  requests/s per replica
 
-The formulas live in :func:`roofline.serving.plan.planner.load_curve`; the charts evaluate it on a batch
+The formulas live in :func:`roofline.serving.plan.loadcurve.load_curve`; the charts evaluate it on a batch
 grid from the same ``sweep`` calls, and ``tests/test_report.py`` checks that the curve
 passes exactly through every planned candidate.
 """
@@ -44,7 +44,7 @@ def replica_curve(
     import pandas as pd
 
     from roofline.prediction import sweep
-    from roofline.serving.plan.planner import load_curve, tokens_per_s_per_gpu
+    from roofline.serving.plan.loadcurve import load_curve, tokens_per_s_per_gpu
 
     wl = inp.workload
     p, o = wl.prompt_len, wl.output_len
