@@ -11,11 +11,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from calibrate.measure.records import Record
 from roofline.errors import CalibrationError, Interrupted
 from roofline.profile import CalibrationProfile, load_profile
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 class CalibrationInterrupted(CalibrationError, Interrupted):
@@ -149,7 +152,7 @@ def show_profile(path: str | Path) -> str:
     return render_text(render_profile(profile))
 
 
-def summary(profile: CalibrationProfile) -> Any:
+def summary(profile: CalibrationProfile) -> Table:
     """The rich summary table of ``profile`` (for callers that print it themselves)."""
     from calibrate.render import reference_hardware, summary_table
 

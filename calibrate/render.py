@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import io
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -13,6 +14,9 @@ from roofline.errors import RooflineError
 from roofline.profile import CalibrationProfile, Curve
 from roofline.specs.hardware import HardwareSpec
 from roofline.units import fmt_rate, fmt_seconds
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 
 def reference_hardware(profile: CalibrationProfile) -> HardwareSpec | None:
@@ -83,7 +87,7 @@ def summary_table(profile: CalibrationProfile, hw: HardwareSpec | None) -> Table
     return t
 
 
-def curve_table(title: str, curve: Curve, label: str, fmt: Any) -> Table:
+def curve_table(title: str, curve: Curve, label: str, fmt: Callable[[float], str]) -> Table:
     """A two-row table of a curve's knots."""
     t = Table(title=title, title_justify="left", show_header=False)
     t.add_column(label)
@@ -128,7 +132,7 @@ def render_profile(profile: CalibrationProfile) -> Group:
     return Group(*parts)
 
 
-def render_text(renderable: Any, width: int = 120) -> str:
+def render_text(renderable: RenderableType, width: int = 120) -> str:
     """Plain text of a rich renderable."""
     console = Console(file=io.StringIO(), width=width, record=True, color_system=None)
     console.print(renderable)

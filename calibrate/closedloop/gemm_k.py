@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 from calibrate.closedloop.moe_stream import gpu_main, graph_seconds
 
@@ -22,11 +22,22 @@ NS = (4096, 7168)
 KS = (128, 256, 384, 512, 1024, 2048, 4096, 8192)
 
 
-def measure(device: str = "cuda:0") -> list[dict[str, Any]]:
+class GemmKRow(TypedDict):
+    """One (dtype, M, N, K) case: seconds per GEMM and FLOP rate."""
+
+    dtype: str
+    m: int
+    n: int
+    k: int
+    seconds: float
+    flops_per_s: float
+
+
+def measure(device: str = "cuda:0") -> list[GemmKRow]:
     """One row per (dtype, M, N, K): seconds per GEMM and FLOP rate."""
     import torch
 
-    rows: list[dict[str, Any]] = []
+    rows: list[GemmKRow] = []
     fp8 = getattr(torch, "float8_e4m3fn", None)
     for dtype in ("bf16", "fp8"):
         if dtype == "fp8" and (fp8 is None or torch.cuda.get_device_capability(device) < (8, 9)):
@@ -52,7 +63,7 @@ def measure(device: str = "cuda:0") -> list[dict[str, Any]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m calibrate.closedloop.gemm_k -o FILE.csv``."""
 
-    def line(r: dict[str, Any]) -> str:
+    def line(r: GemmKRow) -> str:
         return f"{r['dtype']:5s} M={r['m']:6d} N={r['n']:5d} K={r['k']:5d} {r['flops_per_s'] / 1e12:7.1f} TFLOP/s"
 
     return gpu_main("python -m calibrate.closedloop.gemm_k", __doc__ or "", lambda d, _: measure(d), line, argv)

@@ -18,10 +18,14 @@ import argparse
 import csv
 import io
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, final
 
 from roofline.errors import CalibrationError, RooflineError
+
+if TYPE_CHECKING:
+    from torch import Generator
 
 #: (label, experts on this GPU, hidden, expert width per GPU, top_k, total experts) — decode layouts of
 #: the public serving rows: DeepSeek-V3 tp 8 (experts tp-sharded), Qwen3-235B ep 4, gpt-oss-120b tp 1,
@@ -38,9 +42,48 @@ BATCHES = (1, 8, 32, 128)
 #: tens to hundreds, where the grouped GEMM's compute rate, not its streaming, sets the time
 PREFILL_TOKENS = (1024, 4096, 16384)
 L2_BYTES = 60e6
+#: a row of a measurement table (:func:`gpu_main`)
+R = TypeVar("R", bound=Mapping[str, object])
 
 
-def route(torch: Any, experts_here: int, total: int, top_k: int, tokens: int, gen: Any) -> list[int]:
+@final  # (final: ``"tokens" in row`` then tells a prefill row from a decode row)
+class DecodeRow(TypedDict):
+    """One decode case (or the copy reference) of :func:`measure`: times in s, rates in bytes/s."""
+
+    layout: str
+    batch: int
+    half: str
+    touched: int
+    rows: int
+    k: int
+    n: int
+    weight_bytes: int
+    grouped_s: float
+    dense_same_bytes_s: float
+    grouped_bytes_per_s: float
+    dense_bytes_per_s: float
+
+
+@final
+class PrefillRow(TypedDict):
+    """One prefill case of :func:`measure_prefill`: times in s, rates in FLOP/s."""
+
+    layout: str
+    tokens: int
+    half: str
+    touched: int
+    rows: int
+    k: int
+    n: int
+    flops: float
+    weight_bytes: int
+    grouped_s: float
+    dense_all_rows_s: float
+    grouped_flops_per_s: float
+    dense_flops_per_s: float
+
+
+def route(torch: ModuleType, experts_here: int, total: int, top_k: int, tokens: int, gen: Generator) -> list[int]:
     """Rows per touched local expert when ``tokens`` tokens each pick ``top_k`` of ``total`` experts uniformly
     (the top k of uniform random scores) and this GPU holds the first ``experts_here``."""
     chosen = torch.rand(tokens, total, generator=gen).topk(top_k, dim=1).indices.flatten()
@@ -48,7 +91,8 @@ def route(torch: Any, experts_here: int, total: int, top_k: int, tokens: int, ge
     return [c for c in counts if c > 0]
 
 
-def graph_seconds(torch: Any, fn: Any, calls: int) -> float:
+# fn: Callable[...] as the callers' lambdas bind their tensors as default arguments; it is called as fn(i)
+def graph_seconds(torch: ModuleType, fn: Callable[..., object], calls: int) -> float:
     """Median seconds per call of ``fn(i)``, ``calls`` calls replayed as one CUDA graph (calibration's timer)."""
     from calibrate.measure.records import Bench
     from calibrate.measure.timing import CudaTimer
@@ -59,7 +103,7 @@ def graph_seconds(torch: Any, fn: Any, calls: int) -> float:
     return t.median_s
 
 
-def save_rows(rows: list[dict[str, Any]], path: str, force: bool = False) -> None:
+def save_rows(rows: Sequence[Mapping[str, object]], path: str, force: bool = False) -> None:
     """Write ``rows`` as a CSV table through the project's output checks."""
     from roofline.boundary.outputs import check_output, write_output
 
@@ -84,12 +128,12 @@ def _layout_cases(torch: Any, sizes: Sequence[int], device: str, seed: int) -> I
                 yield label, size, half, m, offs, k, n
 
 
-def measure_prefill(device: str = "cuda:0", seed: int = 1) -> list[dict[str, Any]]:
+def measure_prefill(device: str = "cuda:0", seed: int = 1) -> list[PrefillRow]:
     """Prefill-sized grouped GEMMs: FLOP rate of the grouped GEMM vs one dense GEMM with all the rows."""
     import torch
 
     bf16 = torch.bfloat16
-    rows: list[dict[str, Any]] = []
+    rows: list[PrefillRow] = []
     for label, tokens, half, m, offs, k, n in _layout_cases(torch, PREFILL_TOKENS, device, seed):
         rows_total = sum(m)
         flops = 2.0 * rows_total * k * n
@@ -107,12 +151,12 @@ def measure_prefill(device: str = "cuda:0", seed: int = 1) -> list[dict[str, Any
     return rows
 
 
-def measure(device: str = "cuda:0", seed: int = 0) -> list[dict[str, Any]]:
+def measure(device: str = "cuda:0", seed: int = 0) -> list[DecodeRow]:
     """One row per (layout, batch, half) and the streaming references; see the module docstring."""
     import torch
 
     bf16 = torch.bfloat16
-    rows: list[dict[str, Any]] = []
+    rows: list[DecodeRow] = []
     for label, batch, half, m, offs, k, n in _layout_cases(torch, BATCHES, device, seed):
         rows_total = sum(m)
         wbytes = len(m) * k * n * 2
@@ -138,9 +182,8 @@ def measure(device: str = "cuda:0", seed: int = 0) -> list[dict[str, Any]]:
     return rows
 
 
-def gpu_main(prog: str, doc: str, run: Callable[[str, bool], list[dict[str, Any]]],
-             line: Callable[[dict[str, Any]], str], argv: Sequence[str] | None,
-             flag: tuple[str, str] | None = None) -> int:  # fmt: skip
+def gpu_main(prog: str, doc: str, run: Callable[[str, bool], Sequence[R]], line: Callable[[R], str],
+             argv: Sequence[str] | None, flag: tuple[str, str] | None = None) -> int:  # fmt: skip
     """Command line shared by the GPU measurement scripts: run, save the CSV, print one line per row.
 
     ``flag`` (name, help) adds one boolean option passed to ``run`` as its second argument.
@@ -171,7 +214,7 @@ def gpu_main(prog: str, doc: str, run: Callable[[str, bool], list[dict[str, Any]
     return 0
 
 
-def _line(r: dict[str, Any]) -> str:
+def _line(r: DecodeRow | PrefillRow) -> str:
     if "tokens" in r:
         return (
             f"{r['layout']:20s} T={r['tokens']:6d} {r['half']:8s} experts {r['touched']:3d} rows {r['rows']:6d} "
@@ -185,7 +228,7 @@ def _line(r: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m calibrate.closedloop.moe_stream [--prefill] -o FILE.csv``."""
 
-    def run(device: str, prefill: bool) -> list[dict[str, Any]]:
+    def run(device: str, prefill: bool) -> Sequence[DecodeRow | PrefillRow]:
         return measure_prefill(device) if prefill else measure(device)
 
     flag = ("--prefill", "prefill-sized grouped GEMMs (FLOP rates) instead")

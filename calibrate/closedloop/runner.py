@@ -12,12 +12,17 @@ import copy
 import gc
 import math
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from calibrate.closedloop.grid import Point
 from calibrate.measure.records import Bench
 from roofline.errors import ScenarioError
 from roofline.specs.model import ModelSpec
+
+if TYPE_CHECKING:  # (functions here name their torch module ``torch``, which would shadow the import)
+    from torch import Tensor
+    from torch import dtype as TorchDtype
 
 
 @dataclass(frozen=True)
@@ -33,7 +38,7 @@ class Measured:
     kernels: int | None = None
 
 
-def torch_dtype(torch: Any, name: str) -> Any:
+def torch_dtype(torch: ModuleType, name: str) -> TorchDtype:
     """torch dtype of ``fp32`` / ``bf16`` / ``fp16``."""
     table = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     if name not in table:
@@ -146,7 +151,7 @@ class Runner:
         rope = Rope(spec.attention.head_dim, pt.tokens, self.device)
         tokens = torch.randint(0, spec.vocab_size, (pt.batch, new), device=self.device)
 
-        def fn(i: int) -> Any:
+        def fn(i: int) -> Tensor:
             return models[i % n](tokens, caches[i % n], rope, start)
 
         # a CUDA-graph round replays a fixed set of calls, so it must visit every copy; the host

@@ -10,7 +10,7 @@ measured in this run (stated in its sources), and efficiencies are relative to t
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from calibrate.fitting.fit import FitResult
 from calibrate.fitting.residuals import residual_table
@@ -19,6 +19,9 @@ from roofline.errors import CalibrationError
 from roofline.profile import Attention, CalibrationProfile, Ceiling, Comm, Curve, Overheads
 from roofline.specs.hardware import COMPUTE_DTYPES, ComputeDtype, HardwareSpec
 from roofline.specs.topology import comm_path
+
+if TYPE_CHECKING:
+    from roofline.specs.jsontypes import JsonObject
 
 
 def _num(x: float) -> str:
@@ -176,7 +179,7 @@ def fitted_profile(
     name: str,
     device: str,
     hardware: HardwareSpec | None = None,
-    provenance: dict[str, Any] | None = None,
+    provenance: JsonObject | None = None,
     notes: list[str] | None = None,
     what: str = "datasheet",
 ) -> CalibrationProfile:

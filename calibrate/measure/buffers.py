@@ -12,7 +12,13 @@ from __future__ import annotations
 import math
 import mmap
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (the Pool's field ``torch`` would shadow the module's name in its annotations)
+    from torch import Tensor
+    from torch import device as TorchDevice
+    from torch import dtype as TorchDtype
 
 ALIGN = 4096
 FILL = 0x3C  # every byte: fp32 ≈ 0.0115, bf16 ≈ 0.0115, fp16 ≈ 1.06, fp8-e4m3 = 1.5, int8 = 60 (pages stamped unique)
@@ -22,8 +28,8 @@ FILL = 0x3C  # every byte: fp32 ≈ 0.0115, bf16 ≈ 0.0115, fp16 ≈ 1.06, fp8-
 class Pool:
     """Flat byte pool on ``device`` with typed views; ``llc_bytes`` = last-level cache size."""
 
-    torch: Any
-    device: Any
+    torch: ModuleType
+    device: TorchDevice
     nbytes: int
     llc_bytes: int
     max_views: int = 4096  # a CUDA graph replays at most this many calls, so more views would not be visited
@@ -34,7 +40,7 @@ class Pool:
         self._buf: Any = None
 
     @property
-    def buf(self) -> Any:
+    def buf(self) -> Tensor:
         """The flat uint8 buffer, allocated and filled on first use (ranks that only run
         collectives never pay for it)."""
         if self._buf is None:
@@ -68,7 +74,7 @@ class Pool:
         fit = self.nbytes // max(1, sets * _aligned(view_bytes))
         return max(1, min(max(2, want), fit, max_views or self.max_views))
 
-    def views(self, shape: tuple[int, ...], dtype: Any, count: int) -> list[Any]:
+    def views(self, shape: tuple[int, ...], dtype: TorchDtype, count: int) -> list[Tensor]:
         """``count`` non-overlapping views of ``shape`` and ``dtype``, spread evenly over the pool.
 
         Falls back to separately allocated tensors (filled the same way) when one view does
@@ -87,7 +93,7 @@ class Pool:
             out.append(raw.view(dtype).view(shape))
         return out
 
-    def _alloc(self, nbytes: int) -> Any:
+    def _alloc(self, nbytes: int) -> Tensor:
         return self.torch.full((nbytes,), FILL, dtype=self.torch.uint8, device=self.device)
 
     def is_dram(self, view_bytes: int, count: int, sets: int = 1) -> bool:

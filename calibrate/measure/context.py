@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from calibrate.measure.buffers import Pool
+
+if TYPE_CHECKING:  # (SuiteContext's field ``torch`` would shadow the module's name in its annotations)
+    from torch import device as TorchDevice
 
 CPU_SHAPES = ((1024, 1024), (2048, 2048), (4096, 1024), (1024, 4096))
 CPU_SHAPES_QUICK = ((1024, 1024), (2048, 2048))
@@ -50,8 +54,8 @@ class AttnShape:
 class SuiteContext:
     """Shared state of one calibration run, handed to every suite."""
 
-    torch: Any
-    device: Any
+    torch: ModuleType
+    device: TorchDevice
     is_cuda: bool
     quick: bool
     pool: Pool
@@ -62,6 +66,8 @@ class SuiteContext:
     capability: tuple[int, int] | None = None
     mem_available: int | None = None
 
+    # -> Any: a torch.dtype, or None for fp8 on a torch without it; suites check fp8 before they ask for it,
+    # which the type cannot say
     def torch_dtype(self, name: str) -> Any:
         """torch dtype of a compute format name (tf32 computes on float32 tensors)."""
         t = self.torch
@@ -82,7 +88,7 @@ class SuiteContext:
         return "bf16" if self.is_cuda else "fp32"
 
 
-def default_dtypes(torch: Any, is_cuda: bool, capability: tuple[int, int] | None) -> tuple[str, ...]:
+def default_dtypes(torch: ModuleType, is_cuda: bool, capability: tuple[int, int] | None) -> tuple[str, ...]:
     """GEMM dtypes to try: every format on a GPU (unsupported ones are skipped with a reason);
     fp32 plus bf16 on a CPU (a HardwareSpec needs one tensor-format peak)."""
     if not is_cuda:

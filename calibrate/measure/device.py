@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from calibrate.measure.context import World
 from calibrate.measure.env import gpu_slug, slugify
 from roofline.errors import CalibrationError, UnknownNameError
 from roofline.specs.hardware import HardwareSpec
+
+if TYPE_CHECKING:
+    import torch
 
 GiB, MiB = 2**30, 2**20
 
@@ -18,7 +22,7 @@ GiB, MiB = 2**30, 2**20
 class Target:
     """Resolved device: torch device, label used as the profile's ``device`` and the datasheet spec."""
 
-    device: Any
+    device: torch.device
     is_cuda: bool
     index: int
     name: str
@@ -27,7 +31,7 @@ class Target:
     note: str = ""
 
 
-def resolve(torch: Any, spec: str, world: World) -> Target:
+def resolve(torch: ModuleType, spec: str, world: World) -> Target:
     """``cpu``, ``cuda`` or ``cuda:N`` -> Target; a missing GPU raises CalibrationError with the fix."""
     text = spec.strip().lower()
     if text == "cpu":
@@ -62,7 +66,7 @@ def resolve(torch: Any, spec: str, world: World) -> Target:
     return Target(torch.device("cuda", index), True, index, name, label, hw, note)
 
 
-def pool_bytes(torch: Any, t: Target, llc: int, mem_available: int | None) -> int:
+def pool_bytes(torch: ModuleType, t: Target, llc: int, mem_available: int | None) -> int:
     """Rotating-pool size: CPU max(3·LLC, 512 MiB), GPU max(16·L2, 2 GiB); at most a quarter of free memory."""
     if t.is_cuda:
         free, _ = torch.cuda.mem_get_info(t.index)

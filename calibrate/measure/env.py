@@ -12,9 +12,10 @@ import platform
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TypedDict
 
-from calibrate.measure.nvml import nvml_versions
+from calibrate.measure.nvml import NvmlVersions, nvml_versions
 
 # torch.cuda.get_device_name -> bundled hardware slug; first match wins (order matters).
 _GPU_SLUGS: tuple[tuple[str, str], ...] = (
@@ -68,7 +69,54 @@ def meminfo_bytes(field: str) -> int | None:
     return int(m.group(1)) * 1024 if m else None
 
 
-def cpu_info() -> dict[str, Any]:
+class CpuInfo(TypedDict):
+    """The host CPU and memory (:func:`cpu_info`); None where the OS does not say."""
+
+    model_name: str
+    vendor: str
+    logical_cpus: int | None
+    llc_bytes: int
+    mem_total_bytes: int | None
+    mem_available_bytes: int | None
+    loadavg: list[str]
+
+
+class Versions(TypedDict):
+    """Versions of the software that measured (:func:`versions`)."""
+
+    python: str
+    platform: str
+    torch: str
+    cuda: str | None
+    hip: str | None
+    cudnn: int | None
+    numpy: str
+    roofline: str
+
+
+class GpuInfo(NvmlVersions):
+    """One CUDA device (:func:`gpu_info`), with the driver versions NVML reports."""
+
+    name: str
+    capability: str
+    total_memory_bytes: int
+    multiprocessors: int
+    l2_cache_bytes: int | None
+    uuid: str | None
+    index: int
+    cuda_visible_devices: str | None
+
+
+class ThreadInfo(TypedDict):
+    """torch's threads and the environment that sets them (:func:`thread_info`)."""
+
+    torch_threads: int
+    torch_interop_threads: int
+    OMP_NUM_THREADS: str | None
+    MKL_NUM_THREADS: str | None
+
+
+def cpu_info() -> CpuInfo:
     """Model name, vendor, logical CPUs, last-level cache and memory of this host."""
     text = _read("/proc/cpuinfo")
 
@@ -106,7 +154,7 @@ def last_level_cache_bytes(default: int = 32 * 2**20) -> int:
     return best or default
 
 
-def versions(torch: Any) -> dict[str, Any]:
+def versions(torch: ModuleType) -> Versions:
     """Python, torch, CUDA/ROCm, cuDNN, numpy and roofline versions."""
     import numpy as np
 
@@ -127,11 +175,11 @@ def versions(torch: Any) -> dict[str, Any]:
     }
 
 
-def gpu_info(torch: Any, index: int) -> dict[str, Any]:
+def gpu_info(torch: ModuleType, index: int) -> GpuInfo:
     """Name, compute capability, memory, SMs, L2 size and UUID of CUDA device ``index``."""
     props = torch.cuda.get_device_properties(index)
     uuid = getattr(props, "uuid", None)
-    info: dict[str, Any] = {
+    info: GpuInfo = {
         "name": torch.cuda.get_device_name(index),
         "capability": f"{props.major}.{props.minor}",
         "total_memory_bytes": int(props.total_memory),
@@ -145,7 +193,7 @@ def gpu_info(torch: Any, index: int) -> dict[str, Any]:
     return info
 
 
-def thread_info(torch: Any) -> dict[str, Any]:
+def thread_info(torch: ModuleType) -> ThreadInfo:
     """torch intra/inter-op threads and the OMP/MKL environment that affects them."""
     return {
         "torch_threads": torch.get_num_threads(),

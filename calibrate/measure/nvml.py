@@ -7,7 +7,10 @@ with ``available: False`` and a reason when NVML is missing (CPU hosts, AMD GPUs
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from roofline.specs.jsontypes import JsonObject
 
 # clocks-event (throttle) reason bits, nvml.h
 _REASONS: dict[int, str] = {
@@ -30,6 +33,13 @@ def decode_reasons(mask: int) -> list[str]:
     return names + ([hex(rest)] if rest else [])
 
 
+class NvmlVersions(TypedDict, total=False):
+    """Driver versions NVML reports (empty without NVML)."""
+
+    driver: str
+    cuda_driver: str
+
+
 def _pynvml() -> Any:
     import pynvml
 
@@ -37,7 +47,7 @@ def _pynvml() -> Any:
     return pynvml
 
 
-def nvml_versions() -> dict[str, Any]:
+def nvml_versions() -> NvmlVersions:
     """Driver and CUDA-driver versions, or an empty dict when NVML is unavailable."""
     try:
         nv = _pynvml()
@@ -61,7 +71,7 @@ def _handle(nv: Any, uuid: str | None, index: int) -> Any:
     return nv.nvmlDeviceGetHandleByIndex(index)
 
 
-def snapshot(uuid: str | None = None, index: int = 0) -> dict[str, Any]:
+def snapshot(uuid: str | None = None, index: int = 0) -> JsonObject:
     """Clocks (MHz), temperature (°C), power (W) and throttle reasons of one GPU right now."""
     try:
         nv = _pynvml()

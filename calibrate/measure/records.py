@@ -17,7 +17,10 @@ import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from roofline.specs.jsontypes import JsonValue
 
 Status = Literal["ok", "skipped", "rejected", "error"]
 Record = dict[str, Any]
@@ -91,7 +94,7 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
 
 
-def make_record(case: Case, status: Status, note: str = "", **timing: Any) -> Record:
+def make_record(case: Case, status: Status, note: str = "", **timing: JsonValue) -> Record:
     """A JSON-ready record of ``case`` with ``status`` and timing fields (seconds per call)."""
     rec: Record = {"key": case.key, "suite": case.suite, "status": status, "params": dict(case.params)}
     rec.update(timing)

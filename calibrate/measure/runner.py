@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, TypedDict
 
 from calibrate.measure import device as devmod
 from calibrate.measure.budget import WEIGHTS, Budget, Rates, reserve_s
@@ -31,12 +32,15 @@ from calibrate.measure.context import (
     default_dtypes,
     model_shapes,
 )
-from calibrate.measure.env import cpu_info, gpu_info, thread_info, versions
+from calibrate.measure.env import CpuInfo, GpuInfo, ThreadInfo, Versions, cpu_info, gpu_info, thread_info, versions
 from calibrate.measure.nvml import snapshot
 from calibrate.measure.records import SUITES, Case, Record, RunLog, Skip, make_record, now_iso
 from calibrate.measure.store import Store, measurements_path
 from calibrate.measure.timing import CudaTimer, HostTimer, Timer, check_timing
 from calibrate.suites import SUITE_CASES
+
+if TYPE_CHECKING:
+    from roofline.specs.jsontypes import JsonObject
 
 RUN, REUSE, STOP, PASS = 1, 0, -1, 2
 ProgressFn = Callable[[str, str, str, float], None]  # suite, key, status, elapsed seconds
@@ -58,13 +62,28 @@ class RunConfig:
     suites: tuple[str, ...] | None = None
 
 
+class RunInfo(TypedDict, total=False):
+    """The measuring environment of a run, as its profile's provenance records it."""
+
+    versions: Versions
+    cpu: CpuInfo
+    gpu: GpuInfo
+    threads: ThreadInfo
+    nvml_before: JsonObject
+    nvml_after: JsonObject
+    pool_bytes: int
+    llc_bytes: int
+    started: str
+    finished: str
+
+
 @dataclass
 class RunResult:
     """Records (this run's and reused ones), environment, counts and how the run ended."""
 
     records: list[Record]
     target: devmod.Target
-    info: dict[str, Any]
+    info: RunInfo
     log: RunLog
     interrupted: bool
     wall_s: float
@@ -74,7 +93,7 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
 
 
-def import_torch() -> Any:
+def import_torch() -> ModuleType:
     """torch, imported only when measuring."""
     import torch
 
@@ -114,7 +133,7 @@ class Runner:
     def _context(self) -> SuiteContext:
         torch, t, cfg = self.torch, self.target, self.cfg
         cpu = cpu_info()
-        self.info: dict[str, Any] = {"versions": versions(torch), "cpu": cpu, "started": now_iso()}
+        self.info: RunInfo = {"versions": versions(torch), "cpu": cpu, "started": now_iso()}
         capability = None
         if t.is_cuda:
             torch.cuda.set_device(t.index)
@@ -351,6 +370,6 @@ class Runner:
         return rec
 
 
-def ctx_cpu_name(info: dict[str, Any]) -> str:
+def ctx_cpu_name(info: RunInfo) -> str:
     """CPU model name from the environment info."""
     return str(info.get("cpu", {}).get("model_name", "cpu"))

@@ -125,7 +125,7 @@ class Store:
 _STATUSES = ("ok", "skipped", "rejected", "error")
 
 
-def record_problem(obj: Any) -> str | None:
+def record_problem(obj: object) -> str | None:
     """Why ``obj`` is not a usable record (see calibrate.measure.records), or None.
 
     A record needs a string ``key`` and ``suite``, a known ``status`` and a ``params`` mapping;

@@ -12,21 +12,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from calibrate.measure.context import SuiteContext
 from calibrate.measure.records import Bench, Case
 
+if TYPE_CHECKING:
+    from torch import Tensor
+
 CHAIN = 8
 
 
-def _chain(ctx: SuiteContext) -> Any:
+def _chain(ctx: SuiteContext) -> Callable[[int], Tensor]:
     torch = ctx.torch
     x = torch.ones(1024, device=ctx.device)
     w = torch.full((1024,), 0.5, device=ctx.device)
 
-    def run(_: int) -> Any:
+    def run(_: int) -> Tensor:
         y = x * w
         y = y + x
         y = torch.relu(y)
