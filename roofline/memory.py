@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -302,7 +302,7 @@ def max_batch(
     weight_dtype: str = "checkpoint",
     kv_dtype: str = "bf16",
     engine: EngineConfig | str | None = None,
-    engine_overrides: dict[str, Any] | None = None,
+    engine_overrides: Mapping[str, object] | None = None,
 ) -> int:
     """Largest number of sequences of ``context_len`` tokens whose KV fits next to the weights.
 

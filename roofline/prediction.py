@@ -81,7 +81,7 @@ def predict(
     kv_dtype: str | Precision = "bf16",
     quantize_embeddings: bool = False,
     engine: EngineArg = None,
-    engine_overrides: Mapping[str, Any] | None = None,
+    engine_overrides: Mapping[str, object] | None = None,
     cuda_graphs: bool | None = None,
     calibration: ProfileArg = None,
     scenario: Scenario | None = None,
@@ -293,7 +293,7 @@ def sweep(
     kv_dtype: str | Precision = "bf16",
     quantize_embeddings: bool = False,
     engine: EngineArg = None,
-    engine_overrides: Mapping[str, Any] | None = None,
+    engine_overrides: Mapping[str, object] | None = None,
     cuda_graphs: bool | None = None,
     calibration: ProfileArg = None,
 ) -> pd.DataFrame:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 import yaml
+from numpy.typing import ArrayLike
 from pydantic import Field, model_validator
 
 from roofline.errors import CalibrationError
@@ -26,7 +27,7 @@ from roofline.specs.topology import comm_path
 SCHEMA_VERSION = 1
 
 
-def interp_log2(x_knots: Any, y_knots: Any, x: Any) -> np.ndarray:
+def interp_log2(x_knots: ArrayLike, y_knots: ArrayLike, x: ArrayLike) -> np.ndarray:
     """Piecewise-linear interpolation in log2(x), clamped at both ends: how every profile curve is read."""
     lx = np.log2(np.maximum(np.asarray(x, dtype=np.float64), 1e-30))
     return np.interp(lx, np.log2(np.asarray(x_knots, dtype=np.float64)), np.asarray(y_knots, dtype=np.float64))
@@ -49,7 +50,7 @@ class Curve(Frozen):
             raise ValueError("curve values must be in (0, 1.5]")
         return self
 
-    def __call__(self, x: Any) -> np.ndarray:
+    def __call__(self, x: ArrayLike) -> np.ndarray:
         """Interpolated multiplier at ``x`` (array-friendly), see :func:`interp_log2`."""
         return interp_log2(self.x, self.y, x)
 
@@ -83,7 +84,7 @@ class GemmK(Frozen):
     curves: dict[ComputeDtype, Curve] = Field(default_factory=dict)
     sources: tuple[str, ...] = ()
 
-    def factor(self, hardware: str, dtype: ComputeDtype, k: Any) -> Any:
+    def factor(self, hardware: str, dtype: ComputeDtype, k: ArrayLike) -> float | np.ndarray:
         """Multiplier on the compute ceiling of a ``dtype`` GEMM with inner dimension ``k`` (1 when not measured)."""
         curve = self.curves.get(dtype) if hardware in self.devices else None
         return 1.0 if curve is None else curve(k)
@@ -106,7 +107,7 @@ class GroupedGemm(Frozen):
     compute_efficiency: float = Field(default=1.0, gt=0, le=1.5)
     sources: tuple[str, ...] = ()
 
-    def memory_factor(self, hardware: str, rows_per_expert: Any) -> Any:
+    def memory_factor(self, hardware: str, rows_per_expert: ArrayLike) -> float | np.ndarray:
         """Multiplier on the memory ceiling at ``rows_per_expert`` on ``hardware`` (1 when not measured)."""
         if hardware not in self.devices or self.memory_efficiency is None:
             return 1.0

@@ -170,7 +170,7 @@ class EngineConfig(BaseModel):
         """``vllm 0.11`` style label for tables and reports."""
         return f"{self.name} {self.version}"
 
-    def with_overrides(self, overrides: dict[str, Any] | None) -> EngineConfig:
+    def with_overrides(self, overrides: Mapping[str, object] | None) -> EngineConfig:
         """Copy with user overrides (engine option names accepted as aliases), validated."""
         if not overrides:
             return self
@@ -221,7 +221,7 @@ def engine_option_refusal(key: str, entry: EntryPoint) -> str | None:
     )
 
 
-def check_engine_options(overrides: Mapping[str, Any] | None, entry: EntryPoint) -> None:
+def check_engine_options(overrides: Mapping[str, object] | None, entry: EntryPoint) -> None:
     """Raise ScenarioError for the first option in ``overrides`` that ``entry`` does not honour
     (:data:`ENGINE_OPTION_SCOPE`); every entry point that takes engine options calls this."""
     for key in overrides or {}:
@@ -230,7 +230,7 @@ def check_engine_options(overrides: Mapping[str, Any] | None, entry: EntryPoint)
             raise ScenarioError(why)
 
 
-def honoured_options(overrides: Mapping[str, Any] | None, entry: EntryPoint) -> dict[str, Any]:
+def honoured_options(overrides: Mapping[str, object] | None, entry: EntryPoint) -> dict[str, object]:
     """The options of ``overrides`` that ``entry`` honours: ``plan --simulate`` ranks its candidates with the
     static planner's share of the options, then simulates the finalists with all of them."""
     return {k: v for k, v in (overrides or {}).items() if engine_option_refusal(str(k), entry) is None}

@@ -11,7 +11,6 @@ chunk size by GPU memory), so a preset is resolved against a hardware spec.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from roofline.engine.config import EngineConfig
 from roofline.errors import ScenarioError, UnknownNameError, suggest
@@ -160,13 +159,13 @@ def engine_preset(name: str, hw: HardwareSpec) -> EngineConfig:
     return PRESETS[key](hw)
 
 
-def resolve_engine(engine: EngineArg, hw: HardwareSpec, overrides: dict[str, Any] | None = None) -> EngineConfig:
+def resolve_engine(engine: EngineArg, hw: HardwareSpec, overrides: Mapping[str, object] | None = None) -> EngineConfig:
     """An EngineConfig from a preset name (default ``vllm``) or a config, with overrides applied."""
     cfg = engine if isinstance(engine, EngineConfig) else engine_preset(engine or DEFAULT_ENGINE, hw)
     return cfg.with_overrides(overrides)
 
 
-def overrides_map(value: Any, field: str = "engine_overrides") -> dict[str, Any]:
+def overrides_map(value: object, field: str = "engine_overrides") -> dict[str, object]:
     """A copy of user engine overrides (None = none); anything but a mapping is a ScenarioError naming ``field``."""
     if value is None:
         return {}

@@ -166,7 +166,7 @@ def replica(
     *,
     pp: int = 1,
     ep: int = 1,
-    engine_overrides: Mapping[str, Any] | None = None,
+    engine_overrides: Mapping[str, object] | None = None,
     weight_dtype: str | Precision | None = None,
     kv_dtype: str | Precision | None = None,
     calibration: ProfileArg = None,

@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from roofline.engine.presets import EngineArg
 from roofline.errors import RooflineError
+from roofline.prediction import ModelArg
 from roofline.serving.simulate import simulate
 from roofline.specs.disagg import DisaggConfig, Pool
 from roofline.specs.library import hardware as load_hardware
@@ -57,7 +59,7 @@ class DisaggPlan:
 
 
 def plan_disagg(
-    model: Any,
+    model: ModelArg,
     hardware: str,
     qps: float,
     *,
@@ -75,7 +77,7 @@ def plan_disagg(
     prompt_len: Any = 1024,
     output_len: Any = 256,
     num_requests: int = 1000,
-    engine: Any = "vllm",
+    engine: EngineArg = "vllm",
     seed: int = 0,
 ) -> DisaggPlan:
     """Evaluate every P:D pair and co-located replica count (see the module docstring); percentile ∈ {50, 90, 99}."""

@@ -35,7 +35,8 @@ from roofline.serving.workload.stream import Workload
 from roofline.units import usd_per_million_tokens
 
 if TYPE_CHECKING:
-    from roofline.prediction import ModelArg
+    from roofline.engine.presets import EngineArg
+    from roofline.prediction import ModelArg, ProfileArg
     from roofline.serving.sim.result import SimulationResult
 
 #: replicas the simulator may add to a planner candidate before it is declared failing.
@@ -111,7 +112,7 @@ class Finalist:
         return self.usd_per_hour + (self.energy_usd_per_hour or 0.0)
 
 
-def checkpoint_format(model: Any) -> str | None:
+def checkpoint_format(model: ModelArg) -> str | None:
     """The simulator's one weight format for a 'checkpoint' plan: the format of the checkpoint's largest
     module group (routed experts of an MoE, else the dense FFN); None (native dtype) without a checkpoint.
 
@@ -128,7 +129,11 @@ def checkpoint_format(model: Any) -> str | None:
 
 
 def sim_kwargs(
-    c: Candidate, engine: Any, overrides: Mapping[str, Any] | None, calibration: Any, model: Any = None
+    c: Candidate,
+    engine: EngineArg,
+    overrides: Mapping[str, object] | None,
+    calibration: ProfileArg,
+    model: ModelArg | None = None,
 ) -> dict[str, Any]:
     """simulate()/replica() options of a planner candidate ('checkpoint': see :func:`checkpoint_format`)."""
     wd = (checkpoint_format(model) if model is not None else None) if c.precision == "checkpoint" else c.precision
@@ -144,7 +149,7 @@ def sim_kwargs(
 
 
 def size_finalist(
-    model: Any,
+    model: ModelArg,
     c: Candidate,
     *,
     qps: float,
@@ -156,9 +161,9 @@ def size_finalist(
     tpot_pct: float = 90.0,
     confidence: float = 0.8,
     min_headroom: float | None = None,
-    engine: Any = "vllm",
-    engine_overrides: Mapping[str, Any] | None = None,
-    calibration: Any = None,
+    engine: EngineArg = "vllm",
+    engine_overrides: Mapping[str, object] | None = None,
+    calibration: ProfileArg = None,
     tdp_watts: float | None = None,
     usd_per_kwh: float | None = None,
     num_requests: int = 1000,
@@ -277,7 +282,7 @@ def _costs(
 
 
 def load_points(
-    model: Any, c: Candidate, kw: dict[str, Any], sus: float, p: int, o: int, n: int, seed: int
+    model: ModelArg, c: Candidate, kw: dict[str, Any], sus: float, p: int, o: int, n: int, seed: int
 ) -> tuple[LoadPoint, ...]:
     """Simulated P50/P99 TTFT and TPOT of one replica over CURVE_LOADS × the sustainable rate."""
     from roofline.serving.simulate import simulate

@@ -220,12 +220,12 @@ class _Request:
 
 
 def _check_request(qps: float, p: int, o: int, ttft: float, tpot: float, max_gpus: int | None) -> None:
-    def whole(x: Any) -> bool:
+    def whole(x: object) -> bool:
         if isinstance(x, bool | np.bool_):
             return False
         return isinstance(x, int | np.integer) or (isinstance(x, float | np.floating) and float(x).is_integer())
 
-    def real(x: Any) -> bool:
+    def real(x: object) -> bool:
         return isinstance(x, int | float | np.number) and not isinstance(x, bool | np.bool_) and math.isfinite(x)
 
     checks = [

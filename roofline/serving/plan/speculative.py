@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from roofline.prediction import predict
+from roofline.prediction import HardwareArg, ModelArg, predict
 from roofline.specs.speculative import SpeculativeConfig
 from roofline.speculation.decode import with_speculation
 
@@ -59,8 +59,8 @@ class SpecPlan:
 
 
 def search_k(
-    model: Any,
-    hardware: Any,
+    model: ModelArg,
+    hardware: HardwareArg,
     spec: SpeculativeConfig | str,
     batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
     k_max: int = 8,

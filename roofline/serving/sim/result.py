@@ -22,6 +22,7 @@ from roofline.serving.sim.runstats import TIMELINE_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
+    from matplotlib.figure import Figure
 
 SUMMARY_KEYS = (
     *(f"{m}_{s}_s" for m in ("ttft", "tpot", "itl", "e2e") for s in ("mean", "p50", "p90", "p99")),
@@ -77,7 +78,7 @@ class SimulationResult:
         iv = figure_interval("throughput_tok_s", value, level=level, extra_sigma_log=extra)
         return iv.low, iv.high
 
-    def plot(self, path: str | None = None) -> Any:
+    def plot(self, path: str | None = None) -> Figure:
         """Latency CDFs (TTFT, TPOT, E2E) and the running/waiting/KV time series; saved to ``path`` if given."""
         import matplotlib
 
