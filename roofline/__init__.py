@@ -23,7 +23,7 @@ _LAZY = {
     "model_from_hf_config": "roofline.specs.hf_import",
     "RooflineError": "roofline.errors",
     "predict": "roofline.prediction",
-    "sweep": "roofline.prediction",
+    "sweep": "roofline.grid",
     "max_batch": "roofline.memory",
     "Scenario": "roofline.specs.scenario",
     "Precision": "roofline.specs.precision",

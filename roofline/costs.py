@@ -110,9 +110,15 @@ def with_cpu_step(cost: PhaseCost, cpu_s: float, overlapped: bool) -> PhaseCost:
 
 
 def with_cpu_decode(
-    cost: PhaseCost, ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, ctx_lo: np.ndarray,
-    ctx_hi: np.ndarray, cpu_s: float, overlapped: bool,
-) -> PhaseCost:  # fmt: skip
+    cost: PhaseCost,
+    ops: list[Op],
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+    ctx_lo: np.ndarray,
+    ctx_hi: np.ndarray,
+    cpu_s: float,
+    overlapped: bool,
+) -> PhaseCost:
     """Decode steps at contexts ctx_lo … ctx_hi (``cost``, from :func:`decode_cost`) with the engine's CPU part c.
 
     Σ_j step_seconds(g_j, c) over the n steps (g_j their GPU seconds): not overlapped, Σ g_j + n·c; overlapped,
@@ -211,10 +217,12 @@ def scenario_costs(model: ModelSpec, sc: Scenario, hw: HardwareSpec, prof: Calib
     c, overlapped = engine_cpu(sc)
     dec = decode_cost(dec_ops, hw, prof, p + 1, p + o - 1)
     return ScenarioCosts(
-        pre_ops, with_cpu_step(step_cost(pre_ops, hw, prof), c, overlapped), dec_ops,
+        pre_ops,
+        with_cpu_step(step_cost(pre_ops, hw, prof), c, overlapped),
+        dec_ops,
         with_cpu_step(step_cost(dec_ops, hw, prof), c, overlapped),
         with_cpu_decode(dec, dec_ops, hw, prof, p + 1, p + o - 1, c, overlapped),
-    )  # fmt: skip
+    )
 
 
 def client_delays(sc: Scenario) -> tuple[float, float]:

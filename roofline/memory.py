@@ -62,8 +62,11 @@ def weight_params_per_gpu(model: ModelSpec, sc: Scenario) -> dict[str, float]:
             parts["ffn"] += n * model.ffn_params(layer.intermediate_size, model.ffn.kind, model.ffn.bias) / tp
         elif layer.ffn == "moe" and moe is not None:
             experts = moe.num_experts / sc.ep * model.expert_params() / (1 if sc.ep > 1 else tp)
-            shared = moe.num_shared_experts * model.ffn_params(moe.shared_intermediate_size or 0, moe.expert_kind,
-                                                               False) / tp  # fmt: skip
+            shared = (
+                moe.num_shared_experts
+                * model.ffn_params(moe.shared_intermediate_size or 0, moe.expert_kind, False)
+                / tp
+            )
             latent = 2 * h * moe.latent_size / tp if moe.latent_size else 0.0
             parts["moe_experts"] += n * (experts + latent)
             parts["moe_shared_experts"] += n * shared
@@ -286,9 +289,20 @@ def memory_budget(model: ModelSpec, hw: HardwareSpec, sc: Scenario, context: obj
     free = budget - kv
     max_b = np.floor(np.maximum(budget, 0) / per_seq)
     return MemoryBudget(
-        eng, capacity, usable, weights, np.asarray(reserve), np.asarray(act), np.asarray(budget), per_seq, kv, free,
-        np.maximum(-free, 0.0), free >= 0, max_b,
-    )  # fmt: skip
+        eng,
+        capacity,
+        usable,
+        weights,
+        np.asarray(reserve),
+        np.asarray(act),
+        np.asarray(budget),
+        per_seq,
+        kv,
+        free,
+        np.maximum(-free, 0.0),
+        free >= 0,
+        max_b,
+    )
 
 
 def max_batch(
@@ -317,8 +331,19 @@ def max_batch(
     check_engine_options(engine_overrides, "max_batch")
     m, hw = load_model(model), load_hardware(hardware)
     # prompt + output = the context checked
-    sc = make_scenario(hw, 1, max(context_len - 1, 1), 1, tp=tp, pp=pp, ep=ep, weight_dtype=weight_dtype,
-                       kv_dtype=kv_dtype, engine=engine, engine_overrides=engine_overrides)  # fmt: skip
+    sc = make_scenario(
+        hw,
+        1,
+        max(context_len - 1, 1),
+        1,
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        engine=engine,
+        engine_overrides=engine_overrides,
+    )
     sc.validate_for(m, hw)
     b = memory_budget(m, hw, sc, context=context_len)
     return int(b.max_batch) if math.isfinite(float(b.max_batch)) else 0
@@ -358,10 +383,15 @@ def fit_hint(m: ModelSpec, hw: HardwareSpec, sc: Scenario) -> str:
         hints.append(f"weight_dtype={prec.value}")
     if prec is None:  # neither alone may be practical: the smallest tp with lower-precision weights
         combo = next(
-            ((t, p) for t in (2, 4, 8, 16, 32) if t > sc.tp and (tp is None or t < tp)
-             for p in lower if fits(replace(base, tp=t, weight_dtype=p))),
+            (
+                (t, p)
+                for t in (2, 4, 8, 16, 32)
+                if t > sc.tp and (tp is None or t < tp)
+                for p in lower
+                if fits(replace(base, tp=t, weight_dtype=p))
+            ),
             None,
-        )  # fmt: skip
+        )
         if combo is not None:
             hints.append(f"tp={combo[0]} with weight_dtype={combo[1].value}")
     if not hints:  # tp is capped by the scale-up domain: pipeline stages across nodes, fewest GPUs first

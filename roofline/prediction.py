@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from roofline.boundary.limits import MAX_API_SWEEP_POINTS
-from roofline.costs import (
-    ScenarioCosts,
-    client_delays,
-    engine_cpu,
-    latencies,
-    scenario_costs,
-    step_cost,
-    with_cpu_step,
-)
+from roofline.costs import ScenarioCosts, client_delays, engine_cpu, latencies, scenario_costs, step_cost, with_cpu_step
 from roofline.engine.config import EntryPoint, check_engine_options, step_seconds
 from roofline.engine.presets import EngineArg, overrides_map
 from roofline.errors import ScenarioError
-from roofline.evaluate import op_time, op_time_summed_over_context
+from roofline.evaluate import OpTiming, op_time, op_time_summed_over_context
 from roofline.memory import (
     engine_for,
     kv_bytes_per_sequence,
@@ -109,10 +99,22 @@ def predict(
     check_engine_options(overrides_map(engine_overrides), "predict")
     m, hw, prof = resolve(model, hardware, calibration)
     sc = scenario or make_scenario(
-        hw, batch, prompt_len, output_len, tp=tp, pp=pp, ep=ep, replicas=replicas, weight_dtype=weight_dtype,
-        act_dtype=act_dtype, kv_dtype=kv_dtype, quantize_embeddings=quantize_embeddings, engine=engine,
-        engine_overrides=engine_overrides, cuda_graphs=cuda_graphs,
-    )  # fmt: skip
+        hw,
+        batch,
+        prompt_len,
+        output_len,
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        replicas=replicas,
+        weight_dtype=weight_dtype,
+        act_dtype=act_dtype,
+        kv_dtype=kv_dtype,
+        quantize_embeddings=quantize_embeddings,
+        engine=engine,
+        engine_overrides=engine_overrides,
+        cuda_graphs=cuda_graphs,
+    )
     sc.validate_for(m, hw)
     check_batch_cap(sc, hw, "predict")
     r = evaluate_scenario(m, hw, sc, prof)
@@ -182,20 +184,41 @@ def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: Calibr
     mfu_dec, mbu_dec = _utilisation(hw, sc, peak, dec_flops, dec_bytes, float(lat.tpot_s))
     kv_seq = float(kv_bytes_per_sequence(m, p + o, sc.kv_dtype.bytes_per_element))
     return PredictionResult(
-        model=m, hardware=hw, scenario=sc, profile=prof, fits=fits, missing_bytes=float(mem.missing_bytes),
-        ttft_s=ok(lat.ttft_s), tpot_s=ok(lat.tpot_s), tpot_first_s=ok(first.time_s), tpot_last_s=ok(last.time_s),
-        e2e_s=ok(lat.e2e_s), decode_s=ok(lat.decode_s), throughput_tok_s=ok(lat.throughput_tok_s),
+        model=m,
+        hardware=hw,
+        scenario=sc,
+        profile=prof,
+        fits=fits,
+        missing_bytes=float(mem.missing_bytes),
+        ttft_s=ok(lat.ttft_s),
+        tpot_s=ok(lat.tpot_s),
+        tpot_first_s=ok(first.time_s),
+        tpot_last_s=ok(last.time_s),
+        e2e_s=ok(lat.e2e_s),
+        decode_s=ok(lat.decode_s),
+        throughput_tok_s=ok(lat.throughput_tok_s),
         throughput_tok_s_per_gpu=ok(lat.throughput_tok_s_per_gpu),
         total_throughput_tok_s=ok(lat.total_throughput_tok_s),
         kv_bytes_per_token=kv_bytes_per_token(m, sc.kv_dtype.bytes_per_element),
-        kv_bytes_per_sequence=kv_seq, kv_cache_bytes=b * float(kv_bytes_per_sequence_all_gpus(m, sc, p + o)),
-        weight_bytes_per_gpu=mem.weight_bytes, activation_peak_bytes=float(mem.activation_peak_bytes),
-        memory=mem, max_batch=int(mem.max_batch), prefill_flops=float(pre.flops), prefill_bytes=float(pre.memory_bytes),
-        decode_flops_per_step=dec_flops, decode_bytes_per_step=dec_bytes, mfu_prefill=mfu, mbu_prefill=mbu,
-        mfu_decode=mfu_dec, mbu_decode=mbu_dec,
-        bound_prefill=str(pre.bound), bound_decode=str(dec.bound if o > 1 else first.bound),
-        ops_fn=lambda: ops_frame(costs.prefill_ops, dec_ops, hw, prof, p, o, engine_rows(costs, sc)), steps_fn=steps_fn,
-    )  # fmt: skip
+        kv_bytes_per_sequence=kv_seq,
+        kv_cache_bytes=b * float(kv_bytes_per_sequence_all_gpus(m, sc, p + o)),
+        weight_bytes_per_gpu=mem.weight_bytes,
+        activation_peak_bytes=float(mem.activation_peak_bytes),
+        memory=mem,
+        max_batch=int(mem.max_batch),
+        prefill_flops=float(pre.flops),
+        prefill_bytes=float(pre.memory_bytes),
+        decode_flops_per_step=dec_flops,
+        decode_bytes_per_step=dec_bytes,
+        mfu_prefill=mfu,
+        mbu_prefill=mbu,
+        mfu_decode=mfu_dec,
+        mbu_decode=mbu_dec,
+        bound_prefill=str(pre.bound),
+        bound_decode=str(dec.bound if o > 1 else first.bound),
+        ops_fn=lambda: ops_frame(costs.prefill_ops, dec_ops, hw, prof, p, o, engine_rows(costs, sc)),
+        steps_fn=steps_fn,
+    )
 
 
 def _utilisation(
@@ -227,22 +250,31 @@ def engine_rows(costs: ScenarioCosts, sc: Scenario) -> list[tuple[str, str, floa
     pre, dec = float(np.asarray(costs.prefill.cpu_s)), float(np.asarray(costs.decode.cpu_s))
     dec_cpu = dec / (o - 1) if o > 1 else float(np.asarray(costs.first_step.cpu_s))
     tpot = float(np.asarray(costs.decode.time_s)) / (o - 1) if o > 1 else float(np.asarray(costs.prefill.time_s))
-    rows = [("prefill", "engine_cpu", pre), ("decode", "engine_cpu", dec_cpu), ("prefill", "request_overhead", y),
-            ("prefill", "output_lag", k * tpot)]  # fmt: skip
+    rows = [
+        ("prefill", "engine_cpu", pre),
+        ("decode", "engine_cpu", dec_cpu),
+        ("prefill", "request_overhead", y),
+        ("prefill", "output_lag", k * tpot),
+    ]
     return [r for r in rows if r[2] != 0.0]
 
 
 def ops_frame(
-    pre_ops: list[Op], dec_ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, p: float, o: float,
+    pre_ops: list[Op],
+    dec_ops: list[Op],
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+    p: float,
+    o: float,
     engine: Sequence[tuple[str, str, float]] = (),
-) -> pd.DataFrame:  # fmt: skip
+) -> pd.DataFrame:
     """Per-op breakdown. Prefill rows sum to TTFT; decode rows (mean over steps) sum to mean TPOT.
 
     ``engine``: (phase, name, seconds) rows of the engine's CPU part, request overhead and output lag
     (:func:`engine_rows`), appended to their phase."""
     import pandas as pd
 
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     n_steps = max(o - 1, 1)
     lo, hi = (p + 1, p + o - 1) if o > 1 else (p + 1, p + 1)
     for phase, ops in (("prefill", pre_ops), ("decode", dec_ops)):
@@ -254,122 +286,28 @@ def ops_frame(
             else:
                 time = op.count * float(op_time_summed_over_context(op, hw, prof, np.asarray(lo), np.asarray(hi)))
                 time /= n_steps
-            rows.append({
-                "phase": phase, "name": op.name, "group": op.group, "kind": op.kind, "layer_kind": op.layer_kind,
-                "count": op.count, "dtype": op.dtype, "m": float(ref.m), "n": float(ref.n), "k": float(ref.k),
-                "flops": float(ref.flops), "weight_bytes": float(ref.weight_bytes), "act_bytes": float(ref.act_bytes),
-                "kv_read_bytes": float(ref.kv_read_bytes), "kv_write_bytes": float(ref.kv_write_bytes),
-                "comm_bytes": float(ref.comm_bytes),
-                "intensity_flops_per_byte": float(ref.flops / ref.memory_bytes) if float(ref.memory_bytes) else np.nan,
-                "op_time_s": float(t.time_s), "time_s": time, "bound": str(t.bound),
-            })  # fmt: skip
-        rows.append({
-            "phase": phase, "name": "step_overhead", "group": "overhead", "kind": "overhead", "layer_kind": "model",
-            "count": 1, "time_s": prof.overheads.per_step_s, "op_time_s": prof.overheads.per_step_s,
-            "bound": "overhead", "flops": 0.0,
-        })  # fmt: skip
-        for ph, name, secs in engine:
-            if ph == phase:
-                rows.append({
-                    "phase": phase, "name": name, "group": "engine", "kind": "overhead", "layer_kind": "model",
-                    "count": 1, "time_s": secs, "op_time_s": secs, "bound": "overhead", "flops": 0.0,
-                })  # fmt: skip
+            rows.append(_op_row(phase, op, ref, t, time))
+        rows.append(_overhead_row(phase, "step_overhead", "overhead", prof.overheads.per_step_s))
+        rows += [_overhead_row(phase, name, "engine", secs) for ph, name, secs in engine if ph == phase]
     return pd.DataFrame(rows)
 
 
-def sweep(
-    model: ModelArg,
-    hardware: HardwareArg,
-    batch: Sequence[int] | int = 1,
-    prompt_len: Sequence[int] | int = 1024,
-    output_len: Sequence[int] | int = 128,
-    *,
-    tp: Sequence[int] | int = 1,
-    pp: int = 1,
-    ep: int = 1,
-    replicas: int = 1,
-    weight_dtype: str | Precision | dict[str, str] = "checkpoint",
-    act_dtype: str | Precision | None = None,
-    kv_dtype: str | Precision = "bf16",
-    quantize_embeddings: bool = False,
-    engine: EngineArg = None,
-    engine_overrides: Mapping[str, object] | None = None,
-    cuda_graphs: bool | None = None,
-    calibration: ProfileArg = None,
-) -> pd.DataFrame:
-    """Evaluate the full grid batch × prompt_len × output_len (× tp) vectorised; one row per point.
-
-    The same physics as :func:`predict` (options, engine timing and refusals as there; a batch above the
-    engine's ``max_num_seqs`` is refused). Infeasible points keep their row with ``fits`` False,
-    ``missing_bytes`` > 0 and NaN latencies.
-    """
-    import pandas as pd
-
-    check_engine_options(overrides_map(engine_overrides), "sweep")
-    tps = _axis(tp, "tp")
-    if np.any(tps != np.floor(tps)) or np.any(tps < 1) or np.any(tps > 2**31):
-        raise ScenarioError(f"tp must be whole numbers >= 1 (got {tp!r})")
-    b, pl, ol = (_axis(x, n) for x, n in ((batch, "batch"), (prompt_len, "prompt_len"), (output_len, "output_len")))
-    points = math.prod(a.size for a in (b, pl, ol, tps))
-    if points > MAX_API_SWEEP_POINTS:
-        raise ScenarioError(
-            f"the sweep grid has {points:,} points (batch × prompt_len × output_len × tp), more than "
-            f"{MAX_API_SWEEP_POINTS:,} (roofline.boundary.limits MAX_API_SWEEP_POINTS); split it into several sweeps"
-        )
-    m, hw, prof = resolve(model, hardware, calibration)
-    frames = []
-    for t in tps:
-        bg, pg, og = b[:, None, None], pl[None, :, None], ol[None, None, :]
-        sc = make_scenario(
-            hw, bg, pg, og, tp=int(t), pp=pp, ep=ep, replicas=replicas, weight_dtype=weight_dtype,
-            act_dtype=act_dtype, kv_dtype=kv_dtype, quantize_embeddings=quantize_embeddings, engine=engine,
-            engine_overrides=engine_overrides, cuda_graphs=cuda_graphs,
-        )  # fmt: skip
-        sc.validate_for(m, hw)
-        check_batch_cap(sc, hw, "sweep")
-        frames.append(_grid_frame(m, hw, sc, prof, bg, pg, og))
-    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+def _op_row(phase: str, op: Op, ref: Op, t: OpTiming, time_s: float) -> dict[str, object]:
+    """One op's row of :func:`ops_frame`: its shape and bytes at the reference context, its time."""
+    mem = float(ref.memory_bytes)
+    return {
+        "phase": phase, "name": op.name, "group": op.group, "kind": op.kind, "layer_kind": op.layer_kind,
+        "count": op.count, "dtype": op.dtype, "m": float(ref.m), "n": float(ref.n), "k": float(ref.k),
+        "flops": float(ref.flops), "weight_bytes": float(ref.weight_bytes), "act_bytes": float(ref.act_bytes),
+        "kv_read_bytes": float(ref.kv_read_bytes), "kv_write_bytes": float(ref.kv_write_bytes),
+        "comm_bytes": float(ref.comm_bytes), "intensity_flops_per_byte": float(ref.flops) / mem if mem else np.nan,
+        "op_time_s": float(t.time_s), "time_s": time_s, "bound": str(t.bound),
+    }  # fmt: skip
 
 
-def _axis(x: Any, name: str) -> np.ndarray:
-    """One sweep axis as a 1-d float64 array of finite numbers (booleans and text are not counts)."""
-    try:
-        arr = np.atleast_1d(np.asarray(x))
-        ok = arr.ndim == 1 and arr.size > 0 and arr.dtype.kind in "iuf"
-        out = arr.astype(np.float64) if ok else arr
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok or not np.all(np.isfinite(out)):
-        raise ScenarioError(f"{name} must be a whole number or a flat list of whole numbers >= 1 (got {x!r})")
-    return out
-
-
-def _grid_frame(
-    m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: CalibrationProfile, b: np.ndarray, p: np.ndarray,
-    o: np.ndarray,
-) -> pd.DataFrame:  # fmt: skip
-    import pandas as pd
-
-    costs = scenario_costs(m, sc, hw, prof)
-    lat = latencies(costs, sc)
-    mem = memory_budget(m, hw, sc)
-    shape = np.broadcast_shapes(b.shape, p.shape, o.shape)
-    full = [np.broadcast_to(x, shape).ravel() for x in (b, p, o)]
-    fits = np.broadcast_to(mem.fits, shape).ravel()
-    nan = np.nan
-
-    def col(x: np.ndarray) -> np.ndarray:
-        return np.where(fits, np.broadcast_to(x, shape).ravel(), nan)
-
-    return pd.DataFrame({
-        "model": m.name, "hardware": hw.name, "tp": sc.tp, "batch": full[0].astype(np.int64),
-        "prompt_len": full[1].astype(np.int64), "output_len": full[2].astype(np.int64), "fits": fits,
-        "missing_bytes": np.broadcast_to(mem.missing_bytes, shape).ravel(),
-        "ttft_s": col(lat.ttft_s), "tpot_s": col(lat.tpot_s), "e2e_s": col(lat.e2e_s),
-        "throughput_tok_s": col(lat.throughput_tok_s), "throughput_tok_s_per_gpu": col(lat.throughput_tok_s_per_gpu),
-        "kv_bytes_per_gpu": np.broadcast_to(mem.kv_bytes, shape).ravel(),
-        "weight_bytes_per_gpu": mem.weight_bytes,
-        "max_batch": np.broadcast_to(mem.max_batch, shape).ravel(),
-        "bound_prefill": np.broadcast_to(costs.prefill.bound, shape).ravel(),
-        "bound_decode": np.broadcast_to(costs.decode.bound, shape).ravel(),
-    })  # fmt: skip
+def _overhead_row(phase: str, name: str, group: str, seconds: float) -> dict[str, object]:
+    """A row of :func:`ops_frame` for a time no op carries (the profile's per-step overhead, the engine's parts)."""
+    return {
+        "phase": phase, "name": name, "group": group, "kind": "overhead", "layer_kind": "model", "count": 1,
+        "time_s": seconds, "op_time_s": seconds, "bound": "overhead", "flops": 0.0,
+    }  # fmt: skip

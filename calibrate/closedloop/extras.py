@@ -54,9 +54,15 @@ def eager_extra_ops(
 
 
 def eager_extra_s(
-    spec: ModelSpec, hw: HardwareSpec, prof: CalibrationProfile, phase: Literal["prefill", "decode"], batch: int,
-    tokens: int, dtype: str, graphs: bool,
-) -> float:  # fmt: skip
+    spec: ModelSpec,
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+    phase: Literal["prefill", "decode"],
+    batch: int,
+    tokens: int,
+    dtype: str,
+    graphs: bool,
+) -> float:
     """Seconds of :func:`eager_extra_ops` under ``prof`` on ``hw`` (Σ count × op time)."""
     ops = eager_extra_ops(spec, phase, batch, tokens, dtype, graphs)
     return float(sum(op.count * float(op_time(op, hw, prof).time_s) for op in ops))

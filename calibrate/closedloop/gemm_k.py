@@ -52,8 +52,13 @@ def measure(device: str = "cuda:0") -> list[GemmKRow]:
                     else:
                         xq, wq = x.to(fp8), w.to(fp8)
                         one = torch.ones((), device=device, dtype=torch.float32)
-                        t = graph_seconds(torch, lambda j, xq=xq, wq=wq, one=one: torch._scaled_mm(
-                            xq, wq.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16), calls=10)  # fmt: skip
+                        t = graph_seconds(
+                            torch,
+                            lambda j, xq=xq, wq=wq, one=one: torch._scaled_mm(
+                                xq, wq.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16
+                            ),
+                            calls=10,
+                        )
                     flops = 2.0 * m * n * k
                     rows.append({"dtype": dtype, "m": m, "n": n, "k": k, "seconds": t, "flops_per_s": flops / t})
                     del x, w

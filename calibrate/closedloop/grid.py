@@ -121,11 +121,16 @@ def combine_pairs(frames: list[pd.DataFrame]) -> pd.DataFrame:
     keys = ["phase", "batch", "context"]
     long = pd.concat([f.assign(pair=i) for i, f in enumerate(frames)], ignore_index=True)
     med = long.groupby(keys, sort=False).agg(
-        measured_s=("measured_s", "median"), predicted_s=("predicted_s", "median"), error_pct=("error_pct", "median"),
-        eager_extra_s=("eager_extra_s", "median"), error_model_only_pct=("error_model_only_pct", "median"),
-        error_min_pct=("error_pct", "min"), error_max_pct=("error_pct", "max"), ideal_s=("ideal_s", "median"),
+        measured_s=("measured_s", "median"),
+        predicted_s=("predicted_s", "median"),
+        error_pct=("error_pct", "median"),
+        eager_extra_s=("eager_extra_s", "median"),
+        error_model_only_pct=("error_model_only_pct", "median"),
+        error_min_pct=("error_pct", "min"),
+        error_max_pct=("error_pct", "max"),
+        ideal_s=("ideal_s", "median"),
         spread_pct=("spread_pct", "median"),
-    )  # fmt: skip
+    )
     first = frames[0].set_index(keys).drop(columns=[c for c in med.columns if c in frames[0].columns])
     out = first.join(med).reset_index()
     out["ideal_le_measured"] = out["ideal_s"] <= out["measured_s"]
@@ -135,8 +140,10 @@ def combine_pairs(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 def format_table(df: pd.DataFrame) -> str:
     """Plain-text table of the points and the per-phase summary (times in ms)."""
-    lines = [f"{'phase':7s} {'B':>4s} {'P/L':>6s} {'measured ms':>12s} {'predicted ms':>13s} {'+eager ms':>10s} "
-             f"{'error':>8s} {'model only':>10s} {'ideal ms':>10s} {'spread':>7s}  method"]  # fmt: skip
+    lines = [
+        f"{'phase':7s} {'B':>4s} {'P/L':>6s} {'measured ms':>12s} {'predicted ms':>13s} {'+eager ms':>10s} "
+        f"{'error':>8s} {'model only':>10s} {'ideal ms':>10s} {'spread':>7s}  method"
+    ]
     for r in df.to_dict("records"):
         n = int(r["context"] if r["phase"] == "decode" else r["prompt_len"])
         lines.append(

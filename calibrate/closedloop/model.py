@@ -175,9 +175,17 @@ class Attention(nn.Module):
     def plan(self) -> AttnPlan:
         """The tensors and sizes :func:`attention` needs, gathered once (no module look-ups per call)."""
         qn, kn = self.q_norm, self.k_norm
-        return AttnPlan(self.qkv.weight, self.qkv.bias, self.o.weight, self.o.bias,
-                        None if qn is None else qn.weight, None if kn is None else kn.weight,
-                        self.hq, self.hkv, self.d)  # fmt: skip
+        return AttnPlan(
+            self.qkv.weight,
+            self.qkv.bias,
+            self.o.weight,
+            self.o.bias,
+            None if qn is None else qn.weight,
+            None if kn is None else kn.weight,
+            self.hq,
+            self.hkv,
+            self.d,
+        )
 
 
 class GatedFFN(nn.Module):
@@ -266,8 +274,13 @@ class Block(nn.Module):
     def plan(self) -> BlockPlan:
         """The tensors :func:`block` needs (an MoE FFN stays a module: its routing is Python anyway)."""
         f = self.ffn
-        return BlockPlan(self.attn_norm.weight, self.attn.plan(), self.ffn_norm.weight,
-                         f.plan() if isinstance(f, GatedFFN) else f, self.attn_norm.rms)  # fmt: skip
+        return BlockPlan(
+            self.attn_norm.weight,
+            self.attn.plan(),
+            self.ffn_norm.weight,
+            f.plan() if isinstance(f, GatedFFN) else f,
+            self.attn_norm.rms,
+        )
 
 
 class Decoder(nn.Module):

@@ -142,10 +142,23 @@ def measure_prefill(device: str = "cuda:0", seed: int = 1) -> list[PrefillRow]:
         t = graph_seconds(torch, lambda j, w=w, x=x, o=offs: torch._grouped_mm(x, w, offs=o), calls=5)
         wd = torch.randn(k, n, dtype=bf16, device=device) * 0.02
         td = graph_seconds(torch, lambda j, wd=wd, x=x: x @ wd, calls=5)
-        rows.append({"layout": label, "tokens": tokens, "half": half, "touched": len(m), "rows": rows_total,
-                     "k": k, "n": n, "flops": flops, "weight_bytes": len(m) * k * n * 2, "grouped_s": t,
-                     "dense_all_rows_s": td, "grouped_flops_per_s": flops / t,
-                     "dense_flops_per_s": flops / td})  # fmt: skip
+        rows.append(
+            {
+                "layout": label,
+                "tokens": tokens,
+                "half": half,
+                "touched": len(m),
+                "rows": rows_total,
+                "k": k,
+                "n": n,
+                "flops": flops,
+                "weight_bytes": len(m) * k * n * 2,
+                "grouped_s": t,
+                "dense_all_rows_s": td,
+                "grouped_flops_per_s": flops / t,
+                "dense_flops_per_s": flops / td,
+            }
+        )
         del w, wd, x
         torch.cuda.empty_cache()
     return rows
@@ -168,22 +181,54 @@ def measure(device: str = "cuda:0", seed: int = 0) -> list[DecodeRow]:
         wref = [torch.randn(len(m) * n, k, dtype=bf16, device=device) * 0.02 for _ in range(copies)]
         xr = torch.randn(max(1, min(rows_total, 16)), k, dtype=bf16, device=device)
         tr = graph_seconds(torch, lambda j, wref=wref, xr=xr: xr @ wref[j % len(wref)].t(), 20)
-        rows.append({"layout": label, "batch": batch, "half": half, "touched": len(m), "rows": rows_total,
-                     "k": k, "n": n, "weight_bytes": wbytes, "grouped_s": t, "dense_same_bytes_s": tr,
-                     "grouped_bytes_per_s": wbytes / t, "dense_bytes_per_s": wbytes / tr})  # fmt: skip
+        rows.append(
+            {
+                "layout": label,
+                "batch": batch,
+                "half": half,
+                "touched": len(m),
+                "rows": rows_total,
+                "k": k,
+                "n": n,
+                "weight_bytes": wbytes,
+                "grouped_s": t,
+                "dense_same_bytes_s": tr,
+                "grouped_bytes_per_s": wbytes / t,
+                "dense_bytes_per_s": wbytes / tr,
+            }
+        )
         del ws, wref
         torch.cuda.empty_cache()
     src = torch.empty(1 << 28, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
     tc = graph_seconds(torch, lambda j: dst.copy_(src), 20)
-    rows.append({"layout": "copy 256 MiB", "batch": 0, "half": "copy", "touched": 0, "rows": 0, "k": 0, "n": 0,
-                 "weight_bytes": 2 * src.numel(), "grouped_s": tc, "dense_same_bytes_s": tc,
-                 "grouped_bytes_per_s": 2 * src.numel() / tc, "dense_bytes_per_s": 2 * src.numel() / tc})  # fmt: skip
+    rows.append(
+        {
+            "layout": "copy 256 MiB",
+            "batch": 0,
+            "half": "copy",
+            "touched": 0,
+            "rows": 0,
+            "k": 0,
+            "n": 0,
+            "weight_bytes": 2 * src.numel(),
+            "grouped_s": tc,
+            "dense_same_bytes_s": tc,
+            "grouped_bytes_per_s": 2 * src.numel() / tc,
+            "dense_bytes_per_s": 2 * src.numel() / tc,
+        }
+    )
     return rows
 
 
-def gpu_main(prog: str, doc: str, run: Callable[[str, bool], Sequence[R]], line: Callable[[R], str],
-             argv: Sequence[str] | None, flag: tuple[str, str] | None = None) -> int:  # fmt: skip
+def gpu_main(
+    prog: str,
+    doc: str,
+    run: Callable[[str, bool], Sequence[R]],
+    line: Callable[[R], str],
+    argv: Sequence[str] | None,
+    flag: tuple[str, str] | None = None,
+) -> int:
     """Command line shared by the GPU measurement scripts: run, save the CSV, print one line per row.
 
     ``flag`` (name, help) adds one boolean option passed to ``run`` as its second argument.
@@ -220,9 +265,11 @@ def _line(r: DecodeRow | PrefillRow) -> str:
             f"{r['layout']:20s} T={r['tokens']:6d} {r['half']:8s} experts {r['touched']:3d} rows {r['rows']:6d} "
             f"grouped {r['grouped_flops_per_s'] / 1e12:6.1f} TFLOP/s dense {r['dense_flops_per_s'] / 1e12:6.1f}"
         )
-    return (f"{r['layout']:20s} B={r['batch']:4d} {r['half']:8s} experts {r['touched']:3d} rows {r['rows']:5d} "
-            f"{r['weight_bytes'] / 1e6:8.1f} MB grouped {r['grouped_bytes_per_s'] / 1e12:5.2f} TB/s "
-            f"dense {r['dense_bytes_per_s'] / 1e12:5.2f} TB/s")  # fmt: skip
+    return (
+        f"{r['layout']:20s} B={r['batch']:4d} {r['half']:8s} experts {r['touched']:3d} rows {r['rows']:5d} "
+        f"{r['weight_bytes'] / 1e6:8.1f} MB grouped {r['grouped_bytes_per_s'] / 1e12:5.2f} TB/s "
+        f"dense {r['dense_bytes_per_s'] / 1e12:5.2f} TB/s"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

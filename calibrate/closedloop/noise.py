@@ -54,11 +54,13 @@ def summary_lines(runs: list[pd.DataFrame], noise: pd.DataFrame) -> list[str]:
     for i, df in enumerate(runs):
         s = summarize(df)
         lines.append(
-            f"run {i}: " + "; ".join(
+            f"run {i}: "
+            + "; ".join(
                 f"{ph} median |error| {v['median_abs_error_pct']:.1f}% (worst {v['worst_abs_error_pct']:.1f}%, "
-                f"bias {v['bias_pct']:+.1f}%)" for ph, v in s.items()
+                f"bias {v['bias_pct']:+.1f}%)"
+                for ph, v in s.items()
             )
-        )  # fmt: skip
+        )
     for phase, g in noise.groupby("phase", sort=False):
         lines.append(
             f"{phase}: run-to-run spread of measured time, median over points {g['measured_spread_pct'].median():.1f}% "

@@ -157,6 +157,5 @@ class Runner:
         # a CUDA-graph round replays a fixed set of calls, so it must visit every copy; the host
         # timer's call index runs on across rounds, so any round length rotates there.
         capturable = self.decode_graphs and pt.phase == "decode"
-        bench = Bench(fn, capturable=capturable, min_calls=n if self.is_cuda else 1,
-                      context=torch.inference_mode)  # fmt: skip
+        bench = Bench(fn, capturable=capturable, min_calls=n if self.is_cuda else 1, context=torch.inference_mode)
         return bench, n

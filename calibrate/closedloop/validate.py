@@ -30,12 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from calibrate.closedloop.grid import GRIDS, Grid, Point, combine_pairs, format_table, parse_grid
 from roofline.errors import CalibrationError, RooflineError, ScenarioError
-from roofline.profile import (
-    CalibrationProfile,
-    Curve,
-    datasheet_profile,
-    load_profile,
-)
+from roofline.profile import CalibrationProfile, Curve, datasheet_profile, load_profile
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 
@@ -105,8 +100,13 @@ def predict_point(
     """
     import roofline
 
-    kw: dict[str, Any] = {"weight_dtype": dtype, "kv_dtype": dtype, "engine": "ideal",
-                          "engine_overrides": {"capacity_bytes": 1e18}, "cuda_graphs": graphs}  # fmt: skip
+    kw: dict[str, Any] = {
+        "weight_dtype": dtype,
+        "kv_dtype": dtype,
+        "engine": "ideal",
+        "engine_overrides": {"capacity_bytes": 1e18},
+        "cuda_graphs": graphs,
+    }
     if pt.phase == "prefill":
         r = roofline.predict(spec, hw, pt.batch, pt.tokens, 2, calibration=prof, **kw)
         return float(r.ttft_s)
@@ -119,8 +119,15 @@ def modelled_kernels(spec: ModelSpec, hw: HardwareSpec, prof: CalibrationProfile
     from roofline.ops import decode_ops, prefill_ops
     from roofline.prediction import make_scenario
 
-    sc = make_scenario(hw, pt.batch, pt.tokens if pt.phase == "prefill" else pt.tokens - 1, 2, weight_dtype=dtype,
-                       kv_dtype=dtype, engine="ideal")  # fmt: skip
+    sc = make_scenario(
+        hw,
+        pt.batch,
+        pt.tokens if pt.phase == "prefill" else pt.tokens - 1,
+        2,
+        weight_dtype=dtype,
+        kv_dtype=dtype,
+        engine="ideal",
+    )
     ops = prefill_ops(spec, sc, hw) if pt.phase == "prefill" else decode_ops(spec, sc, hw, pt.tokens)
     return int(sum(op.count * op.kernels for op in ops))
 
@@ -266,8 +273,9 @@ def calibrate_and_validate(
         final = Path(profile_path) if profile_path is not None else folder / "profile.yaml"
         for k in range(max(1, pairs)):
             out = final if k == pairs - 1 else folder / f"profile.pair{k}.yaml"
-            prof = run_calibration(device, budget_s, model=str(spec_path), output=out, quick=quick, progress=False,
-                                   threads=threads)  # fmt: skip
+            prof = run_calibration(
+                device, budget_s, model=str(spec_path), output=out, quick=quick, progress=False, threads=threads
+            )
             frames.append(validate(spec, prof, device, grid, rounds=rounds, threads=threads, progress=progress))
     return prof, combine_pairs(frames)
 
@@ -306,8 +314,17 @@ def run(
     if calibrate_budget_s is not None:
         where = Path(output).parent if output is not None else None
         target = calibration if isinstance(calibration, str | Path) else None
-        _, df = calibrate_and_validate(scaled, device, calibrate_budget_s, points, where, threads or 1, rounds=rounds,
-                                       profile_path=target, progress=progress)  # fmt: skip
+        _, df = calibrate_and_validate(
+            scaled,
+            device,
+            calibrate_budget_s,
+            points,
+            where,
+            threads or 1,
+            rounds=rounds,
+            profile_path=target,
+            progress=progress,
+        )
     elif calibration is None:
         raise CalibrationError("validation needs a measured profile: pass --calibration PROFILE or --calibrate SECONDS")
     else:
@@ -358,8 +375,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--hardware", default=None, help="hardware slug to predict (default: the profile's device)")
     a = ap.parse_args(argv)
     try:
-        df = run(a.model, a.calibration, a.device, a.scale, a.grid, a.output, a.threads, max(1, a.rounds),
-                 not a.no_graphs, a.hardware, a.calibrate, progress=lambda s: print(s, flush=True))  # fmt: skip
+        df = run(
+            a.model,
+            a.calibration,
+            a.device,
+            a.scale,
+            a.grid,
+            a.output,
+            a.threads,
+            max(1, a.rounds),
+            not a.no_graphs,
+            a.hardware,
+            a.calibrate,
+            progress=lambda s: print(s, flush=True),
+        )
     except RooflineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -125,10 +125,15 @@ def build_profile(fit: FitResult, run: RunResult, cfg: RunConfig) -> Calibration
     ref_hw = hw or embedded
     assert ref_hw is not None
     return fitted_profile(
-        fit, ref_hw, name=f"measured-{run.target.label}", device=run.target.label, hardware=embedded,
-        provenance=_provenance(run, cfg, fit), notes=list(run.notes) + fit.notes,
+        fit,
+        ref_hw,
+        name=f"measured-{run.target.label}",
+        device=run.target.label,
+        hardware=embedded,
+        provenance=_provenance(run, cfg, fit),
+        notes=list(run.notes) + fit.notes,
         what="datasheet" if hw is not None else "measured best (no datasheet)",
-    )  # fmt: skip
+    )
 
 
 def _ceilings(

@@ -367,7 +367,8 @@ def fit(records: list[Record], primary_dtype: str | None = "bf16") -> FitResult:
     ac, am, reuse = fit_attention(good, p, res)
     fit_prefill_rates(good, p, res)
     comm_bps, latency = fit_comm(good, p, res)
-    res.params = replace(p, attention_compute=ac, attention_memory=am, gqa_kv_reuse=reuse, comm_bps=comm_bps,
-                         comm_latency_s=latency)  # fmt: skip
+    res.params = replace(
+        p, attention_compute=ac, attention_memory=am, gqa_kv_reuse=reuse, comm_bps=comm_bps, comm_latency_s=latency
+    )
     res.records = good  # residuals are computed on the built profile (calibrate.fitting.build)
     return res

@@ -33,35 +33,62 @@ def record_op(r: Record, profile: CalibrationProfile) -> Op | None:
     q: dict[str, Any] = r["params"]
     suite, kind = r["suite"], q.get("kind")
     common: dict[str, Any] = {
-        "name": str(r["key"]), "group": str(suite), "layer_kind": "calibration", "count": 1,
-        "kernels": int(q.get("kernels", 1)), "launch": "graph" if r.get("method") in DEVICE_METHODS else "eager",
-    }  # fmt: skip
+        "name": str(r["key"]),
+        "group": str(suite),
+        "layer_kind": "calibration",
+        "count": 1,
+        "kernels": int(q.get("kernels", 1)),
+        "launch": "graph" if r.get("method") in DEVICE_METHODS else "eager",
+    }
     dtype = str(q.get("dtype") or next(iter(d for d in profile.compute if d in COMPUTE_DTYPES), "fp32"))
     if dtype not in COMPUTE_DTYPES:
         return None
     if suite == "gemm" or (suite == "memory" and kind == "gemv"):
         return Op(
-            kind="gemm", dtype=dtype, m=arr(q.get("m", 1)), n=arr(q.get("n", 1)), k=arr(q.get("k", 1)),
-            flops=arr(q["flops"]), act_bytes=arr(q["bytes"]), **common,
-        )  # fmt: skip
+            kind="gemm",
+            dtype=dtype,
+            m=arr(q.get("m", 1)),
+            n=arr(q.get("n", 1)),
+            k=arr(q.get("k", 1)),
+            flops=arr(q["flops"]),
+            act_bytes=arr(q["bytes"]),
+            **common,
+        )
     if suite == "memory":
         zero = arr(0.0)
-        return Op(kind="elementwise", dtype=dtype, m=zero, n=zero, k=zero, flops=zero, act_bytes=arr(q["bytes"]),
-                  **common)  # fmt: skip
+        return Op(
+            kind="elementwise", dtype=dtype, m=zero, n=zero, k=zero, flops=zero, act_bytes=arr(q["bytes"]), **common
+        )
     if suite == "attention":
         kv = float(q.get("kv_bytes", 0.0))
         span = float(q.get("seq", q.get("ctx", 1)))
         return Op(
-            kind="attention", dtype=dtype, m=arr(1.0), n=arr(span), k=arr(q.get("head_dim", 128)),
-            flops=arr(q["flops"]), act_bytes=arr(float(q["bytes"]) - kv), kv_read_bytes=arr(kv),
-            q_per_kv=float(q.get("q_per_kv", 1.0)), context_dependent=kind == "decode", **common,
-        )  # fmt: skip
+            kind="attention",
+            dtype=dtype,
+            m=arr(1.0),
+            n=arr(span),
+            k=arr(q.get("head_dim", 128)),
+            flops=arr(q["flops"]),
+            act_bytes=arr(float(q["bytes"]) - kv),
+            kv_read_bytes=arr(kv),
+            q_per_kv=float(q.get("q_per_kv", 1.0)),
+            context_dependent=kind == "decode",
+            **common,
+        )
     if suite == "collective":
         zero = arr(0.0)
         return Op(
-            kind="comm", dtype=dtype, m=zero, n=zero, k=zero, flops=zero, comm_bytes=arr(q["wire_bytes"]),
-            collectives=1, group_size=int(q.get("world", 2)), **common,
-        )  # fmt: skip
+            kind="comm",
+            dtype=dtype,
+            m=zero,
+            n=zero,
+            k=zero,
+            flops=zero,
+            comm_bytes=arr(q["wire_bytes"]),
+            collectives=1,
+            group_size=int(q.get("world", 2)),
+            **common,
+        )
     if suite == "overhead" and kind in ("chain", "graph_chain", "tiny"):
         zero = arr(0.0)
         return Op(kind="elementwise", dtype=dtype, m=zero, n=zero, k=zero, flops=zero, **common)

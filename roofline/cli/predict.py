@@ -57,24 +57,28 @@ Calibration = Annotated[
 Engine = Annotated[
     str,
     typer.Option(
-        "--engine", "-e", metavar="NAME",
+        "--engine",
+        "-e",
+        metavar="NAME",
         help="Serving engine whose memory and batching semantics apply: vllm (default), sglang, trtllm, ideal.",
     ),
-]  # fmt: skip
+]
 EngineSet = Annotated[
     list[str] | None,
     typer.Option(
-        "--engine-set", metavar="NAME=VALUE",
+        "--engine-set",
+        metavar="NAME=VALUE",
         help="Override an engine setting (repeatable), e.g. gpu_memory_utilization=0.85, max_num_seqs=256.",
     ),
-]  # fmt: skip
+]
 MemUtil = Annotated[
     float | None,
     typer.Option(
-        "--memory-utilization", metavar="FRACTION",
+        "--memory-utilization",
+        metavar="FRACTION",
         help="Shorthand for --engine-set memory_fraction=FRACTION (default: the engine's).",
     ),
-]  # fmt: skip
+]
 Graphs = Annotated[
     bool | None,
     typer.Option(
@@ -87,11 +91,12 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON (fields with unit
 Level = Annotated[
     str,
     typer.Option(
-        "--level", metavar="FRACTION",
+        "--level",
+        metavar="FRACTION",
         help="Prediction-interval level for the headline figures, e.g. 0.8 or 90% (model error on held-out "
         "public rows; see `roofline accuracy --coverage`).",
     ),
-]  # fmt: skip
+]
 
 
 def parse_level(text: str | float, option: str) -> float:
@@ -147,8 +152,16 @@ def scenario_kwargs(
     overrides = parse_engine_set(engine_set)
     if mem_util is not None:
         overrides["memory_fraction"] = mem_util
-    return {"tp": tp, "pp": pp, "ep": ep, "weight_dtype": weight_dtype, "kv_dtype": kv_dtype, "engine": engine,
-            "engine_overrides": overrides, "cuda_graphs": graphs}  # fmt: skip
+    return {
+        "tp": tp,
+        "pp": pp,
+        "ep": ep,
+        "weight_dtype": weight_dtype,
+        "kv_dtype": kv_dtype,
+        "engine": engine,
+        "engine_overrides": overrides,
+        "cuda_graphs": graphs,
+    }
 
 
 def predict_cmd(
@@ -226,10 +239,12 @@ def _no_fit_message(r: PredictionResult) -> str:
     if r.speculative is not None and bool(r.memory.fits):
         from roofline.units import fmt_bytes
 
-        return (f"{where}: the drafter ({r.speculative.config.label()}) needs "
-                f"{fmt_bytes(r.speculative.draft_bytes_per_gpu)} per GPU but the batch leaves "
-                f"{fmt_bytes(float(r.memory.free_bytes))} of the KV budget free; use a smaller draft model, a "
-                "smaller --batch or more --tp")  # fmt: skip
+        return (
+            f"{where}: the drafter ({r.speculative.config.label()}) needs "
+            f"{fmt_bytes(r.speculative.draft_bytes_per_gpu)} per GPU but the batch leaves "
+            f"{fmt_bytes(float(r.memory.free_bytes))} of the KV budget free; use a smaller draft model, a "
+            "smaller --batch or more --tp"
+        )
     return f"{where} {no_fit_reason(r.model, r.hardware, r.scenario)}{more}"
 
 

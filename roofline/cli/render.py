@@ -98,14 +98,18 @@ def prediction_table(r: PredictionResult, level: float | None = None) -> Table:
         steps = s["output_len"] - 1
         t.add_row("TTFT", sec("ttft_s"), f"prefill, {s['bound_prefill']}-bound, MFU {pct(s['mfu_prefill'])}")
         t.add_row(
-            "TPOT (mean)", sec("tpot_s"),
+            "TPOT (mean)",
+            sec("tpot_s"),
             f"first {fmt_seconds(s['tpot_first_s'])} → last {fmt_seconds(s['tpot_last_s'])}; "
             f"decode {s['bound_decode']}-bound, MBU {pct(s['mbu_decode'])}",
-        )  # fmt: skip
+        )
         t.add_row("end-to-end latency", sec("e2e_s"), f"TTFT + {steps} decode steps")
         t.add_section()
-        t.add_row("output throughput", tok("throughput_tok_s"),
-                  f"{num(s['throughput_tok_s_per_gpu'])} tok/s per GPU ({_plural(s['num_gpus'], 'GPU')})")  # fmt: skip
+        t.add_row(
+            "output throughput",
+            tok("throughput_tok_s"),
+            f"{num(s['throughput_tok_s_per_gpu'])} tok/s per GPU ({_plural(s['num_gpus'], 'GPU')})",
+        )
         t.add_row("total throughput", f"{num(s['total_throughput_tok_s'])} tok/s", "prompt + output tokens")
         t.add_section()
     t.add_row("KV per token", fmt_bytes(s["kv_bytes_per_token"]), "whole model")
@@ -119,12 +123,14 @@ def prediction_table(r: PredictionResult, level: float | None = None) -> Table:
         "static_pool": "of total memory for weights + KV",
         "free_after_load": "of what is free after weights and activations",
     }[s["engine_memory_fraction_of"]]
-    t.add_row("  usable", fmt_bytes(s["memory_usable_bytes"]),
-              f"{s['engine']}: {pct(s['engine_memory_fraction'])} {of}")  # fmt: skip
+    t.add_row(
+        "  usable", fmt_bytes(s["memory_usable_bytes"]), f"{s['engine']}: {pct(s['engine_memory_fraction'])} {of}"
+    )
     t.add_row("  weights", fmt_bytes(s["weight_bytes_per_gpu"]), f"{s['weight_dtype']}, per GPU")
     t.add_row("  KV cache", fmt_bytes(s["kv_bytes_per_gpu"]), "this batch, per GPU")
-    t.add_row("  reserve", fmt_bytes(s["reserve_bytes"]),
-              f"activations ({fmt_bytes(s['activation_peak_bytes'])}) + runtime")  # fmt: skip
+    t.add_row(
+        "  reserve", fmt_bytes(s["reserve_bytes"]), f"activations ({fmt_bytes(s['activation_peak_bytes'])}) + runtime"
+    )
     free = s["free_bytes"]
     style = "red" if free < 0 else "green"
     t.add_row("  free", Text(fmt_bytes(free), style=style), "short by this much" if free < 0 else "")
@@ -161,10 +167,16 @@ def ops_tables(ops: pd.DataFrame) -> list[Table]:
             mem = sum(float(row[k]) for k in BYTE_COLUMNS if k in row and _finite(row[k]))
             count = int(row["count"])
             t.add_row(
-                str(row["name"]), str(row["kind"]), str(count), fmt_rate(float(row["flops"]) * count, "FLOP"),
-                fmt_bytes(mem * count), num(row.get("intensity_flops_per_byte")), fmt_seconds(float(row["time_s"])),
-                pct(float(row["time_s"]) / total) if total else "n/a", str(row["bound"]),
-            )  # fmt: skip
+                str(row["name"]),
+                str(row["kind"]),
+                str(count),
+                fmt_rate(float(row["flops"]) * count, "FLOP"),
+                fmt_bytes(mem * count),
+                num(row.get("intensity_flops_per_byte")),
+                fmt_seconds(float(row["time_s"])),
+                pct(float(row["time_s"]) / total) if total else "n/a",
+                str(row["bound"]),
+            )
         tables.append(t)
     return tables
 
@@ -290,21 +302,47 @@ def plan_tables(res: PlanResult, limit: int | None = 15) -> list[Table]:
         f"TTFT ≤ {fmt_seconds(res.ttft_slo_s)} · TPOT ≤ {fmt_seconds(res.tpot_slo_s)}"
     )
     t = Table(title=title, title_justify="left", caption=plan_caption(res), caption_justify="left")
-    heads = ("#", "hardware", "prec", "tp", "B", "limit", "req/s/replica", "replicas", "GPUs", "TTFT", "TPOT",
-             "headroom", "$/hour", "$/M out tok", "links")  # fmt: skip
+    heads = (
+        "#",
+        "hardware",
+        "prec",
+        "tp",
+        "B",
+        "limit",
+        "req/s/replica",
+        "replicas",
+        "GPUs",
+        "TTFT",
+        "TPOT",
+        "headroom",
+        "$/hour",
+        "$/M out tok",
+        "links",
+    )
     for h in heads:
-        t.add_column(h, justify="left" if h in ("hardware", "prec", "limit", "links") else "right",
-                     no_wrap=h == "hardware")  # fmt: skip
+        t.add_column(
+            h, justify="left" if h in ("hardware", "prec", "limit", "links") else "right", no_wrap=h == "hardware"
+        )
     for i, c in enumerate(ok[:limit], 1):
         style = "bold green" if i == 1 else ""
         t.add_row(
-            ("★" if i == 1 else str(i)) + (" ⚠" if c.within_error else ""), c.hardware, c.precision, str(c.tp),
+            ("★" if i == 1 else str(i)) + (" ⚠" if c.within_error else ""),
+            c.hardware,
+            c.precision,
+            str(c.tp),
             str(c.batch),
-            c.limited_by.replace("_slo", " SLO"), num(c.replica_rps), str(c.replicas), str(c.gpus),
-            _latency(c, c.ttft_s), _latency(c, c.tpot_s), headroom_cell(c), usd(c.usd_per_hour),
+            c.limited_by.replace("_slo", " SLO"),
+            num(c.replica_rps),
+            str(c.replicas),
+            str(c.gpus),
+            _latency(c, c.ttft_s),
+            _latency(c, c.tpot_s),
+            headroom_cell(c),
+            usd(c.usd_per_hour),
             usd(c.usd_per_million_output_tokens),
-            Text(f"⚠ {c.link_flag}", style="yellow") if c.link_flag else "", style=style,
-        )  # fmt: skip
+            Text(f"⚠ {c.link_flag}", style="yellow") if c.link_flag else "",
+            style=style,
+        )
     tables = [t] if ok else []
     groups: dict[tuple[str, str, str], list[str]] = {}
     for c in bad:  # one row per (hardware, precision, reason): e.g. "fp8 unsupported" for every tp

@@ -127,7 +127,7 @@ def _sweep_grid(
     """The sweep over batch × prompt × output for each tp, in chunks of about 20,000 points (progress bar)."""
     import pandas as pd
 
-    from roofline.prediction import sweep
+    from roofline.grid import sweep
 
     per_batch = len(axes["prompt"]) * len(axes["output"])
     chunk = max(1, 20000 // per_batch)

@@ -45,16 +45,26 @@ IDEAL_POLICY = "ideal engine: the vLLM V1 policy"
 def _vllm(hw: HardwareSpec) -> EngineConfig:
     big = hw.memory.usable_capacity_bytes >= 70 * GIB and "a100" not in hw.name
     return EngineConfig(
-        name="vllm", version="0.11", scheduler="vllm_v1",
-        memory_fraction=0.9, memory_fraction_of="total", kv_block_tokens=16,
-        max_num_seqs=1024 if big else 256, max_num_batched_tokens=8192 if big else 2048,
-        chunked_prefill=True, max_partial_prefills=1, cuda_graphs=True,
-        prefix_caching=True, async_scheduling=False, mixed_chunk=True,
+        name="vllm",
+        version="0.11",
+        scheduler="vllm_v1",
+        memory_fraction=0.9,
+        memory_fraction_of="total",
+        kv_block_tokens=16,
+        max_num_seqs=1024 if big else 256,
+        max_num_batched_tokens=8192 if big else 2048,
+        chunked_prefill=True,
+        max_partial_prefills=1,
+        cuda_graphs=True,
+        prefix_caching=True,
+        async_scheduling=False,
+        mixed_chunk=True,
         runtime_reserve_bytes=RUNTIME_RESERVE_BYTES,
         sources={
             "memory_fraction": f"{VLLM_ARGS}: --gpu-memory-utilization default 0.9, a fraction of total memory",
             "kv_block_tokens": "vLLM v0.11 CacheConfig.DEFAULT_BLOCK_SIZE = 16 on CUDA",
-            "max_num_seqs": VLLM_DEFAULTS, "max_num_batched_tokens": VLLM_DEFAULTS,
+            "max_num_seqs": VLLM_DEFAULTS,
+            "max_num_batched_tokens": VLLM_DEFAULTS,
             "chunked_prefill": "vLLM V1 engine: chunked prefill always enabled (docs: 'Optimization and Tuning')",
             "max_partial_prefills": f"{VLLM_ARGS}: --max-num-partial-prefills default 1",
             "cuda_graphs": f"{VLLM_ARGS}: --enforce-eager default False (CUDA graphs captured)",
@@ -66,7 +76,7 @@ def _vllm(hw: HardwareSpec) -> EngineConfig:
             "prefill",
             "runtime_reserve_bytes": RUNTIME_RESERVE_SOURCE,
         },
-    )  # fmt: skip
+    )
 
 
 def _sglang(hw: HardwareSpec) -> EngineConfig:
@@ -75,17 +85,27 @@ def _sglang(hw: HardwareSpec) -> EngineConfig:
         (0.80, 2048) if gib < 35 else (0.85, 4096) if gib < 60 else (0.88, 8192) if gib < 100 else (0.9, 16384)
     )
     return EngineConfig(
-        name="sglang", version="0.5", scheduler="sglang",
-        memory_fraction=frac, memory_fraction_of="static_pool", kv_block_tokens=1,
-        max_num_seqs=4096, max_num_batched_tokens=chunk, chunked_prefill=True, cuda_graphs=True,
-        prefix_caching=True, async_scheduling=True, mixed_chunk=False,
+        name="sglang",
+        version="0.5",
+        scheduler="sglang",
+        memory_fraction=frac,
+        memory_fraction_of="static_pool",
+        kv_block_tokens=1,
+        max_num_seqs=4096,
+        max_num_batched_tokens=chunk,
+        chunked_prefill=True,
+        cuda_graphs=True,
+        prefix_caching=True,
+        async_scheduling=True,
+        mixed_chunk=False,
         runtime_reserve_bytes=RUNTIME_RESERVE_BYTES,
         sources={
             "memory_fraction": f"{SGLANG_DEFAULTS}; the static pool holds weights + KV",
             "kv_block_tokens": f"{SGLANG_ARGS}: --page-size default 1",
             "max_num_seqs": f"{SGLANG_ARGS}: --max-running-requests default derived from the KV pool; 4096 is "
             "the cap of its request-to-token pool (assumed; binds only for very short sequences)",
-            "max_num_batched_tokens": SGLANG_DEFAULTS, "chunked_prefill": SGLANG_DEFAULTS,
+            "max_num_batched_tokens": SGLANG_DEFAULTS,
+            "chunked_prefill": SGLANG_DEFAULTS,
             "cuda_graphs": f"{SGLANG_ARGS}: --disable-cuda-graph default False",
             "prefix_caching": f"{SGLANG_ARGS}: --disable-radix-cache default False (radix prefix cache on)",
             "async_scheduling": f"{SGLANG_ARGS}: --disable-overlap-schedule default False (the overlap scheduler is "
@@ -94,15 +114,24 @@ def _sglang(hw: HardwareSpec) -> EngineConfig:
             "scheduler.py get_next_batch_to_run: a prefill batch runs alone)",
             "runtime_reserve_bytes": RUNTIME_RESERVE_SOURCE,
         },
-    )  # fmt: skip
+    )
 
 
 def _trtllm(hw: HardwareSpec) -> EngineConfig:
     return EngineConfig(
-        name="trtllm", version="1.0", scheduler="trtllm_inflight",
-        memory_fraction=0.9, memory_fraction_of="free_after_load", kv_block_tokens=32,
-        max_num_seqs=2048, max_num_batched_tokens=8192, chunked_prefill=False, cuda_graphs=True,
-        prefix_caching=True, async_scheduling=True, mixed_chunk=True,
+        name="trtllm",
+        version="1.0",
+        scheduler="trtllm_inflight",
+        memory_fraction=0.9,
+        memory_fraction_of="free_after_load",
+        kv_block_tokens=32,
+        max_num_seqs=2048,
+        max_num_batched_tokens=8192,
+        chunked_prefill=False,
+        cuda_graphs=True,
+        prefix_caching=True,
+        async_scheduling=True,
+        mixed_chunk=True,
         runtime_reserve_bytes=RUNTIME_RESERVE_BYTES,
         sources={
             "memory_fraction": f"{TRTLLM_ARGS}: KvCacheConfig.free_gpu_memory_fraction default 0.9 of the memory "
@@ -119,23 +148,34 @@ def _trtllm(hw: HardwareSpec) -> EngineConfig:
             "(docs: 'In-flight Batching')",
             "runtime_reserve_bytes": RUNTIME_RESERVE_SOURCE,
         },
-    )  # fmt: skip
+    )
 
 
 def _ideal(hw: HardwareSpec) -> EngineConfig:
     return EngineConfig(
-        name="ideal", version="-", scheduler="ideal",
-        memory_fraction=1.0, memory_fraction_of="total", kv_block_tokens=1,
-        max_num_seqs=1_000_000, max_num_batched_tokens=8192, chunked_prefill=True, cuda_graphs=True,
-        prefix_caching=True, async_scheduling=False, mixed_chunk=True,
+        name="ideal",
+        version="-",
+        scheduler="ideal",
+        memory_fraction=1.0,
+        memory_fraction_of="total",
+        kv_block_tokens=1,
+        max_num_seqs=1_000_000,
+        max_num_batched_tokens=8192,
+        chunked_prefill=True,
+        cuda_graphs=True,
+        prefix_caching=True,
+        async_scheduling=False,
+        mixed_chunk=True,
         runtime_reserve_bytes=0.0,
         sources={
             "memory_fraction": "ideal engine: all of the memory software sees",
-            "prefix_caching": IDEAL_POLICY, "async_scheduling": IDEAL_POLICY, "mixed_chunk": IDEAL_POLICY,
+            "prefix_caching": IDEAL_POLICY,
+            "async_scheduling": IDEAL_POLICY,
+            "mixed_chunk": IDEAL_POLICY,
             "max_num_batched_tokens": "ideal engine: activations sized for one 8,192-token step",
             "runtime_reserve_bytes": "ideal engine: no runtime reserve",
         },
-    )  # fmt: skip
+    )
 
 
 PRESETS: dict[str, Callable[[HardwareSpec], EngineConfig]] = {

@@ -110,9 +110,17 @@ def case_result(case: RowCase, profile: CalibrationProfile, *, engine_semantics:
     out = 1 if case.definition == "ttft_context_phase" else case.output_len
     graphs = case.cuda_graphs if engine_semantics and case.cuda_graphs is not None else True
     sc = make_scenario(
-        hw, case.batch, case.prompt_len, out, tp=case.tp, weight_dtype=case.weight_dtype, kv_dtype=case.kv_dtype,
-        engine="ideal", engine_overrides={"reserve_bytes": 0.0}, cuda_graphs=graphs,
-    )  # fmt: skip
+        hw,
+        case.batch,
+        case.prompt_len,
+        out,
+        tp=case.tp,
+        weight_dtype=case.weight_dtype,
+        kv_dtype=case.kv_dtype,
+        engine="ideal",
+        engine_overrides={"reserve_bytes": 0.0},
+        cuda_graphs=graphs,
+    )
     sc.validate_for(m, hw)
     return evaluate_scenario(m, hw, sc, prof)
 
@@ -234,14 +242,29 @@ def evaluate_rows(
             continue
         pred = metric_from_time(c, ct.time_s)
         kept.append(c)
-        rows.append({
-            "id": c.id, "source": c.source, "grade": c.grade, "hardware": c.hardware, "model": c.model,
-            "model_label": c.model_label, "tp": c.tp, "batch": c.batch, "input_len": c.prompt_len,
-            "output_len": c.output_len, "weight_dtype": c.weight_dtype, "kv_dtype": c.kv_dtype,
-            "metric": c.metric, "kind": c.kind, "definition": c.definition, "measured": c.measured,
-            "predicted": pred, "ape_pct": abs(pred - c.measured) / c.measured * 100.0,
-            "error_pct": (pred - c.measured) / c.measured * 100.0,
-        })  # fmt: skip
+        rows.append(
+            {
+                "id": c.id,
+                "source": c.source,
+                "grade": c.grade,
+                "hardware": c.hardware,
+                "model": c.model,
+                "model_label": c.model_label,
+                "tp": c.tp,
+                "batch": c.batch,
+                "input_len": c.prompt_len,
+                "output_len": c.output_len,
+                "weight_dtype": c.weight_dtype,
+                "kv_dtype": c.kv_dtype,
+                "metric": c.metric,
+                "kind": c.kind,
+                "definition": c.definition,
+                "measured": c.measured,
+                "predicted": pred,
+                "ape_pct": abs(pred - c.measured) / c.measured * 100.0,
+                "error_pct": (pred - c.measured) / c.measured * 100.0,
+            }
+        )
     skipped = pd.DataFrame(
         [s.__dict__ for s in sorted(skips, key=lambda s: s.id)],
         columns=["id", "source", "grade", "hardware_label", "model_label", "metric", "model", "reason"],

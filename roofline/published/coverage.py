@@ -148,6 +148,14 @@ def coverage(level: float = DEFAULT_LEVEL, profile: CalibrationProfile | None = 
         h = hits[label]
         cov = sum(ok for ok, _, _ in h) / len(h)
         width = float(np.median([math.exp(q) - math.exp(-q) for _, q, _ in h])) * 100.0
-        rows.append({"regime": label, "n": len(h), "covered": sum(ok for ok, _, _ in h), "coverage": cov,
-                     "width_pct": width, "pooled_from": ",".join(sorted({g for _, _, g in h}))})  # fmt: skip
+        rows.append(
+            {
+                "regime": label,
+                "n": len(h),
+                "covered": sum(ok for ok, _, _ in h),
+                "coverage": cov,
+                "width_pct": width,
+                "pooled_from": ",".join(sorted({g for _, _, g in h})),
+            }
+        )
     return rows

@@ -87,8 +87,14 @@ def _rows(path: Path) -> list[dict[str, Any]]:
             if slug is None:
                 continue
             shape = re.search(r"M,N,K=(\d+),(\d+),(\d+)", r["notes"] or "")
-            out.append({**r, "slug": slug, "value": float(r["value"]),
-                        "mnk": tuple(int(x) for x in shape.groups()) if shape else None})  # fmt: skip
+            out.append(
+                {
+                    **r,
+                    "slug": slug,
+                    "value": float(r["value"]),
+                    "mnk": tuple(int(x) for x in shape.groups()) if shape else None,
+                }
+            )
     return out
 
 
@@ -139,8 +145,11 @@ def derive_default_profile(path: Path | None = None) -> CalibrationProfile:
         e = r["value"] * 1e12 / peak
         (amd if hw.vendor == "AMD" else eff["fp8" if dt == "fp8" else "16bit"]).append((e, r["id"]))
     c16, c8 = _med(eff["16bit"]), _med(eff["fp8"])
-    mem_rows = [r for r in rows if r["metric"] == "hbm_gb_s" and "STREAM" in r["model"]
-                and re.search(r"Copy|Triad|Dot|read|triad", r["model"])]  # fmt: skip
+    mem_rows = [
+        r
+        for r in rows
+        if r["metric"] == "hbm_gb_s" and "STREAM" in r["model"] and re.search(r"Copy|Triad|Dot|read|triad", r["model"])
+    ]
     mems = [(r["value"] * 1e9 / load_hardware(r["slug"]).memory.bandwidth_bytes_per_s, r["id"]) for r in mem_rows]
     mem = _med(mems)
     overhead, curve = _fit_small_shapes(gemm, c16[0], c8[0], mem[0])

@@ -48,8 +48,11 @@ def fit_gemm_k(profile: CalibrationProfile, path: Path | None = None) -> Calibra
     for dtype, (k, ratio) in sorted(k_ratios(path).items()):
         ux, fitted = monotone_log_fit(k, ratio)
         y = fitted / fitted[-1]
-        curve = Curve(x=tuple(float(v) for v in ux), y=tuple(round(float(v), 4) for v in y),
-                      sources=(f"validation/closedloop/{MEASUREMENT} ({dtype})",))  # fmt: skip
+        curve = Curve(
+            x=tuple(float(v) for v in ux),
+            y=tuple(round(float(v), 4) for v in y),
+            sources=(f"validation/closedloop/{MEASUREMENT} ({dtype})",),
+        )
         for served in SERVES.get(dtype, ()):
             curves[served] = curve
         record[dtype] = {"gemms": len(k), "k": [int(v) for v in ux], "curve": list(curve.y)}

@@ -130,9 +130,14 @@ def _load_step_model(name: str) -> Any:
 
 
 def decode_step_time(
-    profile: CalibrationProfile, model: str, hardware: str, weight_dtype: str, batch: int, context: int,
+    profile: CalibrationProfile,
+    model: str,
+    hardware: str,
+    weight_dtype: str,
+    batch: int,
+    context: int,
     cuda_graphs: bool,
-) -> tuple[float, int, float]:  # fmt: skip
+) -> tuple[float, int, float]:
     """(predicted step time s, kernels per step, HBM-roofline floor s) of one decode step at ``context`` tokens."""
     from roofline.costs import step_cost
     from roofline.ops import decode_ops
@@ -151,6 +156,59 @@ def decode_step(profile: CalibrationProfile, point: DecodeStepPoint, cuda_graphs
     """(predicted step time s, kernels per step, HBM-roofline floor s) of ``point``'s decode step."""
     ctx = point.context if point.context is not None else UNSTATED_CONTEXT
     return decode_step_time(profile, point.model, point.hardware, point.weight_dtype, point.batch, ctx, cuda_graphs)
+
+
+def _measured_rows(per_step: list[tuple[MeasuredStep, float, int, float, float]], c: float) -> list[dict[str, object]]:
+    """One record per measured step: kernels, measured and predicted seconds at per_kernel_graph_s = ``c``."""
+    measured = []
+    for s, t0, k, floor, c_s in per_step:
+        pred = t0 + k * c + s.extra_s
+        measured.append(
+            {
+                "source": s.source,
+                "model": s.model,
+                "hardware": s.hardware,
+                "batch": s.batch,
+                "context": s.context,
+                "kernels_per_step": k,
+                "measured_s": round(s.step_s, 9),
+                "extra_s": round(s.extra_s, 9),
+                "t0_s": round(t0, 9),
+                "hbm_floor_s": round(floor, 9),
+                "per_kernel_s": round(c_s, 12),
+                "predicted_s": round(pred, 9),
+                "error_pct": round((pred - s.step_s) / s.step_s * 100.0, 2),
+            }
+        )
+    return measured
+
+
+def _public_checks(fitted: CalibrationProfile) -> list[dict[str, object]]:
+    """The public decode-step points of :data:`DECODE_STEP_POINTS` predicted with the fitted profile (reported,
+    not fitted)."""
+    checks = []
+    for p in DECODE_STEP_POINTS:
+        pred, k, fl = decode_step(fitted, p, p.cuda_graphs)
+        checks.append(
+            {
+                "key": p.key,
+                "url": p.url,
+                "quote": p.quote,
+                "model": p.model,
+                "hardware": p.hardware,
+                "weight_dtype": p.weight_dtype,
+                "batch": p.batch,
+                "context": p.context if p.context is not None else f"not stated; {UNSTATED_CONTEXT} assumed",
+                "cuda_graphs": p.cuda_graphs,
+                "role": p.role,
+                "kernels_per_step": k,
+                "measured_s": p.step_s,
+                "predicted_s": round(pred, 9),
+                "hbm_floor_s": round(fl, 9),
+                "error_pct": round((pred - p.step_s) / p.step_s * 100.0, 2),
+            }
+        )
+    return checks
 
 
 def fit_graph_overhead(
@@ -183,43 +241,31 @@ def fit_graph_overhead(
         update={"per_kernel_graph_s": per_kernel_graph_s, "sources": (*profile.overheads.sources, src)}
     )
     fitted = profile.model_copy(update={"overheads": ov})
-    measured = []
-    for s, t0, k, floor, c in per_step:
-        pred = t0 + k * per_kernel_graph_s + s.extra_s
-        measured.append({
-            "source": s.source, "model": s.model, "hardware": s.hardware, "batch": s.batch, "context": s.context,
-            "kernels_per_step": k, "measured_s": round(s.step_s, 9), "extra_s": round(s.extra_s, 9),
-            "t0_s": round(t0, 9), "hbm_floor_s": round(floor, 9), "per_kernel_s": round(c, 12),
-            "predicted_s": round(pred, 9), "error_pct": round((pred - s.step_s) / s.step_s * 100.0, 2),
-        })  # fmt: skip
-    checks = []
-    for p in DECODE_STEP_POINTS if public else ():
-        pred, k, fl = decode_step(fitted, p, p.cuda_graphs)
-        checks.append({
-            "key": p.key, "url": p.url, "quote": p.quote, "model": p.model, "hardware": p.hardware,
-            "weight_dtype": p.weight_dtype, "batch": p.batch,
-            "context": p.context if p.context is not None else f"not stated; {UNSTATED_CONTEXT} assumed",
-            "cuda_graphs": p.cuda_graphs, "role": p.role, "kernels_per_step": k,
-            "measured_s": p.step_s, "predicted_s": round(pred, 9), "hbm_floor_s": round(fl, 9),
-            "error_pct": round((pred - p.step_s) / p.step_s * 100.0, 2),
-        })  # fmt: skip
+    measured = _measured_rows(per_step, per_kernel_graph_s)
+    checks = _public_checks(fitted) if public else []
     errs = [abs(t0 + k * per_kernel_graph_s + s.extra_s - s.step_s) / s.step_s * 100.0 for s, t0, k, _, _ in per_step]
     held_out = []  # each model predicted with the median c of the other models' steps (needs two models)
     models = sorted({s.model for s in steps})
     for model in models if len(models) > 1 else ():
         c_other = max(0.0, float(median(c for s, *_, c in per_step if s.model != model)))
-        held_out += [abs(t0 + k * c_other + s.extra_s - s.step_s) / s.step_s * 100.0
-                     for s, t0, k, _, _ in per_step if s.model == model]  # fmt: skip
+        held_out += [
+            abs(t0 + k * c_other + s.extra_s - s.step_s) / s.step_s * 100.0
+            for s, t0, k, _, _ in per_step
+            if s.model == model
+        ]
     derivation = {
         "method": "roofline.published.graph_overhead.fit_graph_overhead: max(0, median((T - x - t0) / kernels))",
-        "steps": len(steps), "files": files, "unclamped_s": round(unclamped, 12), "clamped_at_zero": unclamped <= 0,
+        "steps": len(steps),
+        "files": files,
+        "unclamped_s": round(unclamped, 12),
+        "clamped_at_zero": unclamped <= 0,
         "per_step_range_s": [round(min(c for *_, c in per_step), 12), round(max(c for *_, c in per_step), 12)],
         "median_abs_error_pct_after_fit": round(float(median(errs)), 2),
         "median_abs_error_pct_leave_one_model_out": round(float(median(held_out)), 2) if held_out else None,
         "max_abs_error_pct_leave_one_model_out": round(float(max(held_out)), 2) if held_out else None,
         "note": "GPU-side time of one kernel in a replayed CUDA graph beyond its bytes and FLOPs at the "
         "profile's ceilings (launch gap, DRAM latency, ramp and tail), from whole decode steps",
-    }  # fmt: skip
+    }
     residuals = {
         **profile.residuals,
         "decode_step_points": {"per_kernel_graph_s": derivation, "measured": measured, "points": checks},

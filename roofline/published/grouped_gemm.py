@@ -71,8 +71,19 @@ def _expert_op(r: dict[str, str]) -> Op:
     from roofline.ops.records import gemm
 
     touched = float(r["touched"])
-    per_expert = gemm("moe.experts", "moe", "moe", 1, "bf16", float(r["rows"]) / touched, float(r["n"]),
-                      float(r["k"]), 2.0, 2.0, touched)  # fmt: skip
+    per_expert = gemm(
+        "moe.experts",
+        "moe",
+        "moe",
+        1,
+        "bf16",
+        float(r["rows"]) / touched,
+        float(r["n"]),
+        float(r["k"]),
+        2.0,
+        2.0,
+        touched,
+    )
     return grouped_rows(per_expert, np.asarray(touched))
 
 
@@ -90,10 +101,19 @@ def prefill_efficiencies(profile: CalibrationProfile, folder: Path | None = None
         op = _expert_op(r)
         c, bw = ceilings(op, hw, probe)
         tc, tm, t = float(np.max(op.flops / c)), float(np.max(hbm_bytes(op, probe) / bw)), float(r["grouped_s"])
-        out.append({"layout": r["layout"], "tokens": int(r["tokens"]), "half": r["half"],
-                    "rows_per_expert": round(float(np.max(op.m)), 3),
-                    "compute_s": tc, "memory_s": tm, "measured_s": t, "compute_bound": tc > tm,
-                    "compute_efficiency": tc / t})  # fmt: skip
+        out.append(
+            {
+                "layout": r["layout"],
+                "tokens": int(r["tokens"]),
+                "half": r["half"],
+                "rows_per_expert": round(float(np.max(op.m)), 3),
+                "compute_s": tc,
+                "memory_s": tm,
+                "measured_s": t,
+                "compute_bound": tc > tm,
+                "compute_efficiency": tc / t,
+            }
+        )
     return out
 
 
@@ -101,8 +121,11 @@ def fit_grouped_gemm(profile: CalibrationProfile, folder: Path | None = None) ->
     """``profile`` with ``grouped_gemm`` fitted to the two H200 measurements (module docstring)."""
     m, ratio = decode_ratios(folder)
     ux, fitted = monotone_log_fit(bucket_log2(m), ratio)
-    curve = Curve(x=tuple(float(v) for v in ux), y=tuple(round(float(v), 4) for v in fitted),
-                  sources=(f"validation/closedloop/{DECODE}",))  # fmt: skip
+    curve = Curve(
+        x=tuple(float(v) for v in ux),
+        y=tuple(round(float(v), 4) for v in fitted),
+        sources=(f"validation/closedloop/{DECODE}",),
+    )
     with_curve = profile.model_copy(update={"grouped_gemm": GroupedGemm(devices=SAME_SM, memory_efficiency=curve)})
     cases = prefill_efficiencies(with_curve, folder)
     bound = [c["compute_efficiency"] for c in cases if c["compute_bound"]]

@@ -89,8 +89,15 @@ def linear_terms(cases: list[RowCase], profile: CalibrationProfile) -> list[Line
         if not base.fits:
             continue
         t0, tk, ts = base.time_s, case_time_s(c, probe_k).time_s, case_time_s(c, probe_s).time_s
-        out.append(LinearTerms(c, t0, (tk - t0) / _PROBE["per_kernel_s"], (ts - t0) / _PROBE["per_step_s"],
-                               time_from_metric(c, c.measured)))  # fmt: skip
+        out.append(
+            LinearTerms(
+                c,
+                t0,
+                (tk - t0) / _PROBE["per_kernel_s"],
+                (ts - t0) / _PROBE["per_step_s"],
+                time_from_metric(c, c.measured),
+            )
+        )
     return out
 
 
@@ -143,6 +150,9 @@ def error_summary(rows: Sequence[MetricError]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for kind in sorted({r["kind"] for r in rows}):
         ape = np.array([r["ape_pct"] for r in rows if r["kind"] == kind])
-        out[kind] = {"n": int(ape.size), "median_ape_pct": round(float(np.median(ape)), 2),
-                     "p90_ape_pct": round(float(np.percentile(ape, 90)), 2)}  # fmt: skip
+        out[kind] = {
+            "n": int(ape.size),
+            "median_ape_pct": round(float(np.median(ape)), 2),
+            "p90_ape_pct": round(float(np.percentile(ape, 90)), 2),
+        }
     return out

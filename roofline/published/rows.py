@@ -247,12 +247,27 @@ def express(row: dict[str, str]) -> RowCase | Skip:
     assert measured is not None
     assert w is not None and kv is not None and definition is not None
     return RowCase(
-        id=row["id"], source=src.key, grade=grade, hardware_label=row["hardware"], hardware=hw,
-        model_label=row["model"], model=mapping.slug, model_note=mapping.note, tp=tp, batch=batch,
-        prompt_len=p, output_len=o, weight_dtype=w, kv_dtype=kv, metric=metric,
-        kind="latency" if metric in LATENCY_METRICS else "throughput", definition=definition,
-        measured=measured, gqa_kv_reuse=src.gqa_kv_reuse, cuda_graphs=src.cuda_graphs,
-    )  # fmt: skip
+        id=row["id"],
+        source=src.key,
+        grade=grade,
+        hardware_label=row["hardware"],
+        hardware=hw,
+        model_label=row["model"],
+        model=mapping.slug,
+        model_note=mapping.note,
+        tp=tp,
+        batch=batch,
+        prompt_len=p,
+        output_len=o,
+        weight_dtype=w,
+        kv_dtype=kv,
+        metric=metric,
+        kind="latency" if metric in LATENCY_METRICS else "throughput",
+        definition=definition,
+        measured=measured,
+        gqa_kv_reuse=src.gqa_kv_reuse,
+        cuda_graphs=src.cuda_graphs,
+    )
 
 
 def _undefined(notes: str) -> bool:

@@ -106,16 +106,20 @@ def derive_serving_error(csv_path: str | Path | None = None) -> ServingErrorDoc:
     """The residual document (module docstring) from the preset validation results."""
     path = Path(csv_path) if csv_path is not None else ROOT / SOURCE_CSV
     if not path.is_file():
-        raise ScenarioError(f"no serving validation results at {path}; run validation/serving/validate_simulator.py "
-                            "--engine-options preset first")  # fmt: skip
+        raise ScenarioError(
+            f"no serving validation results at {path}; run validation/serving/validate_simulator.py "
+            "--engine-options preset first"
+        )
     pools: dict[str, dict[str, dict[str, list[float]]]] = {}
     with path.open(newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
             fam = pools.setdefault(row["engine"], {}).setdefault(row["family"], {f: [] for f in COLUMNS})
             for fig, (meas, sim) in COLUMNS.items():
                 fam[fig].append(round(math.log(float(row[meas]) / float(row[sim])), R_DIGITS))
-    engines = {e: {f: {fig: sorted(v) for fig, v in figs.items()} for f, figs in sorted(fams.items())}
-               for e, fams in sorted(pools.items())}  # fmt: skip
+    engines = {
+        e: {f: {fig: sorted(v) for fig, v in figs.items()} for f, figs in sorted(fams.items())}
+        for e, fams in sorted(pools.items())
+    }
     doc: ServingErrorDoc = {
         "schema_version": SCHEMA_VERSION,
         "generated_by": "roofline.published.serving_error.write_serving_error",
@@ -173,9 +177,14 @@ def conformal_bounds(r: list[float], level: float) -> tuple[float, float, bool]:
 
 
 def serving_interval(
-    name: str, value: float, *, engine: EngineArg = None, level: float = 0.8, extra_sigma_log: float = 0.0,
+    name: str,
+    value: float,
+    *,
+    engine: EngineArg = None,
+    level: float = 0.8,
+    extra_sigma_log: float = 0.0,
     doc: ServingErrorDoc | None = None,
-) -> ServingInterval:  # fmt: skip
+) -> ServingInterval:
     """The ``level`` interval of simulated latency figure ``name`` (value ``value``) for ``engine``."""
     fig = serving_figure(name)
     if fig is None:
@@ -199,8 +208,9 @@ def serving_upper_factor(
     """
     from roofline.published.uncertainty import spread_sigma_log
 
-    return serving_interval(name, 1.0, engine=engine, level=level,
-                            extra_sigma_log=spread_sigma_log(profile, "throughput")).high  # fmt: skip
+    return serving_interval(
+        name, 1.0, engine=engine, level=level, extra_sigma_log=spread_sigma_log(profile, "throughput")
+    ).high
 
 
 def serving_coverage(level: float, doc: ServingErrorDoc | None = None) -> Coverage:

@@ -267,9 +267,13 @@ def result_interval(result: PredictionResult, name: str, level: float = DEFAULT_
     if name not in FIGURES:
         chain(name)  # raises with the list of figures
     return figure_interval(
-        name, float(getattr(result, name)), bound_prefill=result.bound_prefill, bound_decode=result.bound_decode,
-        level=level, profile=result.profile,
-    )  # fmt: skip
+        name,
+        float(getattr(result, name)),
+        bound_prefill=result.bound_prefill,
+        bound_decode=result.bound_decode,
+        level=level,
+        profile=result.profile,
+    )
 
 
 def upper_factor(figure: str, level: float, profile: CalibrationProfile | None = None, bound: str = "") -> float:

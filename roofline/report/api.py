@@ -117,10 +117,20 @@ def build(
         workload, prompt_len=prompt_len, output_len=output_len, qps=qps, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s
     )
     inp = resolve_inputs(
-        model, hardware, wl, precisions=precision, tp_options=tp_options, max_gpus=max_gpus, prices=prices,
-        calibration=calibration, kv_dtype=kv_dtype, engine=engine, confidence=_level(confidence),
-        min_headroom=_headroom(min_headroom), usd_per_kwh=_kwh(usd_per_kwh),
-    )  # fmt: skip
+        model,
+        hardware,
+        wl,
+        precisions=precision,
+        tp_options=tp_options,
+        max_gpus=max_gpus,
+        prices=prices,
+        calibration=calibration,
+        kv_dtype=kv_dtype,
+        engine=engine,
+        confidence=_level(confidence),
+        min_headroom=_headroom(min_headroom),
+        usd_per_kwh=_kwh(usd_per_kwh),
+    )
     from roofline.report.evidence import evidence, reproduce
     from roofline.report.risks import risks
     from roofline.report.sensitivity import sensitivity
@@ -132,10 +142,16 @@ def build(
     from roofline.report.whatif import what_ifs
 
     data = ReportData(
-        inputs=inp, plan=plan, rows=rows, recommended=rec, risks=tuple(risks(rows, rec, inp, sens)),
+        inputs=inp,
+        plan=plan,
+        rows=rows,
+        recommended=rec,
+        risks=tuple(risks(rows, rec, inp, sens)),
         whatifs=what_ifs(inp, rec),
-        sensitivity=sens, evidence=evidence(inp), reproduce=reproduce(inp, output_path),
-    )  # fmt: skip
+        sensitivity=sens,
+        evidence=evidence(inp),
+        reproduce=reproduce(inp, output_path),
+    )
     html = _html(data, t0)
     return Report(replace(data, seconds=time.perf_counter() - t0), html)
 
@@ -178,14 +194,28 @@ def _html(data: ReportData, t0: float) -> str:
     if pred is not None:
         kv_bytes = pred.scenario.kv_dtype.bytes_per_element
     return render_template(
-        "report.html.j2", d=data, inp=inp, wl=inp.workload, rec=data.recommended, columns=COLUMNS,
-        colors={r.hardware.name: color(i) for i, r in enumerate(data.rows)}, charts=charts,
-        facts=model_facts(inp, kv_bytes), engine_pred=pred, prices=_prices(inp), elapsed=time.perf_counter() - t0,
-        tie_note=tie_note(data.rows), precision_label=lambda p: precision_label(inp, p),
-        rank_rule=RANK_RULE, engine_label=_engine_label(inp),
-        headroom_floor=_floor(data), x_limits=_x_limits(data), pareto_empty=empty_reason(data),
-        stress=stress_level(inp.confidence), checkpoint=checkpoint_note(inp),
-    )  # fmt: skip
+        "report.html.j2",
+        d=data,
+        inp=inp,
+        wl=inp.workload,
+        rec=data.recommended,
+        columns=COLUMNS,
+        colors={r.hardware.name: color(i) for i, r in enumerate(data.rows)},
+        charts=charts,
+        facts=model_facts(inp, kv_bytes),
+        engine_pred=pred,
+        prices=_prices(inp),
+        elapsed=time.perf_counter() - t0,
+        tie_note=tie_note(data.rows),
+        precision_label=lambda p: precision_label(inp, p),
+        rank_rule=RANK_RULE,
+        engine_label=_engine_label(inp),
+        headroom_floor=_floor(data),
+        x_limits=_x_limits(data),
+        pareto_empty=empty_reason(data),
+        stress=stress_level(inp.confidence),
+        checkpoint=checkpoint_note(inp),
+    )
 
 
 def _x_limits(data: ReportData) -> dict[str, float]:

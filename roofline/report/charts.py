@@ -163,9 +163,17 @@ def _roofline_axes(ax: Axes, r: PredictionResult, col: str) -> None:
             continue
         share = sub["time_s"] / max(float(sub["time_s"].sum()), 1e-30)
         ax.scatter(
-            sub["intensity_flops_per_byte"], sub["flops"] / sub["op_time_s"], s=12 + 220 * share, c=c,
-            marker=marker, alpha=0.75, edgecolors="white", linewidths=0.5, label=f"{phase} ops", zorder=3,
-        )  # fmt: skip
+            sub["intensity_flops_per_byte"],
+            sub["flops"] / sub["op_time_s"],
+            s=12 + 220 * share,
+            c=c,
+            marker=marker,
+            alpha=0.75,
+            edgecolors="white",
+            linewidths=0.5,
+            label=f"{phase} ops",
+            zorder=3,
+        )
     ax.axvline(comp / mem, color=col, lw=0.6, ls=":")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_title(f"{hw.display_name}\ntp {r.scenario.tp} · batch {int(np.asarray(r.scenario.batch))}", loc="left")
@@ -246,8 +254,17 @@ def pareto_figure(data: ReportData) -> Figure:
             if row.candidate is not None and row.feasible:
                 c = row.candidate
                 rps = tokens_per_s_per_gpu(c.replica_rps, wl.output_len, c.tp * c.pp)
-                ax.plot([1 / c.tpot_full_load_s], [float(rps)], MARKERS[i % len(MARKERS)], color=color(i), ms=10,
-                        mec="white", mew=0.8, zorder=4, label=f"{hw.display_name}: planned batch")  # fmt: skip
+                ax.plot(
+                    [1 / c.tpot_full_load_s],
+                    [float(rps)],
+                    MARKERS[i % len(MARKERS)],
+                    color=color(i),
+                    ms=10,
+                    mec="white",
+                    mew=0.8,
+                    zorder=4,
+                    label=f"{hw.display_name}: planned batch",
+                )
         slo = 1.0 / wl.tpot_slo_s
         ax.axvline(slo, color="#111827", ls="--", lw=1, label=f"TPOT SLO: {slo:.3g} tok/s per user")
         ax.axvspan(0, slo, color="#f3f4f6", zorder=0)
@@ -255,8 +272,9 @@ def pareto_figure(data: ReportData) -> Figure:
         ax.set_ylim(bottom=0)
         ax.set_xlabel("tokens/s per user at full load (1 / TPOT at the batch's maximum rate)")
         ax.set_ylabel("output tokens/s per GPU at full load")
-        ax.set_title("Throughput per GPU against per-user speed at full load (configurations meeting the TTFT SLO)",
-                     loc="left")  # fmt: skip
+        ax.set_title(
+            "Throughput per GPU against per-user speed at full load (configurations meeting the TTFT SLO)", loc="left"
+        )
         if any(not lab.startswith("TPOT SLO") for lab in ax.get_legend_handles_labels()[1]):
             ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
         else:
@@ -283,8 +301,13 @@ def memory_parts(r: PredictionResult) -> list[float]:
     m = r.memory
     kv = float(np.asarray(m.kv_bytes))
     budget = float(np.asarray(m.kv_budget_bytes))
-    return [m.weight_bytes, float(np.asarray(m.reserve_bytes)), kv, max(budget - kv, 0.0),
-            m.capacity_bytes - m.usable_bytes]  # fmt: skip
+    return [
+        m.weight_bytes,
+        float(np.asarray(m.reserve_bytes)),
+        kv,
+        max(budget - kv, 0.0),
+        m.capacity_bytes - m.usable_bytes,
+    ]
 
 
 def memory_figure(data: ReportData) -> Figure:
@@ -299,11 +322,16 @@ def memory_figure(data: ReportData) -> Figure:
                 ax.barh(y, v / gib, left=left, color=col, height=0.6, label=name if y == 0 else None)
                 left += v / gib
             ctx = data.inputs.workload.prompt_len + data.inputs.workload.output_len
-            ax.annotate(f"max batch {pred.max_batch} at {ctx} tokens", (left, y), xytext=(4, 0),
-                        textcoords="offset points", va="center", fontsize=7.5)  # fmt: skip
+            ax.annotate(
+                f"max batch {pred.max_batch} at {ctx} tokens",
+                (left, y),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=7.5,
+            )
         ax.set_yticks(
-            range(len(planned)),
-            [f"{r.hardware.display_name}\ntp {c.tp}, batch {c.batch}" for _, r, c, _ in planned],
+            range(len(planned)), [f"{r.hardware.display_name}\ntp {c.tp}, batch {c.batch}" for _, r, c, _ in planned]
         )
         ax.invert_yaxis()
         ax.set_xlabel("GiB per GPU")

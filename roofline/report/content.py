@@ -140,12 +140,23 @@ def resolve_inputs(
     precs = tuple(_split(precisions))
     cal_path = Path(calibration) if isinstance(calibration, str | Path) else None
     return ReportInputs(
-        model=load_model(model), hardware=tuple(load_hardware(h) for h in hw_args), hardware_args=hw_args,
-        workload=workload, precisions=precs, tp_options=tuple(tp_options) if tp_options else None,
-        max_gpus=max_gpus, prices=dict(prices or {}), profile=load_profile(calibration), calibration_path=cal_path,
-        model_arg=model.name if isinstance(model, ModelSpec) else str(model), kv_dtype=kv_dtype, engine=engine,
-        confidence=confidence, min_headroom=min_headroom, usd_per_kwh=usd_per_kwh,
-    )  # fmt: skip
+        model=load_model(model),
+        hardware=tuple(load_hardware(h) for h in hw_args),
+        hardware_args=hw_args,
+        workload=workload,
+        precisions=precs,
+        tp_options=tuple(tp_options) if tp_options else None,
+        max_gpus=max_gpus,
+        prices=dict(prices or {}),
+        profile=load_profile(calibration),
+        calibration_path=cal_path,
+        model_arg=model.name if isinstance(model, ModelSpec) else str(model),
+        kv_dtype=kv_dtype,
+        engine=engine,
+        confidence=confidence,
+        min_headroom=min_headroom,
+        usd_per_kwh=usd_per_kwh,
+    )
 
 
 def _split(value: str | Sequence[Any]) -> list[str]:
@@ -157,11 +168,21 @@ def run_plan(inp: ReportInputs, profile: CalibrationProfile | None = None) -> Pl
     """Call :func:`roofline.plan` with the report's inputs (optionally another profile)."""
     wl = inp.workload
     return plan(
-        inp.model, qps=wl.qps, prompt_len=wl.prompt_len, output_len=wl.output_len, ttft_slo_s=wl.ttft_slo_s,
-        tpot_slo_s=wl.tpot_slo_s, hardware=list(inp.hardware_args), precisions=inp.precisions,
-        tp_options=inp.tp_options, max_gpus=inp.max_gpus, prices=dict(inp.prices) or None,
-        calibration=profile if profile is not None else inp.profile, kv_dtype=inp.kv_dtype, engine=inp.engine,
-    )  # fmt: skip
+        inp.model,
+        qps=wl.qps,
+        prompt_len=wl.prompt_len,
+        output_len=wl.output_len,
+        ttft_slo_s=wl.ttft_slo_s,
+        tpot_slo_s=wl.tpot_slo_s,
+        hardware=list(inp.hardware_args),
+        precisions=inp.precisions,
+        tp_options=inp.tp_options,
+        max_gpus=inp.max_gpus,
+        prices=dict(inp.prices) or None,
+        calibration=profile if profile is not None else inp.profile,
+        kv_dtype=inp.kv_dtype,
+        engine=inp.engine,
+    )
 
 
 def num(x: float | None) -> float:
@@ -172,9 +193,12 @@ def num(x: float | None) -> float:
 def planner_options(inp: ReportInputs, cand: Candidate) -> PlannerOptions:
     """The scenario options the planner evaluates a candidate with (see ``roofline.serving.plan.planner``)."""
     return {
-        "tp": cand.tp, "pp": cand.pp, "weight_dtype": cand.precision, "kv_dtype": cand.kv_dtype,
+        "tp": cand.tp,
+        "pp": cand.pp,
+        "weight_dtype": cand.precision,
+        "kv_dtype": cand.kv_dtype,
         "engine": inp.engine,
-    }  # fmt: skip
+    }
 
 
 def candidate_prediction(inp: ReportInputs, hw: HardwareSpec, cand: Candidate) -> PredictionResult:
@@ -183,9 +207,14 @@ def candidate_prediction(inp: ReportInputs, hw: HardwareSpec, cand: Candidate) -
 
     wl = inp.workload
     return predict(
-        inp.model, hw, batch=int(cand.batch), prompt_len=wl.prompt_len, output_len=wl.output_len,
-        calibration=inp.profile, **planner_options(inp, cand),
-    )  # fmt: skip
+        inp.model,
+        hw,
+        batch=int(cand.batch),
+        prompt_len=wl.prompt_len,
+        output_len=wl.output_len,
+        calibration=inp.profile,
+        **planner_options(inp, cand),
+    )
 
 
 def row_values(inp: ReportInputs, f: Finalist) -> dict[str, float]:
@@ -197,12 +226,16 @@ def row_values(inp: ReportInputs, f: Finalist) -> dict[str, float]:
     wl = inp.workload
     per_gpu = float(tokens_per_s_per_gpu(wl.qps, wl.output_len, f.gpus))
     return {
-        "ttft_s": f.ttft_s, "tpot_s": f.tpot_s, "tok_s_per_gpu": per_gpu,
-        "capacity_rps": f.capacity_rps, "headroom": f.headroom, "gpus": float(f.gpus),
+        "ttft_s": f.ttft_s,
+        "tpot_s": f.tpot_s,
+        "tok_s_per_gpu": per_gpu,
+        "capacity_rps": f.capacity_rps,
+        "headroom": f.headroom,
+        "gpus": float(f.gpus),
         "usd_per_hour": num(f.total_usd_per_hour),
         "usd_per_million_output_tokens": num(f.usd_per_million_output_tokens),
         "kwh_per_million_output_tokens": num(f.kwh_per_million_output_tokens),
-    }  # fmt: skip
+    }
 
 
 def hardware_rows(inp: ReportInputs, plan_result: PlanResult) -> tuple[HardwareRow, ...]:
@@ -249,8 +282,9 @@ def tie_note(rows: Sequence[HardwareRow]) -> str:
                 by = "lower TPOT"
             else:
                 by = "smaller tp"
-            notes.append(f"{a.hardware.display_name} and {b.hardware.display_name} tie at {ca:,.2f} $/h: "
-                         f"ranked by {by}")  # fmt: skip
+            notes.append(
+                f"{a.hardware.display_name} and {b.hardware.display_name} tie at {ca:,.2f} $/h: ranked by {by}"
+            )
     return "; ".join(notes)
 
 

@@ -33,9 +33,15 @@ def batch_grid(b_max: int, extra: tuple[int, ...] = (), points: int = 36) -> np.
 
 
 def replica_curve(
-    inp: ReportInputs, hw: HardwareSpec, *, tp: int, precision: str, kv_dtype: str = "bf16", pp: int = 1,
+    inp: ReportInputs,
+    hw: HardwareSpec,
+    *,
+    tp: int,
+    precision: str,
+    kv_dtype: str = "bf16",
+    pp: int = 1,
     extra: tuple[int, ...] = (),
-) -> pd.DataFrame:  # fmt: skip
+) -> pd.DataFrame:
     """TTFT, full-load TPOT, λ_max and output tokens/s per GPU against batch, up to the memory limit.
 
     Empty when even one sequence does not fit. Columns: batch, ttft_s, tpot_s,
@@ -43,7 +49,7 @@ def replica_curve(
     """
     import pandas as pd
 
-    from roofline.prediction import sweep
+    from roofline.grid import sweep
     from roofline.serving.plan.loadcurve import load_curve, tokens_per_s_per_gpu
 
     wl = inp.workload
@@ -61,10 +67,18 @@ def replica_curve(
     grid = [int(x) for x in batch_grid(top, extra)]
     df = sweep(inp.model, hw, grid, p, o, tp=tp, calibration=inp.profile, **opts)
     df = df[df["fits"]]
-    curve = load_curve(df["batch"].to_numpy(dtype=np.float64), float(first["ttft_s"]),
-                       df["tpot_s"].to_numpy(dtype=np.float64), o)  # fmt: skip
+    curve = load_curve(
+        df["batch"].to_numpy(dtype=np.float64), float(first["ttft_s"]), df["tpot_s"].to_numpy(dtype=np.float64), o
+    )
     rps, tpot = curve.replica_rps, curve.tpot_s
-    return pd.DataFrame({
-        "batch": curve.batch.astype(np.int64), "ttft_s": curve.ttft_s, "tpot_s": tpot, "replica_rps": rps,
-        "tok_s_per_gpu": tokens_per_s_per_gpu(rps, o, tp * pp), "user_tok_s": 1.0 / tpot, "max_batch": b_mem,
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "batch": curve.batch.astype(np.int64),
+            "ttft_s": curve.ttft_s,
+            "tpot_s": tpot,
+            "replica_rps": rps,
+            "tok_s_per_gpu": tokens_per_s_per_gpu(rps, o, tp * pp),
+            "user_tok_s": 1.0 / tpot,
+            "max_batch": b_mem,
+        }
+    )

@@ -133,10 +133,17 @@ def evidence(inp: ReportInputs, dtype: ComputeDtype = "bf16") -> Evidence:
     rows = []
     for hw in inp.hardware:
         d: ComputeDtype = dtype if hw.peak_flops_per_s(dtype) is not None else hw.peak_dense.supported()[-1]
-        rows.append(CeilingRow(
-            hw, d, float(hw.peak_flops_per_s(d) or math.nan), p.compute_ceiling(hw, d),
-            hw.memory.bandwidth_bytes_per_s, p.memory_ceiling(hw), p.device == hw.name,
-        ))  # fmt: skip
+        rows.append(
+            CeilingRow(
+                hw,
+                d,
+                float(hw.peak_flops_per_s(d) or math.nan),
+                p.compute_ceiling(hw, d),
+                hw.memory.bandwidth_bytes_per_s,
+                p.memory_ceiling(hw),
+                p.device == hw.name,
+            )
+        )
     acc, note = accuracy(inp)
     return Evidence(kind, statement, p, prov, tuple(rows), acc, note, serving_error_rows(inp.engine))
 
@@ -150,8 +157,17 @@ def serving_error_rows(engine: EngineArg) -> tuple[ServingErrorRow, ...]:
     out = []
     for r in serving_summary(0.8):
         t, u = r["figures"]["ttft"], r["figures"]["tpot"]
-        out.append(ServingErrorRow(r["engine"], r["rows"], (t["low"], t["high"]), (u["low"], u["high"]),
-                                   t["coverage"], u["coverage"], r["engine"] == used))  # fmt: skip
+        out.append(
+            ServingErrorRow(
+                r["engine"],
+                r["rows"],
+                (t["low"], t["high"]),
+                (u["low"], u["high"]),
+                t["coverage"],
+                u["coverage"],
+                r["engine"] == used,
+            )
+        )
     return tuple(out)
 
 
@@ -184,8 +200,11 @@ def accuracy(inp: ReportInputs) -> tuple[tuple[AccuracyRow, ...], str]:
     rows = []
     for label, sub in scopes:
         st = ape_stats(sub)
-        rows.append(AccuracyRow(label, int(st["n"]), st["median_ape_pct"] / 100, st["p90_ape_pct"] / 100,
-                                st["median_error_pct"] / 100))  # fmt: skip
+        rows.append(
+            AccuracyRow(
+                label, int(st["n"]), st["median_ape_pct"] / 100, st["p90_ape_pct"] / 100, st["median_error_pct"] / 100
+            )
+        )
     note = (
         f"Roofline with profile '{rep.profile}' against {len(df)} published measurements ({_display(Path(rep.data))}); "
         f"{len(rep.skipped)} other rows cannot be expressed yet. Absolute percentage error (APE); the signed error is "
@@ -241,9 +260,14 @@ def reproduce(inp: ReportInputs, out: str | Path | None) -> Reproduce:
         files.append(SpecFile("profile", inp.profile.name, "(in-memory profile)", _hash_text(inp.profile.to_yaml())))
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     return Reproduce(
-        cli_command(inp, out), python_call(inp, out), roofline.__version__, platform.python_version(),
-        f"{platform.system()} {platform.machine()}", now.isoformat().replace("+00:00", "Z"), tuple(files),
-    )  # fmt: skip
+        cli_command(inp, out),
+        python_call(inp, out),
+        roofline.__version__,
+        platform.python_version(),
+        f"{platform.system()} {platform.machine()}",
+        now.isoformat().replace("+00:00", "Z"),
+        tuple(files),
+    )
 
 
 def _options(inp: ReportInputs) -> list[tuple[str, str]]:
@@ -254,10 +278,12 @@ def _options(inp: ReportInputs) -> list[tuple[str, str]]:
         set(wl.overridden) if wl.name != "custom" else {"prompt_len", "output_len", "qps", "ttft_slo_s", "tpot_slo_s"}
     )
     for key, flag, text in (
-        ("prompt_len", "--prompt", str(wl.prompt_len)), ("output_len", "--output", str(wl.output_len)),
-        ("qps", "--qps", f"{wl.qps:g}"), ("ttft_slo_s", "--ttft-slo", f"{wl.ttft_slo_s * 1e3:g}ms"),
+        ("prompt_len", "--prompt", str(wl.prompt_len)),
+        ("output_len", "--output", str(wl.output_len)),
+        ("qps", "--qps", f"{wl.qps:g}"),
+        ("ttft_slo_s", "--ttft-slo", f"{wl.ttft_slo_s * 1e3:g}ms"),
         ("tpot_slo_s", "--tpot-slo", f"{wl.tpot_slo_s * 1e3:g}ms"),
-    ):  # fmt: skip
+    ):
         if key in shown:
             opts.append((flag, text))
     if inp.precisions != ("checkpoint",):
@@ -296,8 +322,13 @@ def python_call(inp: ReportInputs, out: str | Path | None) -> str:
     """The equivalent Python call."""
     wl = inp.workload
     args = [repr(inp.model_arg), f"hardware={','.join(inp.hardware_args)!r}", f"workload={wl.name!r}"]
-    kw = {"prompt_len": wl.prompt_len, "output_len": wl.output_len, "qps": wl.qps, "ttft_slo_s": wl.ttft_slo_s,
-          "tpot_slo_s": wl.tpot_slo_s}  # fmt: skip
+    kw = {
+        "prompt_len": wl.prompt_len,
+        "output_len": wl.output_len,
+        "qps": wl.qps,
+        "ttft_slo_s": wl.ttft_slo_s,
+        "tpot_slo_s": wl.tpot_slo_s,
+    }
     shown = set(wl.overridden) if wl.name != "custom" else set(kw)
     args += [f"{k}={v!r}" for k, v in kw.items() if k in shown]
     if inp.precisions != ("checkpoint",):

@@ -53,8 +53,17 @@ def load_figure(data: ReportData, i: int, row: HardwareRow, colour: str) -> Figu
             ax.plot(x, y50, color=colour, lw=1.6, label="P50")
             ax.axhline(slo * 1e3, color="#111827", ls="--", lw=1, label=f"SLO P{pct:g} ≤ {slo * 1e3:g} ms")
             ax.axvline(wl.qps, color="#6b7280", ls=":", lw=1.2, label=f"planned load {wl.qps:g} req/s")
-            ax.plot([wl.qps], [at * 1e3], "o", mfc="white", mec=colour, mew=1.6, ms=7, zorder=4,
-                    label=f"P{pct:g} at planned load: {at * 1e3:.3g} ms")  # fmt: skip
+            ax.plot(
+                [wl.qps],
+                [at * 1e3],
+                "o",
+                mfc="white",
+                mec=colour,
+                mew=1.6,
+                ms=7,
+                zorder=4,
+                label=f"P{pct:g} at planned load: {at * 1e3:.3g} ms",
+            )
             knee_text = f"knee {f.knee_rps:.3g} req/s"
             if f.knee_rps <= right:
                 ax.axvline(f.knee_rps, color="#b91c1c", ls="-.", lw=1, label=knee_text)

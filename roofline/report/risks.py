@@ -47,12 +47,18 @@ def model_error_risk(rec: HardwareRow, inp: ReportInputs) -> tuple[float, str] |
     fc = upper_factor("e2e_s", lv)
     cap = f.capacity_rps / fc
     cases = [
-        (f.ttft_s * ft / wl.ttft_slo_s - 1, f"TTFT P{wl.ttft_pct:g} becomes {fmt_seconds(f.ttft_s * ft)}, "
-         f"{{x:.0%}} over its {fmt_seconds(wl.ttft_slo_s)} SLO"),
-        (f.tpot_s * fp / wl.tpot_slo_s - 1, f"TPOT P{wl.tpot_pct:g} becomes {fmt_seconds(f.tpot_s * fp)}, "
-         f"{{x:.0%}} over its {fmt_seconds(wl.tpot_slo_s)} SLO"),
+        (
+            f.ttft_s * ft / wl.ttft_slo_s - 1,
+            f"TTFT P{wl.ttft_pct:g} becomes {fmt_seconds(f.ttft_s * ft)}, "
+            f"{{x:.0%}} over its {fmt_seconds(wl.ttft_slo_s)} SLO",
+        ),
+        (
+            f.tpot_s * fp / wl.tpot_slo_s - 1,
+            f"TPOT P{wl.tpot_pct:g} becomes {fmt_seconds(f.tpot_s * fp)}, "
+            f"{{x:.0%}} over its {fmt_seconds(wl.tpot_slo_s)} SLO",
+        ),
         (wl.qps / cap - 1, f"capacity falls to {cap:.3g} requests/s, {{x:.0%}} short of the planned {wl.qps:g}"),
-    ]  # fmt: skip
+    ]
     k = max(range(3), key=lambda j: cases[j][0])
     worst, text = cases[k]
     if worst <= 0:
@@ -63,8 +69,10 @@ def model_error_risk(rec: HardwareRow, inp: ReportInputs) -> tuple[float, str] |
         fix = f"{extra} more replica{'s' if extra != 1 else ''} ({extra * f.candidate.tp} GPUs) would cover it"
     else:
         fix = "a larger tensor-parallel size or more replicas (lower load per replica) would cover it"
-    return (3.0 + worst, f"If the model errs to its {lv:.0%} bound (×{factor:.2f} its prediction), "
-            f"{text.format(x=worst)}; {fix}.")  # fmt: skip
+    return (
+        3.0 + worst,
+        f"If the model errs to its {lv:.0%} bound (×{factor:.2f} its prediction), {text.format(x=worst)}; {fix}.",
+    )
 
 
 def traffic_risk(rec: HardwareRow, inp: ReportInputs) -> tuple[float, str] | None:
@@ -74,9 +82,12 @@ def traffic_risk(rec: HardwareRow, inp: ReportInputs) -> tuple[float, str] | Non
         return None
     knee, cap = f.knee_rps, f.capacity_rps
     rise = knee / wl.qps - 1
-    return (2.0 - min(rise, 1.0), f"Sustained traffic above {knee:.3g} requests/s ({rise:+.0%} over the planned "
-            f"{wl.qps:g}) passes the knee, where queueing doubles the mean TTFT and the P{wl.ttft_pct:g} SLO breaks "
-            f"first; above {cap:.3g} requests/s (capacity) requests queue without bound.")  # fmt: skip
+    return (
+        2.0 - min(rise, 1.0),
+        f"Sustained traffic above {knee:.3g} requests/s ({rise:+.0%} over the planned "
+        f"{wl.qps:g}) passes the knee, where queueing doubles the mean TTFT and the P{wl.ttft_pct:g} SLO breaks "
+        f"first; above {cap:.3g} requests/s (capacity) requests queue without bound.",
+    )
 
 
 def risks(
@@ -85,8 +96,13 @@ def risks(
     """(severity, sentence) pairs, most severe first; the first is the report's main risk. Downsides only."""
     if rec is None or rec.finalist is None:
         if data_rows and all("does not fit" in r.reason or "KV pool" in r.reason for r in data_rows):
-            return [(9.0, "The model does not fit in memory on any hardware listed; see the reasons in the "
-                     "comparison table (a higher tp, fp8 weights or larger GPUs).")]  # fmt: skip
+            return [
+                (
+                    9.0,
+                    "The model does not fit in memory on any hardware listed; see the reasons in the "
+                    "comparison table (a higher tp, fp8 weights or larger GPUs).",
+                )
+            ]
         return [(9.0, "No hardware meets the SLOs for this workload; see the reasons in the comparison table.")]
     out = [r for r in (model_error_risk(rec, inp), traffic_risk(rec, inp)) if r is not None]
     for s in sens:
@@ -97,11 +113,15 @@ def risks(
             out.append((1.5, f"If the {s.description}, no configuration meets the SLOs; measure before buying."))
             continue
         cost = f" at {s.usd_per_hour:,.2f} $/h" if math.isfinite(s.usd_per_hour) else ""
-        out.append((1.5, f"If the {s.description}, the planner needs {s.gpus:.0f} × {s.display_name}{cost} "
-                    "(see Sensitivity)."))  # fmt: skip
+        out.append(
+            (1.5, f"If the {s.description}, the planner needs {s.gpus:.0f} × {s.display_name}{cost} (see Sensitivity).")
+        )
     if inp.profile.device is None:
-        out.append((
-            0.5, "The ceilings come from a profile not measured on the target machines; real kernels, drivers and "
-            "serving engines can be 10-30% away from them. Run `roofline calibrate` on the hardware to confirm.",
-        ))  # fmt: skip
+        out.append(
+            (
+                0.5,
+                "The ceilings come from a profile not measured on the target machines; real kernels, drivers and "
+                "serving engines can be 10-30% away from them. Run `roofline calibrate` on the hardware to confirm.",
+            )
+        )
     return sorted(out, key=lambda x: -x[0])

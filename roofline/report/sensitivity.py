@@ -63,10 +63,13 @@ def scale_bandwidth(p: CalibrationProfile, f: float) -> CalibrationProfile:
 def scale_compute(p: CalibrationProfile, f: float) -> CalibrationProfile:
     """The profile with every achieved compute ceiling (all formats, all vendors) multiplied by ``f``."""
     vendor = {v: {d: e * f for d, e in effs.items()} for v, effs in p.vendor_compute_efficiency.items()}
-    return p.model_copy(update={
-        "compute": {d: _scale(c, f) for d, c in p.compute.items()}, "vendor_compute_efficiency": vendor,
-        "name": f"{p.name} compute x{f:g}",
-    })  # fmt: skip
+    return p.model_copy(
+        update={
+            "compute": {d: _scale(c, f) for d, c in p.compute.items()},
+            "vendor_compute_efficiency": vendor,
+            "name": f"{p.name} compute x{f:g}",
+        }
+    )
 
 
 def variants(p: CalibrationProfile) -> list[tuple[str, str, CalibrationProfile]]:
@@ -111,9 +114,20 @@ def _row(
             label, desc, None, "none meets the SLOs", None, nan, nan, nan, nan, nan, bool(change), baseline, change
         )
     return SensitivityRow(
-        label, desc, key[0], names.get(key[0], key[0]), int(f.candidate.tp), key[1], num(f.total_usd_per_hour),
-        num(f.usd_per_million_output_tokens), float(f.tpot_s), float(f.ttft_s), bool(change), baseline, change,
-    )  # fmt: skip
+        label,
+        desc,
+        key[0],
+        names.get(key[0], key[0]),
+        int(f.candidate.tp),
+        key[1],
+        num(f.total_usd_per_hour),
+        num(f.usd_per_million_output_tokens),
+        float(f.tpot_s),
+        float(f.ttft_s),
+        bool(change),
+        baseline,
+        change,
+    )
 
 
 def best_sized(inp: ReportInputs, plan: PlanResult) -> Finalist | None:

@@ -57,12 +57,24 @@ def size_hardware(
             break
         try:
             f = size_finalist(
-                inp.model, c, qps=wl.qps, prompt_len=wl.prompt_len, output_len=wl.output_len,
-                ttft_slo_s=wl.ttft_slo_s, tpot_slo_s=wl.tpot_slo_s, ttft_pct=wl.ttft_pct, tpot_pct=wl.tpot_pct,
-                confidence=inp.confidence, min_headroom=inp.min_headroom, engine=inp.engine,
-                calibration=inp.profile, tdp_watts=hw.tdp_watts, usd_per_kwh=inp.usd_per_kwh, curve=False,
+                inp.model,
+                c,
+                qps=wl.qps,
+                prompt_len=wl.prompt_len,
+                output_len=wl.output_len,
+                ttft_slo_s=wl.ttft_slo_s,
+                tpot_slo_s=wl.tpot_slo_s,
+                ttft_pct=wl.ttft_pct,
+                tpot_pct=wl.tpot_pct,
+                confidence=inp.confidence,
+                min_headroom=inp.min_headroom,
+                engine=inp.engine,
+                calibration=inp.profile,
+                tdp_watts=hw.tdp_watts,
+                usd_per_kwh=inp.usd_per_kwh,
+                curve=False,
                 speculative=speculative,
-            )  # fmt: skip
+            )
         except RooflineError as exc:
             reasons.append(f"{c.label}: {exc}")
             continue
@@ -77,8 +89,9 @@ def size_hardware(
         from roofline.serving.plan.finalists import sim_kwargs
 
         kw = sim_kwargs(best.candidate, inp.engine, None, inp.profile, inp.model)
-        pts = load_points(inp.model, best.candidate, kw, best.sustainable_replica_rps, wl.prompt_len,
-                          wl.output_len, 1000, 0)  # fmt: skip
+        pts = load_points(
+            inp.model, best.candidate, kw, best.sustainable_replica_rps, wl.prompt_len, wl.output_len, 1000, 0
+        )
         best = replace(best, curve=pts)
     return best, "; ".join(reasons)
 

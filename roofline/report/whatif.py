@@ -60,20 +60,34 @@ def _levers(inp: ReportInputs, rec: HardwareRow) -> list[tuple[str, str, ReportI
     base = replace(inp, hardware=hw, hardware_args=(rec.hardware.name,), tp_options=None)
     out: list[tuple[str, str, ReportInputs | None, str]] = []
     ships8 = "FP8" in checkpoint_note(inp)
-    out.append(("FP8 weights", "all linear layers in fp8", None if ships8 else replace(base, precisions=("fp8",)),
-                "the checkpoint already ships in fp8" if ships8 else ""))  # fmt: skip
+    out.append(
+        (
+            "FP8 weights",
+            "all linear layers in fp8",
+            None if ships8 else replace(base, precisions=("fp8",)),
+            "the checkpoint already ships in fp8" if ships8 else "",
+        )
+    )
     out.append(("FP8 KV cache", "KV cache stored in fp8 (half of bf16)", replace(base, kv_dtype="fp8"), ""))
     short = max(1, round(wl.prompt_len / PROMPT_CUT))
-    out.append((
-        "Prompt reduction", f"retrieval cuts the prompt from {wl.prompt_len:,} to {short:,} tokens",
-        replace(base, workload=replace(wl, prompt_len=short)), "",
-    ))  # fmt: skip
+    out.append(
+        (
+            "Prompt reduction",
+            f"retrieval cuts the prompt from {wl.prompt_len:,} to {short:,} tokens",
+            replace(base, workload=replace(wl, prompt_len=short)),
+            "",
+        )
+    )
     tp2 = 2 * c.tp
     ok = inp.model.attention.num_heads % tp2 == 0
-    out.append((
-        "Larger tp", f"tensor parallel {tp2} instead of {c.tp}",
-        replace(base, tp_options=(tp2,)) if ok else None, "" if ok else f"tp {tp2} does not divide the heads",
-    ))  # fmt: skip
+    out.append(
+        (
+            "Larger tp",
+            f"tensor parallel {tp2} instead of {c.tp}",
+            replace(base, tp_options=(tp2,)) if ok else None,
+            "" if ok else f"tp {tp2} does not divide the heads",
+        )
+    )
     return out
 
 
@@ -82,8 +96,10 @@ def _speculative(inp: ReportInputs, rec: HardwareRow) -> WhatIf:
     from roofline.report.sizing import size_hardware
 
     spec = SPEC_MTP if inp.model.mtp_layers else SPEC_EAGLE
-    desc = f"{spec.split(':')[0].upper()} with k = {spec.split('k=')[1].split(',')[0]}, acceptance α = " \
-        f"{spec.split('alpha=')[1]} (assumed)"  # fmt: skip
+    desc = (
+        f"{spec.split(':')[0].upper()} with k = {spec.split('k=')[1].split(',')[0]}, acceptance α = "
+        f"{spec.split('alpha=')[1]} (assumed)"
+    )
     base = replace(inp, hardware=(rec.hardware,), hardware_args=(rec.hardware.name,))
     try:
         f, why = size_hardware(base, rec.hardware, run_plan(base).candidates, curve=False, speculative=spec)
@@ -105,10 +121,22 @@ def _disaggregated(inp: ReportInputs, rec: HardwareRow) -> WhatIf:
     desc = f"separate prefill and decode pools of tp {tp} (up to 3 each), P{pct} SLOs at the same bound"
     try:
         p = plan_disagg(
-            inp.model, rec.hardware.name, wl.qps, tp_prefill=tp, tp_decode=tp, tp_colocated=tp, p_max=3, d_max=3,
-            n_max=1, ttft_slo_s=wl.ttft_slo_s / ft, tpot_slo_s=wl.tpot_slo_s / fp, percentile=pct,
-            prompt_len=wl.prompt_len, output_len=wl.output_len, engine=inp.engine,
-        )  # fmt: skip
+            inp.model,
+            rec.hardware.name,
+            wl.qps,
+            tp_prefill=tp,
+            tp_decode=tp,
+            tp_colocated=tp,
+            p_max=3,
+            d_max=3,
+            n_max=1,
+            ttft_slo_s=wl.ttft_slo_s / ft,
+            tpot_slo_s=wl.tpot_slo_s / fp,
+            percentile=pct,
+            prompt_len=wl.prompt_len,
+            output_len=wl.output_len,
+            engine=inp.engine,
+        )
     except RooflineError as exc:
         return WhatIf("Disaggregation", desc, 0, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, str(exc))
     best = p.best_disagg
@@ -129,9 +157,16 @@ def _disaggregated(inp: ReportInputs, rec: HardwareRow) -> WhatIf:
     price = inp.prices.get(rec.hardware.name, price)
     cost = math.nan if price is None else best.gpus * float(price)
     return WhatIf(
-        "Disaggregation", f"{desc}: {best.label}", tp, float(best.gpus), float(best.gpus - f0.gpus), cost,
-        cost - rec.values["usd_per_hour"], best.ttft_s, best.tpot_s,
-    )  # fmt: skip
+        "Disaggregation",
+        f"{desc}: {best.label}",
+        tp,
+        float(best.gpus),
+        float(best.gpus - f0.gpus),
+        cost,
+        cost - rec.values["usd_per_hour"],
+        best.ttft_s,
+        best.tpot_s,
+    )
 
 
 def _row(label: str, desc: str, f: Any, why: str, rec: HardwareRow) -> WhatIf:
@@ -143,9 +178,16 @@ def _row(label: str, desc: str, f: Any, why: str, rec: HardwareRow) -> WhatIf:
     cost = f.total_usd_per_hour
     cost_f = nan if cost is None else float(cost)
     return WhatIf(
-        label, desc, f.candidate.tp, float(f.gpus), float(f.gpus - f0.gpus), cost_f,
-        cost_f - rec.values["usd_per_hour"], f.ttft_s, f.tpot_s,
-    )  # fmt: skip
+        label,
+        desc,
+        f.candidate.tp,
+        float(f.gpus),
+        float(f.gpus - f0.gpus),
+        cost_f,
+        cost_f - rec.values["usd_per_hour"],
+        f.ttft_s,
+        f.tpot_s,
+    )
 
 
 def what_ifs(inp: ReportInputs, rec: HardwareRow | None) -> tuple[WhatIf, ...]:

@@ -53,8 +53,16 @@ class Replica:
     def check_requests(self, prompt: np.ndarray, output: np.ndarray, budget: int | None = None) -> None:
         """Raise ScenarioError for a request this replica can never serve (context, KV pool, unchunked prompt)."""
         e = self.engine
-        _check_requests(self.model.max_position_embeddings, prompt, output, e.kv_block_tokens, self.kv_blocks,
-                        budget or e.max_num_batched_tokens, e.chunked_prefill, self.model.name)  # fmt: skip
+        _check_requests(
+            self.model.max_position_embeddings,
+            prompt,
+            output,
+            e.kv_block_tokens,
+            self.kv_blocks,
+            budget or e.max_num_batched_tokens,
+            e.chunked_prefill,
+            self.model.name,
+        )
 
     def engine_sim(
         self,
@@ -89,13 +97,25 @@ class Replica:
             k = 1.0 / e.request_overhead_cv**2
             jitter = np.random.default_rng([overhead_seed, 1]).gamma(k, y / k, len(prompt)) - y
         return cls(
-            self.step if step is None else step, self.policy if policy is None else policy,
-            block_tokens=e.kv_block_tokens, total_blocks=self.kv_blocks, max_tokens=e.max_num_batched_tokens,
-            max_seqs=rows, chunked=e.chunked_prefill, max_partial=e.max_partial_prefills, prompt=prompt,
-            output=output, hashes=hashes, send_s=send, concurrency=concurrency,
-            request_overhead_s=y, output_lag_steps=e.output_lag_steps if lag_steps is None else lag_steps,
-            entry_extra_s=jitter, saturation_queue=max(2000, 2 * rows), **extra,
-        )  # fmt: skip
+            self.step if step is None else step,
+            self.policy if policy is None else policy,
+            block_tokens=e.kv_block_tokens,
+            total_blocks=self.kv_blocks,
+            max_tokens=e.max_num_batched_tokens,
+            max_seqs=rows,
+            chunked=e.chunked_prefill,
+            max_partial=e.max_partial_prefills,
+            prompt=prompt,
+            output=output,
+            hashes=hashes,
+            send_s=send,
+            concurrency=concurrency,
+            request_overhead_s=y,
+            output_lag_steps=e.output_lag_steps if lag_steps is None else lag_steps,
+            entry_extra_s=jitter,
+            saturation_queue=max(2000, 2 * rows),
+            **extra,
+        )
 
     def run_config(
         self, sim: EngineSim, *, policy: Policy, max_seqs: int, wall_s: float, seed: int, workload: str
@@ -104,15 +124,28 @@ class Replica:
         m, hw, e, sc = self.model, self.hardware, self.engine, self.scenario
         tp = sc.tp
         return {
-            "label": f"{m.name} on {hw.name} tp={tp}, {e.label}", "model": m.name, "hardware": hw.name, "tp": tp,
-            "engine": e.label, "policy": policy, "kv_blocks": self.kv_blocks, "kv_block_tokens": e.kv_block_tokens,
-            "kv_budget_bytes": self.kv_budget_bytes, "max_num_seqs": max_seqs,
-            "max_num_batched_tokens": e.max_num_batched_tokens, "weight_dtype": sc.weight_dtype.value,
-            "kv_dtype": sc.kv_dtype.value, "wall_s": wall_s, "seed": seed,
-            "decode_tokens": sim.decode_tokens, "prefill_tokens": sim.prefill_tokens,
-            "prefill_completions": sim.prefill_completions, "kv_blocks_used_at_end": sim.pool.used,
-            "generated_tokens": sim.generated, "workload": workload,
-        }  # fmt: skip
+            "label": f"{m.name} on {hw.name} tp={tp}, {e.label}",
+            "model": m.name,
+            "hardware": hw.name,
+            "tp": tp,
+            "engine": e.label,
+            "policy": policy,
+            "kv_blocks": self.kv_blocks,
+            "kv_block_tokens": e.kv_block_tokens,
+            "kv_budget_bytes": self.kv_budget_bytes,
+            "max_num_seqs": max_seqs,
+            "max_num_batched_tokens": e.max_num_batched_tokens,
+            "weight_dtype": sc.weight_dtype.value,
+            "kv_dtype": sc.kv_dtype.value,
+            "wall_s": wall_s,
+            "seed": seed,
+            "decode_tokens": sim.decode_tokens,
+            "prefill_tokens": sim.prefill_tokens,
+            "prefill_completions": sim.prefill_completions,
+            "kv_blocks_used_at_end": sim.pool.used,
+            "generated_tokens": sim.generated,
+            "workload": workload,
+        }
 
 
 @dataclass(frozen=True)
@@ -187,8 +220,18 @@ def replica(
     eng = resolve_engine(engine, hw, overrides)
     policy = policy_for(eng)
     kd = kv_dtype or (m.native_dtype if m.native_dtype in ("bf16", "fp16") else "bf16")
-    sc = make_scenario(hw, 1, max(1, round(prompt_mean)), max(1, round(output_mean)), tp=tp, pp=pp, ep=ep,
-                       weight_dtype=weight_dtype or "checkpoint", kv_dtype=kd, engine=eng)  # fmt: skip
+    sc = make_scenario(
+        hw,
+        1,
+        max(1, round(prompt_mean)),
+        max(1, round(output_mean)),
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        weight_dtype=weight_dtype or "checkpoint",
+        kv_dtype=kd,
+        engine=eng,
+    )
     sc.validate_for(m, hw)
     bs = eng.kv_block_tokens
     budget = float(memory_budget(m, hw, sc).kv_budget_bytes)
@@ -206,9 +249,15 @@ _CACHE: dict[str, StepModel] = {}
 
 
 def compiled_step(
-    m: ModelSpec, sc: Scenario, hw: HardwareSpec, prof: CalibrationProfile, eng: EngineConfig, max_tokens: int,
-    max_seqs: int, async_cpu: bool,
-) -> StepModel:  # fmt: skip
+    m: ModelSpec,
+    sc: Scenario,
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+    eng: EngineConfig,
+    max_tokens: int,
+    max_seqs: int,
+    async_cpu: bool,
+) -> StepModel:
     """The step model of this configuration (at most ``max_tokens`` tokens and ``max_seqs`` rows a step),
     compiled once per process (a few recent ones are kept)."""
     key = "|".join(
@@ -231,9 +280,15 @@ def compiled_step(
 
 
 def _check_requests(
-    max_pos: int | None, prompt: np.ndarray, output: np.ndarray, bs: int, blocks: int, budget: int, chunked: bool,
+    max_pos: int | None,
+    prompt: np.ndarray,
+    output: np.ndarray,
+    bs: int,
+    blocks: int,
+    budget: int,
+    chunked: bool,
     name: str,
-) -> None:  # fmt: skip
+) -> None:
     ctx = prompt + output
     if max_pos is not None and np.any(ctx > max_pos):
         i = int(np.argmax(ctx > max_pos))

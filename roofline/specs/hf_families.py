@@ -70,21 +70,28 @@ def minimax_m2(c: HfConfig, hidden: int, num_layers: int) -> Spec:
     width = c.integer("intermediate_size")
     shared = c.integer("shared_intermediate_size", default=0, minimum=0)
     moe: dict[str, Any] = {
-        "num_experts": c.integer("num_local_experts"), "top_k": c.integer("num_experts_per_tok"),
-        "expert_intermediate_size": width, "router_bias": c.typed("use_routing_bias", bool, False),
-    }  # fmt: skip
+        "num_experts": c.integer("num_local_experts"),
+        "top_k": c.integer("num_experts_per_tok"),
+        "expert_intermediate_size": width,
+        "router_bias": c.typed("use_routing_bias", bool, False),
+    }
     if shared:
         moe |= {"num_shared_experts": 1, "shared_intermediate_size": shared}
     mtp = c.integer("num_mtp_modules", default=0, minimum=0) if c.typed("use_mtp", bool, False) else 0
     mtp *= c.integer("mtp_transformer_layers", default=1)
     return {
-        "attention": gqa_layer(heads, kv, d, qk_norm=c.typed("use_qk_norm", bool, False),
-                          qk_norm_scope="layer" if scope == "per_layer" else "head"),
+        "attention": gqa_layer(
+            heads,
+            kv,
+            d,
+            qk_norm=c.typed("use_qk_norm", bool, False),
+            qk_norm_scope="layer" if scope == "per_layer" else "head",
+        ),
         "ffn": {"kind": "gated", "intermediate_size": width},
         "moe": moe,
         "mtp_layers": mtp,
         "notes": [f"MTP modules ({mtp}) counted in mtp_param_count, not in param_count."] if mtp else [],
-    }  # fmt: skip
+    }
 
 
 _MSA_KEYS = {"use_sparse_attention", "sparse_attention_freq", "sparse_block_size", "sparse_topk_blocks",
@@ -106,10 +113,16 @@ def minimax_m3(c: HfConfig, hidden: int, num_layers: int) -> Spec:
             f"has unknown keys {sorted(set(sac) - _MSA_KEYS) if isinstance(sac, dict) else sac!r}",
         )
     sc = HfConfig(sac, c.arch, f"{c.origin} sparse_attention_config")
-    sparse = layer_list(sc, "sparse_attention_freq", num_layers, {0: "global", 1: "sparse"}) if sc.typed(
-        "use_sparse_attention", bool, False) else ["global"] * num_layers  # fmt: skip
-    no_value = (layer_list(sc, "sparse_disable_index_value", num_layers, {0: "0", 1: "1"})
-                if sc.data.get("sparse_disable_index_value") is not None else ["1"] * num_layers)  # fmt: skip
+    sparse = (
+        layer_list(sc, "sparse_attention_freq", num_layers, {0: "global", 1: "sparse"})
+        if sc.typed("use_sparse_attention", bool, False)
+        else ["global"] * num_layers
+    )
+    no_value = (
+        layer_list(sc, "sparse_disable_index_value", num_layers, {0: "0", 1: "1"})
+        if sc.data.get("sparse_disable_index_value") is not None
+        else ["1"] * num_layers
+    )
     if any(v != "1" for v, k in zip(no_value, sparse, strict=True) if k == "sparse"):
         raise sc.fail("sparse_disable_index_value", "must be 1 on sparse layers: an index value branch is not modelled")
     ffns = layer_list(c, "moe_layer_freq", num_layers, {0: "dense", 1: "moe"})
@@ -117,26 +130,41 @@ def minimax_m3(c: HfConfig, hidden: int, num_layers: int) -> Spec:
     blocks = sc.integer("sparse_topk_blocks") + sc.integer("sparse_local_block", default=0, minimum=0)
     blocks += sc.integer("sparse_init_block", default=0, minimum=0)
     width = c.integer("intermediate_size")  # the expert width when moe_intermediate_size is absent (NVFP4 config)
-    moe: dict[str, Any] = {"num_experts": c.integer("num_local_experts"), "top_k": c.integer("num_experts_per_tok"),
-                           "expert_intermediate_size": c.integer("moe_intermediate_size", default=width),
-                           "router_bias": c.typed("use_routing_bias", bool, False)}  # fmt: skip
+    moe: dict[str, Any] = {
+        "num_experts": c.integer("num_local_experts"),
+        "top_k": c.integer("num_experts_per_tok"),
+        "expert_intermediate_size": c.integer("moe_intermediate_size", default=width),
+        "router_bias": c.typed("use_routing_bias", bool, False),
+    }
     shared = c.integer("n_shared_experts", default=0, minimum=0)
     if shared:
         moe |= {"num_shared_experts": 1, "shared_intermediate_size": shared * c.integer("shared_intermediate_size")}
     return {
-        "attention": gqa_layer(heads, kv, d, qk_norm=c.typed("use_qk_norm", bool, False),
-                          output_gate=c.typed("attention_output_gate", bool, False)),
+        "attention": gqa_layer(
+            heads,
+            kv,
+            d,
+            qk_norm=c.typed("use_qk_norm", bool, False),
+            output_gate=c.typed("attention_output_gate", bool, False),
+        ),
         "ffn": {"kind": "gated", "intermediate_size": c.integer("dense_intermediate_size")},
         "moe": moe,
-        "sparse_attention": {"kind": "msa", "index_heads": sc.integer("sparse_num_index_heads"),
-                             "index_head_dim": sc.integer("sparse_index_dim"), "top_k": blocks * block,
-                             "block_size": block},
+        "sparse_attention": {
+            "kind": "msa",
+            "index_heads": sc.integer("sparse_num_index_heads"),
+            "index_head_dim": sc.integer("sparse_index_dim"),
+            "top_k": blocks * block,
+            "block_size": block,
+        },
         "layers": runs([{"mixer": k, "ffn": f} for k, f in zip(sparse, ffns, strict=True)]),
-        "mtp_layers": c.integer("num_nextn_predict_layers", default=c.integer("num_mtp_modules", default=0, minimum=0),
-                                minimum=0),
-        "notes": [f"MiniMax Sparse Attention: {blocks} blocks of {block} tokens per query; index keys cached in "
-                  "16-bit (assumed); SwiGLU-OAI activation costed as SwiGLU."],
-    }  # fmt: skip
+        "mtp_layers": c.integer(
+            "num_nextn_predict_layers", default=c.integer("num_mtp_modules", default=0, minimum=0), minimum=0
+        ),
+        "notes": [
+            f"MiniMax Sparse Attention: {blocks} blocks of {block} tokens per query; index keys cached in "
+            "16-bit (assumed); SwiGLU-OAI activation costed as SwiGLU."
+        ],
+    }
 
 
 def llama4(c: HfConfig, hidden: int, num_layers: int) -> Spec:
@@ -178,9 +206,11 @@ def gemma4(c: HfConfig, hidden: int, num_layers: int) -> Spec:
     (``num_global_key_value_heads``) and head dim (``global_head_dim``) and, with ``attention_k_eq_v``,
     reuse K as V. With ``enable_moe_block`` every layer runs the dense MLP (counted as one shared
     expert) next to the routed experts. 4 norms per layer, QK-norm, tied embeddings."""
-    for key, feature in (("hidden_size_per_layer_input", "per-layer input embeddings"),
-                         ("num_kv_shared_layers", "KV sharing across layers"),
-                         ("use_double_wide_mlp", "double-wide MLP layers")):  # fmt: skip
+    for key, feature in (
+        ("hidden_size_per_layer_input", "per-layer input embeddings"),
+        ("num_kv_shared_layers", "KV sharing across layers"),
+        ("use_double_wide_mlp", "double-wide MLP layers"),
+    ):
         c.require_absent(key, feature)
     heads, kv, d = head_fields(c, hidden)
     kinds = layer_list(c, "layer_types", num_layers, {"sliding_attention": "local", "full_attention": "global"})
@@ -189,23 +219,37 @@ def gemma4(c: HfConfig, hidden: int, num_layers: int) -> Spec:
     moe = None
     ffn = "dense"
     if c.typed("enable_moe_block", bool, False):
-        moe = {"num_experts": c.integer("num_experts"), "top_k": c.integer("top_k_experts"),
-               "expert_intermediate_size": c.integer("moe_intermediate_size"), "num_shared_experts": 1,
-               "shared_intermediate_size": width}  # fmt: skip
+        moe = {
+            "num_experts": c.integer("num_experts"),
+            "top_k": c.integer("top_k_experts"),
+            "expert_intermediate_size": c.integer("moe_intermediate_size"),
+            "num_shared_experts": 1,
+            "shared_intermediate_size": width,
+        }
         ffn = "moe"
     per_layer: list[JsonObject] = [
         {"mixer": k, "ffn": ffn, **({"num_kv_heads": g_kv, "head_dim": g_d} if k == "global" else {})} for k in kinds
     ]
     return {
-        "attention": gqa_layer(heads, kv, d, qk_norm=True, sliding_window=c.integer("sliding_window"),
-                          k_eq_v=c.typed("attention_k_eq_v", bool, False)),
+        "attention": gqa_layer(
+            heads,
+            kv,
+            d,
+            qk_norm=True,
+            sliding_window=c.integer("sliding_window"),
+            k_eq_v=c.typed("attention_k_eq_v", bool, False),
+        ),
         "ffn": {"kind": "gated", "intermediate_size": width},
         "moe": moe,
         "layers": runs(per_layer),
         "norms_per_layer": 4,
-        "notes": ["final_logit_softcapping is not costed."] + (["MoE: the dense MLP runs next to the routed "
-                  "experts in every layer and is counted as one shared expert."] if moe else []),
-    }  # fmt: skip
+        "notes": ["final_logit_softcapping is not costed."]
+        + (
+            ["MoE: the dense MLP runs next to the routed experts in every layer and is counted as one shared expert."]
+            if moe
+            else []
+        ),
+    }
 
 
 def mimo_v2(c: HfConfig, hidden: int, num_layers: int) -> Spec:
@@ -230,12 +274,16 @@ def mimo_v2(c: HfConfig, hidden: int, num_layers: int) -> Spec:
     return {
         "attention": gqa_layer(heads, kv, d, v_head_dim=v, sinks=sinks, sliding_window=c.integer("sliding_window")),
         "ffn": {"kind": "gated", "intermediate_size": c.integer("intermediate_size")},
-        "moe": {"num_experts": c.integer("n_routed_experts"), "top_k": c.integer("num_experts_per_tok"),
-                "expert_intermediate_size": c.integer("moe_intermediate_size"), "router_bias": True},
+        "moe": {
+            "num_experts": c.integer("n_routed_experts"),
+            "top_k": c.integer("num_experts_per_tok"),
+            "expert_intermediate_size": c.integer("moe_intermediate_size"),
+            "router_bias": True,
+        },
         "layers": runs(per_layer),
         "mtp_layers": c.integer("num_nextn_predict_layers", default=0, minimum=0),
         "notes": ["Attention sinks counted on every attention layer."],
-    }  # fmt: skip
+    }
 
 
 def step3p7(c: HfConfig, hidden: int, num_layers: int) -> Spec:
@@ -246,9 +294,12 @@ def step3p7(c: HfConfig, hidden: int, num_layers: int) -> Spec:
     heads, kv, d = head_fields(c, hidden)
     kinds = layer_list(c, "layer_types", num_layers, {"sliding_attention": "local", "full_attention": "global"})
     first = c.integer("first_k_dense_replace", default=0, minimum=0)
-    moe: dict[str, Any] = {"num_experts": c.integer("num_experts"), "top_k": c.integer("num_experts_per_tok"),
-                           "expert_intermediate_size": c.integer("moe_intermediate_size"),
-                           "router_bias": c.typed("use_moe_router_bias", bool, False)}  # fmt: skip
+    moe: dict[str, Any] = {
+        "num_experts": c.integer("num_experts"),
+        "top_k": c.integer("num_experts_per_tok"),
+        "expert_intermediate_size": c.integer("moe_intermediate_size"),
+        "router_bias": c.typed("use_moe_router_bias", bool, False),
+    }
     shared = c.integer("n_shared_experts", default=0, minimum=0)
     if shared:
         moe |= {"num_shared_experts": 1, "shared_intermediate_size": shared * c.integer("share_expert_dim")}
@@ -259,7 +310,7 @@ def step3p7(c: HfConfig, hidden: int, num_layers: int) -> Spec:
         "layers": runs([{"mixer": k, "ffn": "dense" if i < first else "moe"} for i, k in enumerate(kinds)]),
         "mtp_layers": c.integer("num_nextn_predict_layers", default=0, minimum=0),
         "notes": ["Step-3.7: no reference modelling code checked; layout read from config keys."],
-    }  # fmt: skip
+    }
 
 
 # spec: Any-valued, as the partly built model spec's nested blocks (moe, attention.mla) are read unchecked
@@ -276,11 +327,15 @@ def dsa(c: HfConfig, spec: dict[str, Any], num_layers: int) -> JsonObject:
         raise c.fail("mlp_layer_types", f"disagrees with first_k_dense_replace={first}")
     shared = [False] * num_layers
     if "indexer_types" in c.data:  # GLM-5.2: 'shared' layers reuse the last full indexer's top-k selection
-        shared = [t == "shared" for t in layer_list(c, "indexer_types", num_layers, {"full": "full",
-                                                                                      "shared": "shared"})]  # fmt: skip
-    layers = runs([
-        {"mixer": "sparse", "ffn": f, "shared_indexer": True if s else None} for f, s in zip(ffns, shared, strict=True)
-    ])  # fmt: skip
+        shared = [
+            t == "shared" for t in layer_list(c, "indexer_types", num_layers, {"full": "full", "shared": "shared"})
+        ]
+    layers = runs(
+        [
+            {"mixer": "sparse", "ffn": f, "shared_indexer": True if s else None}
+            for f, s in zip(ffns, shared, strict=True)
+        ]
+    )
     if c.arch == "GlmMoeDsaForCausalLM" and "qk_head_dim" in c.data:
         mla = spec["attention"]["mla"]
         if c.integer("qk_head_dim") != mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]:

@@ -22,17 +22,24 @@ def qwen3_5(c: HfConfig, hidden: int, num_layers: int) -> Spec:
     heads, kv, d = head_fields(c, hidden)
     kinds = layer_list(c, "layer_types", num_layers, {"linear_attention": "linear", "full_attention": "global"})
     la = {
-        "kind": "gated_deltanet", "num_heads": c.integer("linear_num_value_heads"),
-        "num_k_heads": c.integer("linear_num_key_heads"), "head_k_dim": c.integer("linear_key_head_dim"),
-        "head_v_dim": c.integer("linear_value_head_dim"), "conv_kernel": c.integer("linear_conv_kernel_dim"),
-        "chunk_size": 64, "state_dtype": state_dtype_of(c, "mamba_ssm_dtype"),
-    }  # fmt: skip
+        "kind": "gated_deltanet",
+        "num_heads": c.integer("linear_num_value_heads"),
+        "num_k_heads": c.integer("linear_num_key_heads"),
+        "head_k_dim": c.integer("linear_key_head_dim"),
+        "head_v_dim": c.integer("linear_value_head_dim"),
+        "conv_kernel": c.integer("linear_conv_kernel_dim"),
+        "chunk_size": 64,
+        "state_dtype": state_dtype_of(c, "mamba_ssm_dtype"),
+    }
     moe = None
     if "num_experts" in c.data:
         if c.int_list("mlp_only_layers") or c.integer("decoder_sparse_step", default=1) != 1:
             raise c.fail("mlp_only_layers", "dense layers inside a Qwen3.5 MoE stack are not supported")
-        moe = {"num_experts": c.integer("num_experts"), "top_k": c.integer("num_experts_per_tok"),
-               "expert_intermediate_size": c.integer("moe_intermediate_size")}  # fmt: skip
+        moe = {
+            "num_experts": c.integer("num_experts"),
+            "top_k": c.integer("num_experts_per_tok"),
+            "expert_intermediate_size": c.integer("moe_intermediate_size"),
+        }
         shared = c.integer("shared_expert_intermediate_size", default=0, minimum=0)
         if shared:
             moe |= {"num_shared_experts": 1, "shared_intermediate_size": shared}
@@ -40,15 +47,16 @@ def qwen3_5(c: HfConfig, hidden: int, num_layers: int) -> Spec:
     bias = c.typed("attention_bias", bool, False)
     mtp = c.integer("mtp_num_hidden_layers", default=0, minimum=0)
     return {
-        "attention": gqa_layer(heads, kv, d, qk_norm=True, qkv_bias=bias, o_bias=bias,
-                          output_gate=c.typed("attn_output_gate", bool, False)),
+        "attention": gqa_layer(
+            heads, kv, d, qk_norm=True, qkv_bias=bias, o_bias=bias, output_gate=c.typed("attn_output_gate", bool, False)
+        ),
         "ffn": {"kind": "gated", "intermediate_size": width},
         "moe": moe,
         "linear_attention": la,
         "layers": runs([{"mixer": k, "ffn": "dense" if moe is None else "moe"} for k in kinds]),
         "mtp_layers": mtp,
         "notes": [f"Gated DeltaNet state in {la['state_dtype']}; chunk 64 assumed for the prefill scan (fla default)."],
-    }  # fmt: skip
+    }
 
 
 def nemotron_h(c: HfConfig, hidden: int, num_layers: int) -> Spec:
@@ -66,21 +74,33 @@ def nemotron_h(c: HfConfig, hidden: int, num_layers: int) -> Spec:
     heads, kv, _ = head_fields(c, hidden)
     d = c.opt_int("head_dim") or c.opt_int("attention_head_dim") or hidden // heads
     la = {
-        "kind": "mamba2", "num_heads": c.integer("mamba_num_heads"), "num_k_heads": c.integer("n_groups"),
-        "head_k_dim": c.integer("ssm_state_size"), "head_v_dim": c.integer("mamba_head_dim"),
-        "conv_kernel": c.integer("conv_kernel"), "chunk_size": c.integer("chunk_size", default=128),
-        "state_dtype": state_dtype_of(c, "mamba_ssm_cache_dtype"), "conv_bias": c.typed("use_conv_bias", bool, True),
+        "kind": "mamba2",
+        "num_heads": c.integer("mamba_num_heads"),
+        "num_k_heads": c.integer("n_groups"),
+        "head_k_dim": c.integer("ssm_state_size"),
+        "head_v_dim": c.integer("mamba_head_dim"),
+        "conv_kernel": c.integer("conv_kernel"),
+        "chunk_size": c.integer("chunk_size", default=128),
+        "state_dtype": state_dtype_of(c, "mamba_ssm_cache_dtype"),
+        "conv_bias": c.typed("use_conv_bias", bool, True),
         "proj_bias": c.typed("use_bias", bool, False),
-    }  # fmt: skip
+    }
     moe = None
     if "E" in pattern:
         shared = c.integer("n_shared_experts", default=0, minimum=0)
-        moe = {"num_experts": c.integer("n_routed_experts"), "top_k": c.integer("num_experts_per_tok"),
-               "expert_intermediate_size": c.integer("moe_intermediate_size"), "expert_kind": "mlp",
-               "router_bias": True, "latent_size": c.opt_int("moe_latent_size")}  # fmt: skip
+        moe = {
+            "num_experts": c.integer("n_routed_experts"),
+            "top_k": c.integer("num_experts_per_tok"),
+            "expert_intermediate_size": c.integer("moe_intermediate_size"),
+            "expert_kind": "mlp",
+            "router_bias": True,
+            "latent_size": c.opt_int("moe_latent_size"),
+        }
         if shared:
-            moe |= {"num_shared_experts": 1,
-                    "shared_intermediate_size": shared * c.integer("moe_shared_expert_intermediate_size")}  # fmt: skip
+            moe |= {
+                "num_shared_experts": 1,
+                "shared_intermediate_size": shared * c.integer("moe_shared_expert_intermediate_size"),
+            }
     bias = c.typed("attention_bias", bool, False)
     act = c.typed("mlp_hidden_act", str, "relu2")
     width = c.opt_int("intermediate_size") or c.integer("moe_intermediate_size")
@@ -93,7 +113,7 @@ def nemotron_h(c: HfConfig, hidden: int, num_layers: int) -> Spec:
         "layers": runs([{"mixer": kinds[p][0], "ffn": kinds[p][1]} for p in pattern]),
         "mtp_layers": mtp,
         "notes": [f"Mamba-2 SSM state in {la['state_dtype']}."],
-    }  # fmt: skip
+    }
 
 
 def _find_multiple(n: int, k: int) -> int:
@@ -123,8 +143,14 @@ def decilm(c: HfConfig, hidden: int, num_layers: int) -> Spec:
             unknown = set(cfg) - known
             if unknown:
                 raise c.fail(f"block_configs[{i}].{section}", f"has unknown keys {sorted(unknown)}")
-            for key in ("replace_with_linear", "sparsify", "num_sink_tokens", "window_length", "unshifted_sink",
-                        "use_prefill_window_in_sink_attention"):  # fmt: skip
+            for key in (
+                "replace_with_linear",
+                "sparsify",
+                "num_sink_tokens",
+                "window_length",
+                "unshifted_sink",
+                "use_prefill_window_in_sink_attention",
+            ):
                 if cfg.get(key) not in (None, False):
                     raise c.fail(f"block_configs[{i}].{section}.{key}", f"is {cfg[key]!r}: not modelled by roofline")
         layer: dict[str, Any] = {"mixer": "none", "ffn": "none"}
@@ -152,6 +178,8 @@ def decilm(c: HfConfig, hidden: int, num_layers: int) -> Spec:
         "attention": gqa_layer(heads, default_kv, hidden // heads, qkv_bias=bias, o_bias=bias),
         "ffn": {"kind": "gated", "intermediate_size": default_width, "bias": c.typed("mlp_bias", bool, False)},
         "layers": runs(per_layer),
-        "notes": [f"Heterogeneous DeciLM layers: {sum(x['mixer'] == 'none' for x in per_layer)} without attention, "
-                  f"{sum(x['ffn'] == 'none' for x in per_layer)} without FFN."],
-    }  # fmt: skip
+        "notes": [
+            f"Heterogeneous DeciLM layers: {sum(x['mixer'] == 'none' for x in per_layer)} without attention, "
+            f"{sum(x['ffn'] == 'none' for x in per_layer)} without FFN."
+        ],
+    }

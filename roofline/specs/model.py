@@ -244,13 +244,15 @@ class ModelSpec(Frozen):
         for r in self.layers:
             attn = r.mixer in ATTENTION_MIXERS
             layer = ResolvedLayer(
-                r.mixer, r.ffn,
+                r.mixer,
+                r.ffn,
                 (r.num_heads or a.num_heads) if attn else 0,
                 (r.num_kv_heads or a.num_kv_heads) if attn else 0,
                 (r.head_dim or a.head_dim) if attn else 0,
                 (r.intermediate_size or self.ffn.intermediate_size) if r.ffn == "dense" else 0,
-                caps.get(r.mixer, float("inf")), r.shared_indexer,
-            )  # fmt: skip
+                caps.get(r.mixer, float("inf")),
+                r.shared_indexer,
+            )
             out += [layer] * r.repeat
         return tuple(out)
 
@@ -292,8 +294,11 @@ class ModelSpec(Frozen):
         when ``layer`` is given. MLA: q_a/q_b (or q), kv_a, kv_a_layernorm, kv_b, o.
         """
         a, h = self.attention, self.hidden_size
-        heads, kv_heads, d = (a.num_heads, a.num_kv_heads, a.head_dim) if layer is None else (
-            layer.num_heads, layer.num_kv_heads, layer.head_dim)  # fmt: skip
+        heads, kv_heads, d = (
+            (a.num_heads, a.num_kv_heads, a.head_dim)
+            if layer is None
+            else (layer.num_heads, layer.num_kv_heads, layer.head_dim)
+        )
         if a.mla is not None:
             m = a.mla
             qk = m.qk_nope_head_dim + m.qk_rope_head_dim
@@ -403,8 +408,9 @@ class ModelSpec(Frozen):
         last = self.resolved_layers()[-1]
         if last.mixer not in ("global", "sparse"):  # MTP layers use full attention (Qwen3.5, MiMo-V2)
             a = self.attention
-            last = ResolvedLayer("global", last.ffn, a.num_heads, a.num_kv_heads, a.head_dim,
-                                 last.intermediate_size, float("inf"))  # fmt: skip
+            last = ResolvedLayer(
+                "global", last.ffn, a.num_heads, a.num_kv_heads, a.head_dim, last.intermediate_size, float("inf")
+            )
         h = self.hidden_size
         per = self.layer_params(last, self.moe.num_experts if self.moe else 0) + 2 * h * h + 3 * h
         return self.mtp_layers * per

@@ -89,8 +89,9 @@ def override_formats(base: ModuleFormats, overrides: dict[str, str | Precision])
         from roofline.errors import ScenarioError
 
         raise ScenarioError(f"unknown module group(s) {', '.join(bad)} in weight_dtype; use {', '.join(MODULE_GROUPS)}")
-    new = {g: Precision.parse(overrides[g], f"weight_dtype[{g}]") if g in overrides else base.get(g)
-           for g in MODULE_GROUPS}  # fmt: skip
+    new = {
+        g: Precision.parse(overrides[g], f"weight_dtype[{g}]") if g in overrides else base.get(g) for g in MODULE_GROUPS
+    }
     return ModuleFormats(**new)
 
 

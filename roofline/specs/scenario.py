@@ -90,9 +90,12 @@ class Scenario:
         fmts = self.weight_formats(model)
         moe = model.moe
         present = {
-            "attention": True, "dense_ffn": model.num_dense_layers > 0, "routed_experts": moe is not None,
-            "shared_experts": moe is not None and moe.num_shared_experts > 0, "embeddings": True,
-        }  # fmt: skip
+            "attention": True,
+            "dense_ffn": model.num_dense_layers > 0,
+            "routed_experts": moe is not None,
+            "shared_experts": moe is not None and moe.num_shared_experts > 0,
+            "embeddings": True,
+        }
         parts = [f"{g} {fmts.get(g).value}" for g in MODULE_GROUPS if present[g] and fmts.get(g) is not Precision.BF16]
         return head + (", ".join(parts) or "bf16")
 
@@ -216,7 +219,7 @@ class Scenario:
                 raise ScenarioError(
                     f"tp={self.tp} does not shard the {layer.num_heads} heads / {layer.num_kv_heads} KV heads of "
                     f"{model.name}'s {layer.label} layers; pick a tp dividing both (or a multiple of the KV heads)"
-                )  # fmt: skip
+                )
         la = model.linear_attention
         if la is not None and (la.num_heads % self.tp or (la.num_k_heads % self.tp and self.tp % la.num_k_heads)):
             raise ScenarioError(
@@ -283,8 +286,11 @@ def weight_dtype_fields(weight_dtype: object) -> WeightDtypeFields:
                 f"unknown module group(s) {', '.join(bad)} in weight_dtype; use {', '.join(MODULE_GROUPS)}"
             )
         return {"weight_dtype": Precision.BF16, "use_checkpoint": True, "weight_overrides": over}
-    return {"weight_dtype": Precision.parse(weight_dtype, "weight_dtype"), "use_checkpoint": False,  # type: ignore[arg-type]
-            "weight_overrides": ()}  # fmt: skip
+    return {
+        "weight_dtype": Precision.parse(weight_dtype, "weight_dtype"),  # type: ignore[arg-type]
+        "use_checkpoint": False,
+        "weight_overrides": (),
+    }
 
 
 def _check_shape(batch: Any, prompt_len: Any, output_len: Any) -> None:
@@ -357,9 +363,16 @@ def make_scenario(
     if cuda_graphs is not None:
         overrides["cuda_graphs"] = cuda_graphs
     return Scenario(
-        batch=batch, prompt_len=prompt_len, output_len=output_len,
+        batch=batch,
+        prompt_len=prompt_len,
+        output_len=output_len,
         **weight_dtype_fields(weight_dtype),
         act_dtype=None if act_dtype is None else Precision.parse(act_dtype, "act_dtype"),
-        kv_dtype=Precision.parse(kv_dtype, "kv_dtype"), tp=tp, pp=pp, ep=ep, replicas=replicas,
-        engine=resolve_engine(engine, hw, overrides), quantize_embeddings=quantize_embeddings,
-    )  # fmt: skip
+        kv_dtype=Precision.parse(kv_dtype, "kv_dtype"),
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        replicas=replicas,
+        engine=resolve_engine(engine, hw, overrides),
+        quantize_embeddings=quantize_embeddings,
+    )

@@ -85,9 +85,8 @@ def _scale_out(
     note = f"{group} GPUs cross the {domain}-GPU {what}: collectives priced at the scale-out network, {_gbs(bw)}{src}"
     nodes = -(-group // domain)
     return CommPath(
-        group, "network", bw, scale_up=False, slow=True, note=note, flag="scale-out", inner_link=inner,
-        nodes=nodes,
-    )  # fmt: skip
+        group, "network", bw, scale_up=False, slow=True, note=note, flag="scale-out", inner_link=inner, nodes=nodes
+    )
 
 
 def comm_path(hw: HardwareSpec, group: int) -> CommPath:

@@ -22,11 +22,16 @@ def spec_to_yaml(spec: ModelSpec, header: str | None = None) -> str:
             holder.pop(key)
     if spec.layers is not None:  # one short line per run: only the fields that differ from their defaults
         data["layers"] = [
-            _Run({"mixer": run.mixer, "ffn": run.ffn, "repeat": run.repeat}
-                 | {k: v for k, v in run.model_dump(mode="json", exclude_defaults=True).items()
-                    if k not in ("mixer", "ffn", "repeat")})
+            _Run(
+                {"mixer": run.mixer, "ffn": run.ffn, "repeat": run.repeat}
+                | {
+                    k: v
+                    for k, v in run.model_dump(mode="json", exclude_defaults=True).items()
+                    if k not in ("mixer", "ffn", "repeat")
+                }
+            )
             for run in spec.layers
-        ]  # fmt: skip
+        ]
     for key in ("aliases", "notes"):
         if not data.get(key):
             data.pop(key, None)

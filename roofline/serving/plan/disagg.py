@@ -90,15 +90,18 @@ def plan_disagg(
     dis = []
     for p in range(1, p_max + 1):
         for d in range(1, d_max + 1):
-            cfg = DisaggConfig(Pool(hardware, tp_prefill, p), Pool(hardware, tp_decode, d), link,
-                               first_token=first_token)  # type: ignore[arg-type]  # fmt: skip
+            pools = Pool(hardware, tp_prefill, p), Pool(hardware, tp_decode, d)
+            cfg = DisaggConfig(*pools, link, first_token=first_token)  # type: ignore[arg-type]
             r = simulate(model, disagg=cfg, qps=qps, **kw)
             s = r.summary
             ttft, tpot = s[f"ttft_{q}_s"], s[f"tpot_{q}_s"]
             ok = s["completed"] == r.config["num_requests"] and ttft <= ttft_slo_s and tpot <= tpot_slo_s
             g = cfg.prefill.gpus + cfg.decode.gpus
-            dis.append(Candidate(f"{p}P:{d}D", g, ttft, tpot, s["kv_transfer_mean_s"], bool(ok),
-                                 None if usd is None else g * usd))  # fmt: skip
+            dis.append(
+                Candidate(
+                    f"{p}P:{d}D", g, ttft, tpot, s["kv_transfer_mean_s"], bool(ok), None if usd is None else g * usd
+                )
+            )
     col = []
     for n in range(1, n_max + 1):
         sim = simulate(model, hardware, tp=tp_colocated, qps=qps / n, **kw)

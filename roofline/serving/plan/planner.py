@@ -73,18 +73,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from roofline.boundary.limits import MAX_PLAN_CANDIDATES, MAX_PLAN_GPUS, MAX_QPS, MAX_SEQUENCE_TOKENS
+from roofline.boundary.limits import MAX_PLAN_CANDIDATES, MAX_PLAN_GPUS
 from roofline.engine.config import check_engine_options
 from roofline.engine.presets import EngineArg, overrides_map
 from roofline.errors import ScenarioError
 from roofline.memory import no_fit_reason
 from roofline.serving.plan.loadcurve import load_curve
+from roofline.serving.plan.request import (
+    PlanRequest,
+    check_options,
+    check_request,
+    check_tp_options,
+    hardware_list,
+    price_map,
+)
 from roofline.serving.plan.result import MARGIN_LEVEL, SATURATION, Candidate, PlanResult
 from roofline.units import fmt_seconds, usd_per_million_tokens
 
@@ -115,7 +123,7 @@ def plan(
     calibration: CalibrationProfile | str | Path | None = None,
     kv_dtype: str | None = None,
     engine: EngineArg = None,
-    engine_overrides: Mapping[str, Any] | None = None,
+    engine_overrides: Mapping[str, object] | None = None,
     confidence: float | None = None,
     min_headroom: float | str | None = None,
 ) -> PlanResult:
@@ -132,27 +140,16 @@ def plan(
     None (default) sizes to the load alone and marks candidates whose headroom is inside the error.
     """
     from roofline.profile import load_profile
-    from roofline.specs.library import hardware as load_hardware
-    from roofline.specs.library import list_hardware
     from roofline.specs.library import model as load_model
 
     engine_overrides = overrides_map(engine_overrides)
     check_engine_options(engine_overrides, "plan")
-    _check_request(qps, prompt_len, output_len, ttft_slo_s, tpot_slo_s, max_gpus)
-    confidence = _check_options(kv_dtype, confidence, min_headroom)
+    check_request(qps, prompt_len, output_len, ttft_slo_s, tpot_slo_s, max_gpus)
+    confidence = check_options(kv_dtype, confidence, min_headroom)
     m, prof = load_model(model), load_profile(calibration)
-    if hardware is None:
-        hws = [load_hardware(n) for n in list_hardware()]
-    else:
-        items = [hardware] if isinstance(hardware, str | Path) or not isinstance(hardware, Sequence) else hardware
-        hws = [load_hardware(h) for h in items]
-    price_map = _price_map(prices)
-    if tp_options is not None:
-        opts = [tp_options] if isinstance(tp_options, str | bytes) else tp_options
-        if not isinstance(opts, Sequence) or not all(
-            isinstance(t, int | np.integer) and not isinstance(t, bool) and t >= 1 for t in opts
-        ):
-            raise ScenarioError(f"tp_options must be a list of whole numbers >= 1, got {tp_options!r}")
+    hws = hardware_list(hardware)
+    prices_usd = price_map(prices)
+    check_tp_options(tp_options)
     precisions = [precisions] if isinstance(precisions, str) else precisions
     tps = list(tp_options) if tp_options is not None else [t for t in DEFAULT_TP if m.attention.num_heads % t == 0]
     n_cands = len(hws) * len(precisions) * len(tps)
@@ -161,87 +158,15 @@ def plan(
             f"the plan would evaluate {n_cands:,} candidates (hardware × precision × tp), more than "
             f"{MAX_PLAN_CANDIDATES:,} (roofline.boundary.limits); list fewer hardware, precisions or tp values"
         )
-    req = _Request(
-        qps, int(prompt_len), int(output_len), ttft_slo_s, tpot_slo_s, max_gpus, kv_dtype, engine,
-        engine_overrides, confidence, min_headroom,
-    )  # fmt: skip
+    req = PlanRequest(qps, int(prompt_len), int(output_len), ttft_slo_s, tpot_slo_s, max_gpus, kv_dtype, engine,
+                   engine_overrides, confidence, min_headroom)  # fmt: skip
     cands = []
     for hw in hws:
-        price = price_map.get(hw.name, hw.price.usd_per_gpu_hour if hw.price else None)
+        price = prices_usd.get(hw.name, hw.price.usd_per_gpu_hour if hw.price else None)
         for prec in precisions:
             for tp in tps:
                 cands.append(_candidate(m, hw, prof, str(prec), int(tp), price, req))
     return PlanResult(m.name, qps, req.p, req.o, ttft_slo_s, tpot_slo_s, max_gpus, _rank(cands), confidence)
-
-
-def _check_options(kv_dtype: str | None, confidence: float | None, min_headroom: float | str | None) -> float | None:
-    """Validate the KV format, the confidence level (returned as a fraction) and the headroom option."""
-    if kv_dtype is not None:  # '' is not "the default": it is an unknown format
-        from roofline.specs.precision import Precision
-
-        Precision.parse(kv_dtype, "kv_dtype")
-    if confidence is not None:
-        from roofline.published.uncertainty import check_level
-
-        confidence = check_level(confidence)
-    bad_fraction = isinstance(min_headroom, bool) or not isinstance(min_headroom, int | float)
-    if min_headroom not in (None, "error") and (bad_fraction or not 0 <= float(min_headroom) <= 10):
-        raise ScenarioError(f"min_headroom must be a fraction from 0 to 10 or 'error' (got {min_headroom!r})")
-    return confidence
-
-
-def _price_map(prices: Mapping[str, float] | None) -> dict[str, float]:
-    """{hardware slug: USD per GPU-hour} from the user's prices (names resolved, each a number > 0)."""
-    from roofline.specs.library import hardware as load_hardware
-
-    if prices is not None and not isinstance(prices, Mapping):
-        raise ScenarioError(f"prices must map hardware names to USD per GPU-hour, got {type(prices).__name__}")
-    out: dict[str, float] = {}
-    for k, v in (prices or {}).items():
-        if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v > 0):
-            raise ScenarioError(f"price of {k} must be a number > 0 USD per GPU-hour, got {v!r}")
-        out[load_hardware(k).name] = float(v)
-    return out
-
-
-@dataclass(frozen=True)
-class _Request:
-    qps: float
-    p: int
-    o: int
-    ttft_slo: float
-    tpot_slo: float
-    max_gpus: int | None
-    kv_dtype: str | None
-    engine: EngineArg = None
-    engine_overrides: dict[str, Any] = field(default_factory=dict)
-    confidence: float | None = None
-    min_headroom: float | str | None = None
-
-
-def _check_request(qps: float, p: int, o: int, ttft: float, tpot: float, max_gpus: int | None) -> None:
-    def whole(x: object) -> bool:
-        if isinstance(x, bool | np.bool_):
-            return False
-        return isinstance(x, int | np.integer) or (isinstance(x, float | np.floating) and float(x).is_integer())
-
-    def real(x: object) -> bool:
-        return isinstance(x, int | float | np.number) and not isinstance(x, bool | np.bool_) and math.isfinite(x)
-
-    checks = [
-        (real(qps) and 0 < qps <= MAX_QPS, f"qps must be > 0 and <= {MAX_QPS:g} requests/s, got {qps!r}"),
-        (whole(p) and 1 <= p <= MAX_SEQUENCE_TOKENS, f"prompt_len must be a whole number of tokens >= 1, got {p!r}"),
-        (whole(o) and 2 <= o <= MAX_SEQUENCE_TOKENS,
-         f"output_len must be a whole number >= 2 tokens for a TPOT to exist, got {o!r}"),
-        (real(ttft) and ttft > 0, f"the TTFT SLO must be > 0 s, got {ttft!r}"),
-        (real(tpot) and tpot > 0, f"the TPOT SLO must be > 0 s, got {tpot!r}"),
-        (max_gpus is None or (whole(max_gpus) and max_gpus >= 1), f"max_gpus must be a count >= 1, got {max_gpus!r}"),
-        (whole(p) and whole(o) and p + o <= MAX_SEQUENCE_TOKENS,
-         f"prompt_len + output_len must be <= {MAX_SEQUENCE_TOKENS:,} tokens (roofline.boundary.limits)"),
-    ]  # fmt: skip
-    for ok, msg in checks:
-        if not ok:
-            raise ScenarioError(msg)
 
 
 def _rank(cands: list[Candidate]) -> list[Candidate]:
@@ -252,22 +177,31 @@ def _rank(cands: list[Candidate]) -> list[Candidate]:
 
 
 def _candidate(
-    m: ModelSpec, hw: HardwareSpec, prof: CalibrationProfile, prec: str, tp: int, price: float | None, req: _Request
+    m: ModelSpec, hw: HardwareSpec, prof: CalibrationProfile, prec: str, tp: int, price: float | None, req: PlanRequest
 ) -> Candidate:
     """Plan one (hardware, precision, tp): memory limit, SLO-limited batch, replicas, cost."""
-    from roofline.prediction import make_scenario, sweep
+    from roofline.grid import sweep
     from roofline.published.uncertainty import upper_factor, upper_factors
+    from roofline.specs.scenario import make_scenario
     from roofline.specs.topology import slow_link_notes
 
     kv = req.kv_dtype or "bf16"
     links = slow_link_notes(hw, {"tp": tp})
     base = Candidate(
-        hardware=hw.name, precision=prec, tp=tp, kv_dtype=kv, usd_per_gpu_hour=price,
-        link_flag="; ".join(f for f, _ in links), link_note="; ".join(n for _, n in links),
-    )  # fmt: skip
+        hardware=hw.name,
+        precision=prec,
+        tp=tp,
+        kv_dtype=kv,
+        usd_per_gpu_hour=price,
+        link_flag="; ".join(f for f, _ in links),
+        link_note="; ".join(n for _, n in links),
+    )
     opts: dict[str, Any] = {
-        "weight_dtype": prec, "kv_dtype": kv, "engine": req.engine, "engine_overrides": req.engine_overrides,
-    }  # fmt: skip
+        "weight_dtype": prec,
+        "kv_dtype": kv,
+        "engine": req.engine,
+        "engine_overrides": req.engine_overrides,
+    }
     try:
         sc = make_scenario(hw, 1, req.p, req.o, tp=tp, **opts)
         sc.validate_for(m, hw)
@@ -300,8 +234,13 @@ def _candidate(
         return _slo_reject(base, float(ttft[0]), float(tpot_full[0]), req)
     i = int(np.flatnonzero(ok)[-1])
     at_cap = i + 1 == len(b) and seq_cap < b_mem
-    limited = "max_num_seqs" if at_cap else "memory" if i + 1 == len(b) or not fits[i + 1] else (
-        "tpot_slo" if tpot_full[i + 1] > req.tpot_slo else "ttft_slo")  # fmt: skip
+    limited = (
+        "max_num_seqs"
+        if at_cap
+        else "memory"
+        if i + 1 == len(b) or not fits[i + 1]
+        else ("tpot_slo" if tpot_full[i + 1] > req.tpot_slo else "ttft_slo")
+    )
     margin = upper_factor("e2e_s", req.confidence or MARGIN_LEVEL, prof) - 1.0
     c = replace(base, batch=int(b[i]), limited_by=limited, t_decode_s=float(t_dec[i]), error_margin=float(margin))
     return _size(c, req, y, k)
@@ -316,7 +255,7 @@ def _batch_grid(b_mem: int) -> np.ndarray:
     return np.unique(np.concatenate([exact, tail, [b_mem]]))
 
 
-def _slo_reject(base: Candidate, ttft: float, tpot: float, req: _Request) -> Candidate:
+def _slo_reject(base: Candidate, ttft: float, tpot: float, req: PlanRequest) -> Candidate:
     """Reason for a candidate that misses an SLO even at batch 1 (by how much)."""
     misses = []
     if ttft > req.ttft_slo:
@@ -331,7 +270,7 @@ def _slo_reject(base: Candidate, ttft: float, tpot: float, req: _Request) -> Can
     return replace(base, reason="misses the SLO at batch 1: " + "; ".join(misses), slo_excess=excess)
 
 
-def _size(c: Candidate, req: _Request, y: float = 0.0, k: float = 0.0) -> Candidate:
+def _size(c: Candidate, req: PlanRequest, y: float = 0.0, k: float = 0.0) -> Candidate:
     """Replicas, GPUs, latencies at the operating load, headroom and cost for batch ``c.batch``
     (``y`` request overhead in seconds and ``k`` output lag in steps: TTFT += y + k·TPOT_eff)."""
     b, t_pre, t_dec, n_dec = c.batch, c.t_prefill_s, c.t_decode_s, req.o - 1
@@ -369,17 +308,29 @@ def _size(c: Candidate, req: _Request, y: float = 0.0, k: float = 0.0) -> Candid
     cost = gpus * c.usd_per_gpu_hour if c.usd_per_gpu_hour is not None else None
     per_m = usd_per_million_tokens(cost, req.qps * req.o) if cost is not None else None
     c = replace(
-        c, feasible=True, replica_rps=lam_max, replicas=replicas, gpus=gpus, ttft_s=ttft, tpot_s=tpot,
-        tpot_full_load_s=float(at_b.tpot_s), prefill_share=rho, concurrency=conc,
-        headroom=replicas * lam_max / req.qps - 1, usd_per_hour=cost, usd_per_million_output_tokens=per_m,
+        c,
+        feasible=True,
+        replica_rps=lam_max,
+        replicas=replicas,
+        gpus=gpus,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        tpot_full_load_s=float(at_b.tpot_s),
+        prefill_share=rho,
+        concurrency=conc,
+        headroom=replicas * lam_max / req.qps - 1,
+        usd_per_hour=cost,
+        usd_per_million_output_tokens=per_m,
         confidence=req.confidence,
-    )  # fmt: skip
+    )
     util = req.qps / (replicas * lam_max)
     c = replace(
-        c, utilisation=float(util), saturation_rps=SATURATION * replicas * lam_max,
+        c,
+        utilisation=float(util),
+        saturation_rps=SATURATION * replicas * lam_max,
         within_error=bool(req.confidence is None and c.headroom < c.error_margin),
         latency_bound="lower" if util > SATURATION else "upper" if req.confidence is not None else "point",
-    )  # fmt: skip
+    )
     if req.max_gpus is not None and gpus > req.max_gpus:
         why = f"needs {gpus} GPUs ({replicas} replicas × tp {c.tp}) > max_gpus {req.max_gpus}"
         return replace(c, feasible=False, reason=why)

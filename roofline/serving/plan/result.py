@@ -99,12 +99,20 @@ class PlanResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict: the request, the recommendation and every candidate (NaN → None)."""
         rec = self.recommended
-        return _clean({
-            "model": self.model, "qps": self.qps, "prompt_len": self.prompt_len, "output_len": self.output_len,
-            "ttft_slo_s": self.ttft_slo_s, "tpot_slo_s": self.tpot_slo_s, "max_gpus": self.max_gpus,
-            "confidence": self.confidence,
-            "recommended": asdict(rec) if rec else None, "candidates": [asdict(c) for c in self.candidates],
-        })  # fmt: skip
+        return _clean(
+            {
+                "model": self.model,
+                "qps": self.qps,
+                "prompt_len": self.prompt_len,
+                "output_len": self.output_len,
+                "ttft_slo_s": self.ttft_slo_s,
+                "tpot_slo_s": self.tpot_slo_s,
+                "max_gpus": self.max_gpus,
+                "confidence": self.confidence,
+                "recommended": asdict(rec) if rec else None,
+                "candidates": [asdict(c) for c in self.candidates],
+            }
+        )
 
     def explain_infeasible(self) -> str:
         """One paragraph on why nothing is feasible, naming the closest candidate and a fix."""

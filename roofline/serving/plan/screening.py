@@ -83,9 +83,17 @@ def _solve(sm: StepModel, lam: np.ndarray, p: float, o: float, budget: int, iter
 
 
 def screen(
-    sm: StepModel, qps: np.ndarray, prompt: float, output: float, budget: int, max_seqs: int, kv_tokens: float,
-    *, request_overhead_s: float = 0.0, output_lag_steps: float = 0.0,
-) -> Screen:  # fmt: skip
+    sm: StepModel,
+    qps: np.ndarray,
+    prompt: float,
+    output: float,
+    budget: int,
+    max_seqs: int,
+    kv_tokens: float,
+    *,
+    request_overhead_s: float = 0.0,
+    output_lag_steps: float = 0.0,
+) -> Screen:
     """Closed-form means for each rate in ``qps`` (see the module docstring). The engine's mean request overhead
     y and output lag k add to TTFT and E2E: + y + k·τ̄ (a Poisson stream delayed by independent overheads is
     still Poisson at the same rate, so the queue is unchanged)."""
@@ -105,9 +113,17 @@ def screen(
     ttft = ttft + request_overhead_s + (output_lag_s(output_lag_steps, tau) if output_lag_steps else 0.0)
     nan = np.full_like(lam, np.nan)
     return Screen(
-        lam, lam / sus, in_range, np.where(ok, n_dec, nan), np.where(ok, tau, nan), np.where(ok, ttft, nan),
-        np.where(ok, tau, nan), np.where(ok, tau, nan), np.where(ok, ttft + max(output - 1, 0) * tau, nan), sus,
-    )  # fmt: skip
+        lam,
+        lam / sus,
+        in_range,
+        np.where(ok, n_dec, nan),
+        np.where(ok, tau, nan),
+        np.where(ok, ttft, nan),
+        np.where(ok, tau, nan),
+        np.where(ok, tau, nan),
+        np.where(ok, ttft + max(output - 1, 0) * tau, nan),
+        sus,
+    )
 
 
 #: The knee: the lowest rate at which the mean TTFT reaches this multiple of its zero-load value.
@@ -145,7 +161,7 @@ def sustainable_qps(sm: StepModel, prompt: float, output: float, budget: int, ma
 
 def _feasible_vec(
     sm: StepModel, lam: np.ndarray, p: float, o: float, budget: int, max_seqs: int, kv: float
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     n_dec, tau, _d, s, n = _solve(sm, lam, p, o, budget)
     return np.isfinite(tau) & (n_dec <= max_seqs) & ((n_dec + 1) * (p + o) <= kv) & (lam * n * s < 1)
 

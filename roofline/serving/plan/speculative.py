@@ -86,6 +86,16 @@ def search_k(
             if not r.fits:  # the drafter's memory does not fit beside this batch
                 continue
             s = sd.summary()
-            points.append(KPoint(int(b), k, sd.tokens_per_step, r.tpot_s, plain.tpot_s, sd.speedup,
-                                 float(s["spec_verify_s"]), float(s["spec_draft_s"])))  # fmt: skip
+            points.append(
+                KPoint(
+                    int(b),
+                    k,
+                    sd.tokens_per_step,
+                    r.tpot_s,
+                    plain.tpot_s,
+                    sd.speedup,
+                    float(s["spec_verify_s"]),
+                    float(s["spec_draft_s"]),
+                )
+            )
     return SpecPlan(cfg, tuple(points))

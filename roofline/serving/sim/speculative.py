@@ -63,9 +63,15 @@ def chain_alpha(cfg: SpeculativeConfig) -> float:
 
 
 def draft_seconds(
-    model: ModelSpec, sc: Scenario, hw: HardwareSpec, prof: CalibrationProfile, cfg: SpeculativeConfig,
-    draft: ModelSpec | None, max_rows: int, past: float,
-) -> np.ndarray:  # fmt: skip
+    model: ModelSpec,
+    sc: Scenario,
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+    cfg: SpeculativeConfig,
+    draft: ModelSpec | None,
+    max_rows: int,
+    past: float,
+) -> np.ndarray:
     """Draft seconds of one speculative step for d = 0 … max_rows rows (all passes, no per-step overhead)."""
     out = np.zeros(max_rows + 1)
     if max_rows < 1:
@@ -142,9 +148,14 @@ class SpecStepModel:
         and the draft added to every step."""
         n = len(self.base.decode.attn)
         return self.base.decode_affine(
-            rows, span0[:n], slope[:n], tokens_per_row=self.v, kv_span0=span0[n : 2 * n], kv_slope=slope[n : 2 * n],
+            rows,
+            span0[:n],
+            slope[:n],
+            tokens_per_row=self.v,
+            kv_span0=span0[n : 2 * n],
+            kv_slope=slope[n : 2 * n],
             extra_s=float(self.draft_s[rows]) + self.extra_s,
-        )  # fmt: skip
+        )
 
 
 class SpecEngineSim(EngineSim):
@@ -288,15 +299,30 @@ def run_speculative(
     rep.check_requests(prompt, output, budget)
     policy = dataclasses.replace(rep.policy, reserve_full=True)
     sim = rep.engine_sim(
-        prompt, output, req.send_s, concurrency=wl.concurrency, cls=SpecEngineSim, step=step, policy=policy,
-        max_seqs=max_rows, alpha=chain_alpha(cfg), k=cfg.k, seed=wl.seed, overhead_seed=wl.seed,
-    )  # fmt: skip
+        prompt,
+        output,
+        req.send_s,
+        concurrency=wl.concurrency,
+        cls=SpecEngineSim,
+        step=step,
+        policy=policy,
+        max_seqs=max_rows,
+        alpha=chain_alpha(cfg),
+        k=cfg.k,
+        seed=wl.seed,
+        overhead_seed=wl.seed,
+    )
     assert isinstance(sim, SpecEngineSim)
     t0 = time.perf_counter()
     sim.run(None if progress is None else (lambda done: progress(done, len(prompt))))
     wall = time.perf_counter() - t0
     config = rep.run_config(sim, policy=policy, max_seqs=max_rows, wall_s=wall, seed=wl.seed, workload=wl.describe())
     config["label"] += f", spec {cfg.label()}"
-    config |= {"speculative": cfg.label(), "spec_method": cfg.method, "spec_k": cfg.k,
-               "spec_tokens_per_step": sim.tau, "spec_alpha": sim.alpha}  # fmt: skip
+    config |= {
+        "speculative": cfg.label(),
+        "spec_method": cfg.method,
+        "spec_k": cfg.k,
+        "spec_tokens_per_step": sim.tau,
+        "spec_alpha": sim.alpha,
+    }
     return build_result(sim, req.send_s if req.send_s is not None else np.zeros(0), config)
