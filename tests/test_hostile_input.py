@@ -41,10 +41,14 @@ def run(*args: str, env: dict[str, str] | None = None) -> Any:
     return res
 
 
-def timed(*args: str, env: dict[str, str] | None = None) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    res = run(*args, env=env)
-    return res, time.perf_counter() - t0
+def no_report_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make building a report fail the test: a refusal must come before any work (how fast each refusal
+    is answered is measured by benchmarks/hostile_input.py)."""
+
+    def build(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the report was computed before its destination was refused")
+
+    monkeypatch.setattr("roofline.report.api.build", build)
 
 
 def model_yaml(tmp_path: Path, **replace: str) -> Path:
@@ -96,24 +100,22 @@ def test_row1_char_device_refused_and_streams_written_through(
     assert "to stdout" in capfd.readouterr().out
 
 
-def test_row1_cli_report_refuses_a_link_before_computing(tmp_path: Path) -> None:
+def test_row1_cli_report_refuses_a_link_before_computing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     link = tmp_path / "r.html"
     link.symlink_to(tmp_path / "elsewhere.html")
-    res, seconds = timed("report", "llama-3.1-8b", "-H", "h100-sxm", "-o", str(link), "--force")
+    no_report_built(monkeypatch)
+    res = run("report", "llama-3.1-8b", "-H", "h100-sxm", "-o", str(link), "--force")
     assert res.exit_code == 2 and "symbolic link" in res.stderr
-    assert seconds < 5 and link.is_symlink()
+    assert link.is_symlink()
 
 
 # ---- row 2: plan with an enormous --qps finishes --------------------------------------------------
 def test_row2_plan_huge_qps_is_bounded() -> None:
-    res, seconds = timed("plan", "llama-3.1-70b", "--qps", "1e12", "--ttft-slo", "2s", "--tpot-slo", "100ms")
-    assert res.exit_code == 2 and "MAX_QPS" in res.stderr and seconds < 10
-    code = (
-        "import roofline; r = roofline.plan('llama-3.1-70b', qps=1e9, prompt_len=2048, output_len=256, "
-        "ttft_slo_s=2, tpot_slo_s=0.1, hardware=['h100-sxm'], max_gpus=8); print(r.recommended)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and out.stdout.strip() == "None", out.stderr
+    res = run("plan", "llama-3.1-70b", "--qps", "1e12", "--ttft-slo", "2s", "--tpot-slo", "100ms")
+    assert res.exit_code == 2 and "MAX_QPS" in res.stderr
+    r = roofline.plan("llama-3.1-70b", qps=1e9, prompt_len=2048, output_len=256, ttft_slo_s=2, tpot_slo_s=0.1,
+                      hardware=["h100-sxm"], max_gpus=8)  # fmt: skip
+    assert r.recommended is None  # answered (benchmarks/hostile_input.py times it), not hung
 
 
 def test_row2_replicas_are_the_fewest_that_satisfy_littles_law() -> None:
@@ -141,10 +143,8 @@ def test_row2_replicas_are_the_fewest_that_satisfy_littles_law() -> None:
 # ---- row 3: a model YAML with a billion layers -----------------------------------------------------
 def test_row3_layer_count_is_limited(tmp_path: Path) -> None:
     path = model_yaml(tmp_path, num_layers="1000000000")
-    t0 = time.perf_counter()
     with pytest.raises(SpecError, match="num_layers"):
         roofline.model(str(path))
-    assert time.perf_counter() - t0 < 2
 
 
 # ---- row 4: an alias bomb in a user spec folder --------------------------------------------------
@@ -157,34 +157,34 @@ BOMB = "".join(
 def test_row4_alias_bomb_is_rejected_quickly(tmp_path: Path) -> None:
     (tmp_path / "bomb.yaml").write_text(BOMB + "name: bomb\naliases: *h\n", encoding="utf-8")
     env = {"ROOFLINE_SPECS_PATH": str(tmp_path)}
-    res, seconds = timed("predict", "llama-2-7b", "h100-sxm", "--json", env=env)
-    assert res.exit_code == 0 and seconds < 5
+    res = run("predict", "llama-2-7b", "h100-sxm", "--json", env=env)
+    assert res.exit_code == 0
     res = run("model", "show", "bomb", env=env)
     assert res.exit_code == 2 and "bomb.yaml" in res.stderr and "100,000 YAML nodes" in res.stderr
 
 
 # ---- row 5: --output 1G ----------------------------------------------------------------------------
 def test_row5_huge_output_len_is_refused_at_the_boundary() -> None:
-    res, seconds = timed("predict", "llama-2-7b", "h100-sxm", "--output", "1G")
-    assert res.exit_code == 2 and "MAX_SEQUENCE_TOKENS" in res.stderr and seconds < 5
+    res = run("predict", "llama-2-7b", "h100-sxm", "--output", "1G")
+    assert res.exit_code == 2 and "MAX_SEQUENCE_TOKENS" in res.stderr
     with pytest.raises(ScenarioError, match="output_len"):
         roofline.predict("llama-2-7b", "h100-sxm", output_len=10**9)
 
 
 # ---- row 6: sweep ranges are counted before they are expanded --------------------------------------
 def test_row6_sweep_ranges_are_bounded() -> None:
-    res, seconds = timed("sweep", "llama-2-7b", "h100-sxm", "--batch", "1..1000000000:1")
-    assert res.exit_code == 2 and seconds < 5
-    res, seconds = timed("sweep", "llama-2-7b", "h100-sxm", "--prompt", "1..1000000:1")
-    assert res.exit_code == 2 and "MAX_LIST_VALUES" in res.stderr and seconds < 5
+    res = run("sweep", "llama-2-7b", "h100-sxm", "--batch", "1..1000000000:1")
+    assert res.exit_code == 2
+    res = run("sweep", "llama-2-7b", "h100-sxm", "--prompt", "1..1000000:1")
+    assert res.exit_code == 2 and "MAX_LIST_VALUES" in res.stderr
     res = run("sweep", "llama-2-7b", "h100-sxm", "--batch", "1..5000:1", "--prompt", "1..300:1")
     assert res.exit_code == 2 and "MAX_SWEEP_POINTS" in res.stderr
 
 
 # ---- row 7: model import of a device or a huge file -------------------------------------------------
 def test_row7_import_reads_only_bounded_regular_files(tmp_path: Path) -> None:
-    res, seconds = timed("model", "import", "/dev/zero")
-    assert res.exit_code == 2 and "not a regular file" in res.stderr and seconds < 5
+    res = run("model", "import", "/dev/zero")
+    assert res.exit_code == 2 and "not a regular file" in res.stderr
     big = tmp_path / "config.json"
     with big.open("wb") as fh:
         fh.truncate(5 * 2**20)
@@ -273,12 +273,15 @@ def test_row9_non_utf8_and_huge_integers_name_the_file(tmp_path: Path) -> None:
 
 
 # ---- row 10: output destinations are checked first, temp files never left, mode kept ----------------
-def test_row10_bad_destinations_fail_before_work_and_leave_nothing(tmp_path: Path) -> None:
+def test_row10_bad_destinations_fail_before_work_and_leave_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder = tmp_path / "existing-dir"
     folder.mkdir()
+    no_report_built(monkeypatch)
     for out, words in ((str(folder), "is a folder"), ("", "is a folder")):  # click reads '' as the path '.'
-        res, seconds = timed("report", "llama-3.1-8b", "-H", "h100-sxm", "-o", out)
-        assert res.exit_code == 2 and words in res.stderr and seconds < 5
+        res = run("report", "llama-3.1-8b", "-H", "h100-sxm", "-o", out)
+        assert res.exit_code == 2 and words in res.stderr
         assert ".tmp" not in res.stderr
     if os.geteuid() != 0:  # root writes into read-only folders
         ro = tmp_path / "ro"
@@ -467,7 +470,9 @@ def test_row15_sigint_during_calibration_exits_130_with_a_resume_command(tmp_pat
         assert roofline.load_profile(out).provenance["interrupted"] is True
 
 
-def test_row10_every_writer_needs_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_row10_every_writer_needs_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """model import, accuracy and `python -m calibrate` refuse an existing file before any work, like report/sweep."""
     from calibrate.__main__ import main as calibrate_main
 
@@ -477,7 +482,11 @@ def test_row10_every_writer_needs_force(tmp_path: Path, capsys: pytest.CaptureFi
     for args in (("model", "import", str(config), "-o", str(out)), ("accuracy", "--json", "-o", str(out))):
         res = run(*args)
         assert res.exit_code == 2 and "--force" in res.stderr
-    t0 = time.perf_counter()
+
+    def measure(**kwargs: Any) -> Any:
+        raise AssertionError("python -m calibrate measured before refusing its destination")
+
+    monkeypatch.setattr("calibrate.cli.run_calibration", measure)
     assert calibrate_main(["--device", "cpu", "-o", str(out)]) == 2
-    assert time.perf_counter() - t0 < 5 and "--force" in capsys.readouterr().err
+    assert "--force" in capsys.readouterr().err
     assert out.read_text(encoding="utf-8") == "keep"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import time
 from html.parser import HTMLParser
 from typing import Any
 
@@ -73,10 +72,8 @@ def same(text: str, expected: Any) -> None:
 
 @pytest.fixture(scope="module")
 def report() -> Any:
-    t0 = time.perf_counter()
-    rep = build(MODEL, hardware=",".join(HARDWARE), workload="chat", output_path="reports/llama-3.1-70b-chat.html")
-    rep.data.__dict__["wall_s"] = time.perf_counter() - t0  # frozen dataclass: stash for the timing test
-    return rep
+    """The README example; its build time is measured by benchmarks/report.py."""
+    return build(MODEL, hardware=",".join(HARDWARE), workload="chat", output_path="reports/llama-3.1-70b-chat.html")
 
 
 @pytest.fixture(scope="module")
@@ -99,10 +96,6 @@ def test_every_section_and_chart_is_present(page: Page, report: Any) -> None:
     assert "chart-load-a100-80gb-sxm" not in page.ids
     assert sum(1 for tag, a in page.tags if tag == "svg" and "chart" in a.get("class", "")) == len(CHARTS) + 1
     assert report.html.startswith("<!DOCTYPE html>")
-
-
-def test_report_is_fast(report: Any) -> None:
-    assert report.data.__dict__["wall_s"] < 20.0
 
 
 def _sized(report: Any, c: Any) -> Any:

@@ -16,7 +16,6 @@ bytes or FLOPs of the dominant ops (weights counted twice, a missing FFN) moves 
 from __future__ import annotations
 
 import copy
-import time
 
 import numpy as np
 import pandas as pd
@@ -200,8 +199,8 @@ def test_cpu_closed_loop_tiny_llama_within_tolerance() -> None:
     #      of the same profile (a lower bound) is not slower than the measurement for ≥ 90% of points.
     # A shared host can change speed between the calibration and the measurement (see the module
     # docstring), so a run that misses is redone once: only two misses in a row fail the test.
+    # Its wall time is measured by benchmarks/validation.py closed-loop.
     spec = scale_spec(roofline.model("llama-3.1-8b"), "tiny")
-    t0 = time.perf_counter()
     reports = []
     for _attempt in range(2):
         prof, df = calibrate_and_validate(spec, "cpu", budget_s=30.0, grid=GRIDS["cpu"], threads=1, rounds=5)
@@ -214,8 +213,6 @@ def test_cpu_closed_loop_tiny_llama_within_tolerance() -> None:
         reports.append("; ".join(problems) + "\n" + format_table(df))
     else:
         pytest.fail("closed loop missed its targets twice:\n\n" + "\n\n".join(reports))
-    wall = time.perf_counter() - t0
-    assert wall < 180.0, f"closed loop took {wall:.0f} s"
 
 
 def test_ideal_profile_is_the_pure_roofline_of_the_device() -> None:
