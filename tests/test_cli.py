@@ -350,8 +350,8 @@ def test_plan_fits_nowhere_exits_1() -> None:
 
 def test_api_messages_name_api_options_and_the_cli_names_flags() -> None:
     """The API says how to fix a call in API terms; the CLI rephrases the same message as flags."""
+    from roofline.advice import no_fit_reason
     from roofline.cli.options import as_flags
-    from roofline.memory import no_fit_reason
 
     r = roofline.predict("llama-3.1-70b", "h100-sxm", 1, 1024, 128)
     assert not r.fits and "tp=2" in no_fit_reason(r.model, r.hardware, r.scenario)

@@ -230,7 +230,7 @@ def predict_cmd(
 
 
 def _no_fit_message(r: PredictionResult) -> str:
-    from roofline.memory import no_fit_reason
+    from roofline.advice import no_fit_reason
 
     s = r.summary()
     ctx = s["prompt_len"] + s["output_len"]

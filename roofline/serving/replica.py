@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from roofline.advice import no_fit_reason
 from roofline.engine.config import EngineConfig, check_engine_options
 from roofline.engine.presets import EngineArg, overrides_map, resolve_engine
 from roofline.errors import ScenarioError
-from roofline.memory import kv_bytes_per_sequence_per_gpu, memory_budget, no_fit_reason
+from roofline.memory import kv_bytes_per_sequence_per_gpu, memory_budget
 from roofline.prediction import HardwareArg, ModelArg, ProfileArg, resolve
 from roofline.profile import CalibrationProfile
 from roofline.serving.sim.engine import EngineSim

@@ -79,11 +79,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.advice import no_fit_reason
 from roofline.boundary.limits import MAX_PLAN_CANDIDATES, MAX_PLAN_GPUS
 from roofline.engine.config import check_engine_options
 from roofline.engine.presets import EngineArg, overrides_map
 from roofline.errors import ScenarioError
-from roofline.memory import no_fit_reason
 from roofline.serving.plan.loadcurve import load_curve
 from roofline.serving.plan.request import (
     PlanRequest,
