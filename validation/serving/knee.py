@@ -39,8 +39,12 @@ def knee(conc: np.ndarray, ttft: np.ndarray) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--form", choices=("request_overhead", "output_lag", "physics"), default="request_overhead",
-                    help="fitted form, or physics (none); output_lag/physics: serving_knee_<form>.csv")  # fmt: skip
+    ap.add_argument(
+        "--form",
+        choices=("request_overhead", "output_lag", "physics"),
+        default="request_overhead",
+        help="fitted form, or physics (none); output_lag/physics: serving_knee_<form>.csv",
+    )
     a = ap.parse_args()
     m = pd.read_csv(HERE / "qwen3_32b_vllm_sweeps.csv")
     m["concurrency"] = m.qps_or_concurrency.str.extract(r"concurrency (\d+)").astype(int)
@@ -51,18 +55,39 @@ def main() -> None:
         over = {"output_lag_steps": float(folds.output_lag_steps.first().mean())}
     elif a.form == "request_overhead":
         v = folds[["step_overhead_s", "request_overhead_s"]].first().mean()
-        over = {"step_overhead_s": float(v.step_overhead_s), "request_overhead_s": float(v.request_overhead_s),
-                "request_overhead_cv": 1.0}  # fmt: skip
+        over = {
+            "step_overhead_s": float(v.step_overhead_s),
+            "request_overhead_s": float(v.request_overhead_s),
+            "request_overhead_cv": 1.0,
+        }
     rows = []
     for (isl, osl), g in m.groupby(["prompt_len", "output_len"]):
         piv = g.pivot_table(index="concurrency", columns="metric", values="value")
         for c, r in piv.iterrows():
-            s = simulate("qwen3-32b", "h100-sxm", engine="vllm", tp=2, concurrency=int(c), prompt_len=int(isl),
-                         output_len=int(osl), num_requests=request_count(int(c), "aiperf"), weight_dtype="bf16",
-                         engine_overrides=over)  # fmt: skip
-            rows.append({"isl": isl, "osl": osl, "concurrency": c, "ttft_meas_ms": r.ttft, "tpot_meas_ms": r.tpot,
-                         "ttft_sim_ms": s.summary["ttft_mean_s"] * 1e3, "tpot_sim_ms": s.summary["tpot_mean_s"] * 1e3,
-                         "preemptions": s.summary["preemptions"]})  # fmt: skip
+            s = simulate(
+                "qwen3-32b",
+                "h100-sxm",
+                engine="vllm",
+                tp=2,
+                concurrency=int(c),
+                prompt_len=int(isl),
+                output_len=int(osl),
+                num_requests=request_count(int(c), "aiperf"),
+                weight_dtype="bf16",
+                engine_overrides=over,
+            )
+            rows.append(
+                {
+                    "isl": isl,
+                    "osl": osl,
+                    "concurrency": c,
+                    "ttft_meas_ms": r.ttft,
+                    "tpot_meas_ms": r.tpot,
+                    "ttft_sim_ms": s.summary["ttft_mean_s"] * 1e3,
+                    "tpot_sim_ms": s.summary["tpot_mean_s"] * 1e3,
+                    "preemptions": s.summary["preemptions"],
+                }
+            )
     res = pd.DataFrame(rows)
     OUT.parent.mkdir(exist_ok=True)
     res.to_csv(OUT if a.form == "request_overhead" else OUT.with_name(f"serving_knee_{a.form}.csv"), index=False)
@@ -72,8 +97,10 @@ def main() -> None:
     print(res.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
     for (isl, osl), g in res.groupby(["isl", "osl"]):
         c = g.concurrency.to_numpy()
-        print(f"ISL {isl} OSL {osl}: measured knee at concurrency {knee(c, g.ttft_meas_ms.to_numpy())}, "
-              f"simulated {knee(c, g.ttft_sim_ms.to_numpy())}")  # fmt: skip
+        print(
+            f"ISL {isl} OSL {osl}: measured knee at concurrency {knee(c, g.ttft_meas_ms.to_numpy())}, "
+            f"simulated {knee(c, g.ttft_sim_ms.to_numpy())}"
+        )
     if a.form == "physics":
         from roofline.published.serving_error import serving_interval
 

@@ -33,14 +33,31 @@ HW = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200"}
 def main() -> None:
     d = pd.read_csv(SRC)
     keep = (
-        (d["mode"] == "agg") & (d.attention_dp_size.fillna(0) <= 1) & (d.pp_size.fillna(1) == 1) & (d.tp_size <= 8)
-        & d.model_path.isin(list(FAMILY)) & d.system.isin(list(HW))
+        (d["mode"] == "agg")
+        & (d.attention_dp_size.fillna(0) <= 1)
+        & (d.pp_size.fillna(1) == 1)
+        & (d.tp_size <= 8)
+        & d.model_path.isin(list(FAMILY))
+        & d.system.isin(list(HW))
         & ((d.moe_ep_size.fillna(0) <= 1) | (d.moe_ep_size == d.tp_size))
         & (d.moe_tp_size.isna() | (d.moe_tp_size * d.moe_ep_size.fillna(1).clip(lower=1) == d.tp_size))
         & d.precision.notna()
-    )  # fmt: skip
-    cols = ["id", "backend", "backend_version", "model_path", "system", "precision", "isl", "osl", "batch_size",
-            "tp_size", "moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms"]  # fmt: skip
+    )
+    cols = [
+        "id",
+        "backend",
+        "backend_version",
+        "model_path",
+        "system",
+        "precision",
+        "isl",
+        "osl",
+        "batch_size",
+        "tp_size",
+        "moe_ep_size",
+        "silicon_ttft_ms",
+        "silicon_tpot_ms",
+    ]
     out = d.loc[keep, cols].copy()
     out["moe_ep_size"] = out.moe_ep_size.fillna(0).clip(lower=1)  # 0 / empty: dense model or experts tp-sharded
     out["family"] = out.model_path.map(FAMILY)

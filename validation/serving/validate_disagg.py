@@ -62,10 +62,26 @@ def pick() -> None:
         tp, ep = d[f"{s}_tp_size"], d[f"{s}_moe_ep_size"].fillna(0)
         keep &= (d[f"{s}_attention_dp_size"].fillna(0) <= 1) & (d[f"{s}_pp_size"].fillna(1) == 1) & (tp <= 8)
         keep &= (ep <= 1) | (ep == tp)
-    cols = ["id", "backend", "backend_version", "model_path", "system", "precision", "isl", "osl",
-            "prefill_batch_size", "prefill_num_workers", "prefill_tp_size", "prefill_moe_ep_size",
-            "decode_batch_size", "decode_num_workers", "decode_tp_size", "decode_moe_ep_size",
-            "silicon_ttft_ms", "silicon_tpot_ms"]  # fmt: skip
+    cols = [
+        "id",
+        "backend",
+        "backend_version",
+        "model_path",
+        "system",
+        "precision",
+        "isl",
+        "osl",
+        "prefill_batch_size",
+        "prefill_num_workers",
+        "prefill_tp_size",
+        "prefill_moe_ep_size",
+        "decode_batch_size",
+        "decode_num_workers",
+        "decode_tp_size",
+        "decode_moe_ep_size",
+        "silicon_ttft_ms",
+        "silicon_tpot_ms",
+    ]
     out = d.loc[keep, cols].copy()
     for s in ("prefill", "decode"):
         out[f"{s}_moe_ep_size"] = out[f"{s}_moe_ep_size"].fillna(0).clip(lower=1).astype(int)
@@ -100,8 +116,11 @@ def pool_options(row: pd.Series) -> tuple[dict[str, object], dict[str, object]]:
     pre: dict[str, object] = {"max_num_seqs": pb}
     dec: dict[str, object] = {"max_num_seqs": batch}
     if row.backend == "trtllm":
-        pre |= {"max_num_batched_tokens": trtllm_tokens(isl + 1500), "chunked_prefill": False,
-                "async_scheduling": False}  # fmt: skip
+        pre |= {
+            "max_num_batched_tokens": trtllm_tokens(isl + 1500),
+            "chunked_prefill": False,
+            "async_scheduling": False,
+        }
         dec["max_num_batched_tokens"] = trtllm_tokens(batch)
     elif row.backend == "vllm":
         pre["max_num_batched_tokens"] = isl + 1500
@@ -114,13 +133,32 @@ def pool_options(row: pd.Series) -> tuple[dict[str, object], dict[str, object]]:
 def static(row: pd.Series) -> tuple[float, float]:
     """(TTFT ms, TPOT ms) from the static model (see the module docstring)."""
     wd = weight_dtype(row)
-    dec = predict(row.spec, row.hardware, int(row.decode_batch_size), int(row.isl), int(row.osl),
-                  tp=int(row.decode_tp_size), ep=int(row.decode_moe_ep_size), weight_dtype=wd,
-                  engine=row.backend)  # fmt: skip
-    pre = predict(row.spec, row.hardware, 1, int(row.isl), 2, tp=int(row.prefill_tp_size),
-                  ep=int(row.prefill_moe_ep_size), weight_dtype=wd, engine=row.backend)  # fmt: skip
-    per_gpu = max(float(kv_bytes_per_sequence_per_gpu(pre.model, pre.scenario, int(row.isl))),
-                  float(kv_bytes_per_sequence_per_gpu(dec.model, dec.scenario, int(row.isl))))  # fmt: skip
+    dec = predict(
+        row.spec,
+        row.hardware,
+        int(row.decode_batch_size),
+        int(row.isl),
+        int(row.osl),
+        tp=int(row.decode_tp_size),
+        ep=int(row.decode_moe_ep_size),
+        weight_dtype=wd,
+        engine=row.backend,
+    )
+    pre = predict(
+        row.spec,
+        row.hardware,
+        1,
+        int(row.isl),
+        2,
+        tp=int(row.prefill_tp_size),
+        ep=int(row.prefill_moe_ep_size),
+        weight_dtype=wd,
+        engine=row.backend,
+    )
+    per_gpu = max(
+        float(kv_bytes_per_sequence_per_gpu(pre.model, pre.scenario, int(row.isl))),
+        float(kv_bytes_per_sequence_per_gpu(dec.model, dec.scenario, int(row.isl))),
+    )
     xfer = per_gpu / DEFAULT_LINK_BYTES_PER_S + DEFAULT_LATENCY_S  # as the simulator's transfer, no queueing
     return (pre.ttft_s + xfer) * 1e3, dec.tpot_s * 1e3
 
@@ -161,9 +199,20 @@ def simulated(
     n = int(min(max(3 * c, 120), 1500))
 
     def run(x: float, num: int) -> tuple[float, float, float]:
-        r = simulate(row.spec, disagg=cfg, engine=row.backend, qps=x, arrival="constant", prompt_len=int(row.isl),
-                            output_len=int(row.osl), num_requests=num, weight_dtype=weight_dtype(row),
-                            engine_overrides=over, prefill_overrides=pre, decode_overrides=dec)  # fmt: skip
+        r = simulate(
+            row.spec,
+            disagg=cfg,
+            engine=row.backend,
+            qps=x,
+            arrival="constant",
+            prompt_len=int(row.isl),
+            output_len=int(row.osl),
+            num_requests=num,
+            weight_dtype=weight_dtype(row),
+            engine_overrides=over,
+            prefill_overrides=pre,
+            decode_overrides=dec,
+        )
         s = r.summary
         return s["ttft_mean_s"], s["tpot_mean_s"], s["e2e_mean_s"]
 
@@ -185,8 +234,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-per-group", type=int, default=4, help="simulated rows per (engine, model, GPU)")
     ap.add_argument("--pick", action="store_true", help="re-copy the rows from the shared sample first")
-    ap.add_argument("--engine-options", choices=("deployment", "preset"), default="deployment",
-                    help="the generator's per-pool options (pool_options) or the engines' defaults")  # fmt: skip
+    ap.add_argument(
+        "--engine-options",
+        choices=("deployment", "preset"),
+        default="deployment",
+        help="the generator's per-pool options (pool_options) or the engines' defaults",
+    )
     a = ap.parse_args()
     if a.pick or not ROWS.exists():
         pick()
@@ -198,9 +251,15 @@ def main() -> None:
     print("engine overheads fitted on the aggregated rows (step s, request s):", fitted)
     res = []
     for i, row in d.iterrows():
-        rec = {"id": row.id, "backend": row.backend, "family": row.family, "hardware": row.hardware,
-               "ratio": f"{row.prefill_num_workers}P:{row.decode_num_workers}D",
-               "measured_ttft_ms": row.silicon_ttft_ms, "measured_tpot_ms": row.silicon_tpot_ms}  # fmt: skip
+        rec = {
+            "id": row.id,
+            "backend": row.backend,
+            "family": row.family,
+            "hardware": row.hardware,
+            "ratio": f"{row.prefill_num_workers}P:{row.decode_num_workers}D",
+            "measured_ttft_ms": row.silicon_ttft_ms,
+            "measured_tpot_ms": row.silicon_tpot_ms,
+        }
         try:
             rec["static_ttft_ms"], rec["static_tpot_ms"] = static(row)
             if i in sim_idx:

@@ -159,10 +159,18 @@ def simulate_row(
     elif row.backend == "trtllm":
         over["chunked_prefill"] = True
     return simulate(
-        row.spec, row.hardware, engine=row.backend, tp=int(row.tp_size), ep=int(row.moe_ep_size),
-        concurrency=c, prompt_len=int(row.isl), output_len=int(row.osl) if output_len is None else output_len,
-        num_requests=request_count(c, protocol), weight_dtype=weight_dtype(row), engine_overrides=over | (extra or {}),
-    )  # fmt: skip
+        row.spec,
+        row.hardware,
+        engine=row.backend,
+        tp=int(row.tp_size),
+        ep=int(row.moe_ep_size),
+        concurrency=c,
+        prompt_len=int(row.isl),
+        output_len=int(row.osl) if output_len is None else output_len,
+        num_requests=request_count(c, protocol),
+        weight_dtype=weight_dtype(row),
+        engine_overrides=over | (extra or {}),
+    )
 
 
 def run_row(
@@ -205,8 +213,12 @@ def folds(d: pd.DataFrame) -> list[tuple[str, str, pd.Index, pd.Index]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-per-group", type=int, default=40, help="rows per (engine, family, GPU), seeded sample")
-    ap.add_argument("--engine-options", choices=("deployment", "preset"), default="deployment",
-                    help="the source's deployment options (default) or the engines' own defaults")  # fmt: skip
+    ap.add_argument(
+        "--engine-options",
+        choices=("deployment", "preset"),
+        default="deployment",
+        help="the source's deployment options (default) or the engines' own defaults",
+    )
     ap.add_argument("--protocol", choices=("aiperf", "short"), default="aiperf", help="benchmark protocol (docstring)")
     ap.add_argument("--overhead-cv", type=float, default=1.0, help="spread of the request overhead (0: constant)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
@@ -216,8 +228,11 @@ def main() -> None:
     d = d.sample(frac=1.0, random_state=0).groupby(["backend", "family", "hardware"]).head(a.max_per_group)
     d = d.sort_values(["backend", "family", "hardware", "id"]).reset_index(drop=True)
     t0 = time.perf_counter()
-    tag = "" if (a.engine_options, a.protocol, a.overhead_cv) == ("deployment", "aiperf", 1.0) else (
-        f"_{a.engine_options}_{a.protocol}_cv{a.overhead_cv:g}")  # fmt: skip
+    tag = (
+        ""
+        if (a.engine_options, a.protocol, a.overhead_cv) == ("deployment", "aiperf", 1.0)
+        else (f"_{a.engine_options}_{a.protocol}_cv{a.overhead_cv:g}")
+    )
     sims = np.full((len(CANDIDATES), len(d), 2), np.nan)  # [candidate, row, (TTFT ms, TPOT ms)]
     if a.passes:  # the passes of an earlier run of the same rows and candidates
         old = pd.read_csv(a.passes).set_index("id")
@@ -225,9 +240,11 @@ def main() -> None:
         cols = [f"{m}_ms_{field}={value:g}" for field, value in CANDIDATES for m in ("ttft", "tpot")]
         absent = [c for c in cols if c not in old.columns]
         if missing or absent:
-            raise SystemExit(f"{a.passes} is not a run of these rows and candidates: {len(missing)} of the {len(d)} "
-                             f"rows missing (e.g. {missing[:2]}), {len(absent)} candidate columns missing (e.g. "
-                             f"{absent[:2]}); rerun without --passes, or with the same --max-per-group")  # fmt: skip
+            raise SystemExit(
+                f"{a.passes} is not a run of these rows and candidates: {len(missing)} of the {len(d)} "
+                f"rows missing (e.g. {missing[:2]}), {len(absent)} candidate columns missing (e.g. "
+                f"{absent[:2]}); rerun without --passes, or with the same --max-per-group"
+            )
         old = old.loc[d.id]
         for j, (field, value) in enumerate(CANDIDATES):
             sims[j, :, 0], sims[j, :, 1] = old[f"ttft_ms_{field}={value:g}"], old[f"tpot_ms_{field}={value:g}"]
@@ -235,8 +252,14 @@ def main() -> None:
         records = d.to_dict("records")
         with ProcessPoolExecutor(max_workers=max(1, a.jobs)) as pool:
             for j, (field, value) in enumerate(CANDIDATES):
-                task = partial(_run_record, field=field, value=value, options=a.engine_options, protocol=a.protocol,
-                               cv=a.overhead_cv)  # fmt: skip
+                task = partial(
+                    _run_record,
+                    field=field,
+                    value=value,
+                    options=a.engine_options,
+                    protocol=a.protocol,
+                    cv=a.overhead_cv,
+                )
                 sims[j] = np.array([(t, p) for t, p, _ in pool.map(task, records, chunksize=8)], dtype=np.float64)
                 print(f"{field} = {value:g}: pass done at {time.perf_counter() - t0:.0f} s", flush=True)
         passes = d[["id", "backend", "family"]].copy()  # every pass of every row, to refit without re-running
@@ -264,27 +287,52 @@ def main() -> None:
         err = train_err(g.index)
         for form in forms:
             j = pick(g.index, form)
-            fits.append({"engine": eng, "field": form, "value": CANDIDATES[j][1] if j else 0.0, "rows": len(g),
-                         "families": g.family.nunique(), "ttft_median_abs_err": err[j],
-                         "ttft_median_abs_err_physics_only": err[0],
-                         "engine_options": a.engine_options, "protocol": a.protocol,
-                         "request_overhead_cv": a.overhead_cv})  # fmt: skip
+            fits.append(
+                {
+                    "engine": eng,
+                    "field": form,
+                    "value": CANDIDATES[j][1] if j else 0.0,
+                    "rows": len(g),
+                    "families": g.family.nunique(),
+                    "ttft_median_abs_err": err[j],
+                    "ttft_median_abs_err_physics_only": err[0],
+                    "engine_options": a.engine_options,
+                    "protocol": a.protocol,
+                    "request_overhead_cv": a.overhead_cv,
+                }
+            )
     rows = []
     for eng, held, tr, te in folds(d[ok]):
         jl, jo = pick(tr, "output_lag_steps"), pick(tr, "request_overhead_s")
         for i in te:
             r = d.loc[i]
-            rows.append({
-                "engine": eng, "held_out": held, "id": r.id, "family": r.family, "hardware": r.hardware,
-                "isl": r.isl, "osl": r.osl, "concurrency": r.batch_size, "tp": r.tp_size, "ep": r.moe_ep_size,
-                "precision": r.precision, "step_overhead_s": 0.0,
-                "request_overhead_s": CANDIDATES[jo][1], "request_overhead_cv": a.overhead_cv,
-                "output_lag_steps": CANDIDATES[jl][1] if jl else 0.0,
-                "ttft_meas_ms": r.silicon_ttft_ms, "tpot_meas_ms": r.silicon_tpot_ms,
-                "ttft_sim0_ms": sims[0, i, 0], "tpot_sim0_ms": sims[0, i, 1],
-                "ttft_sim_ms": sims[jo, i, 0], "tpot_sim_ms": sims[jo, i, 1],
-                "ttft_lag_ms": sims[jl, i, 0], "tpot_lag_ms": sims[jl, i, 1],
-            })  # fmt: skip
+            rows.append(
+                {
+                    "engine": eng,
+                    "held_out": held,
+                    "id": r.id,
+                    "family": r.family,
+                    "hardware": r.hardware,
+                    "isl": r.isl,
+                    "osl": r.osl,
+                    "concurrency": r.batch_size,
+                    "tp": r.tp_size,
+                    "ep": r.moe_ep_size,
+                    "precision": r.precision,
+                    "step_overhead_s": 0.0,
+                    "request_overhead_s": CANDIDATES[jo][1],
+                    "request_overhead_cv": a.overhead_cv,
+                    "output_lag_steps": CANDIDATES[jl][1] if jl else 0.0,
+                    "ttft_meas_ms": r.silicon_ttft_ms,
+                    "tpot_meas_ms": r.silicon_tpot_ms,
+                    "ttft_sim0_ms": sims[0, i, 0],
+                    "tpot_sim0_ms": sims[0, i, 1],
+                    "ttft_sim_ms": sims[jo, i, 0],
+                    "tpot_sim_ms": sims[jo, i, 1],
+                    "ttft_lag_ms": sims[jl, i, 0],
+                    "tpot_lag_ms": sims[jl, i, 1],
+                }
+            )
     res = pd.DataFrame(rows)
     for sfx in ("meas", "sim0", "sim", "lag"):  # E2E = TTFT + (OSL − 1)·TPOT, as measured and simulated
         res[f"e2e_{sfx}_ms"] = res[f"ttft_{sfx}_ms"] + (res.osl - 1) * res[f"tpot_{sfx}_ms"]

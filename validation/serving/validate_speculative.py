@@ -62,8 +62,15 @@ def rows() -> list[dict[str, str | float]]:
     for (model, gpu, method), m in sorted(by.items()):
         if "A100" not in gpu or model not in TARGETS or method not in METHODS:
             continue
-        out.append({"model": model, "gpu": gpu, "method": method, "tau": m["mean_accepted_tokens_per_step"],
-                    "measured_speedup": m["speedup_vs_autoregressive"]})  # fmt: skip
+        out.append(
+            {
+                "model": model,
+                "gpu": gpu,
+                "method": method,
+                "tau": m["mean_accepted_tokens_per_step"],
+                "measured_speedup": m["speedup_vs_autoregressive"],
+            }
+        )
     return out
 
 
@@ -72,16 +79,32 @@ def score(overhead_s: float = 0.0) -> list[dict[str, str | float]]:
     res = []
     for r in rows():
         spec = f"{METHODS[str(r['method'])]},tau={r['tau']},overhead={overhead_s!r}"
-        p = predict(TARGETS[str(r["model"])], "a100-80gb-sxm", 1, 512, 512, weight_dtype="fp16", kv_dtype="fp16",
-                    cuda_graphs=False, speculative=spec)  # fmt: skip
+        p = predict(
+            TARGETS[str(r["model"])],
+            "a100-80gb-sxm",
+            1,
+            512,
+            512,
+            weight_dtype="fp16",
+            kv_dtype="fp16",
+            cuda_graphs=False,
+            speculative=spec,
+        )
         sd = p.speculative
         assert sd is not None
         s = sd.summary()
-        res.append({**r, "spec": spec.split("model=")[0] + ("model=vicuna-68m" if "model=" in spec else ""),
-                    "predicted_speedup": sd.speedup, "verify_ms": 1e3 * float(s["spec_verify_s"]),
-                    "draft_ms": 1e3 * float(s["spec_draft_s"]), "plain_tpot_ms": 1e3 * sd.plain_decode_s / 511,
-                    "overhead_ms": 1e3 * overhead_s,
-                    "error": sd.speedup / float(r["measured_speedup"]) - 1})  # fmt: skip
+        res.append(
+            {
+                **r,
+                "spec": spec.split("model=")[0] + ("model=vicuna-68m" if "model=" in spec else ""),
+                "predicted_speedup": sd.speedup,
+                "verify_ms": 1e3 * float(s["spec_verify_s"]),
+                "draft_ms": 1e3 * float(s["spec_draft_s"]),
+                "plain_tpot_ms": 1e3 * sd.plain_decode_s / 511,
+                "overhead_ms": 1e3 * overhead_s,
+                "error": sd.speedup / float(r["measured_speedup"]) - 1,
+            }
+        )
     return res
 
 
@@ -89,10 +112,14 @@ def fit_overhead(res: list[dict[str, str | float]]) -> float:
     """Median over ``res`` of the per-step seconds t that makes each row exact:
     measured = τ·T_plain/(T_verify + T_draft + t)  ⇒  t = τ·T_plain/measured − (T_verify + T_draft)."""
     ts = [
-        (float(r["tau"]) * float(r["plain_tpot_ms"]) / float(r["measured_speedup"]) - float(r["verify_ms"])
-         - float(r["draft_ms"])) / 1e3
+        (
+            float(r["tau"]) * float(r["plain_tpot_ms"]) / float(r["measured_speedup"])
+            - float(r["verify_ms"])
+            - float(r["draft_ms"])
+        )
+        / 1e3
         for r in res
-    ]  # fmt: skip
+    ]
     return max(0.0, statistics.median(ts))
 
 
@@ -101,8 +128,10 @@ def report(res: list[dict[str, str | float]], title: str) -> None:
     print(f"\n== {title}")
     print(f"{'model':24} {'method':10} {'tau':>5} {'meas':>5} {'pred':>5} {'err':>7}")
     for r in res:
-        print(f"{r['model']:24} {r['method']:10} {r['tau']:5.2f} {r['measured_speedup']:5.2f} "
-              f"{r['predicted_speedup']:5.2f} {100 * float(r['error']):+6.1f}%")  # fmt: skip
+        print(
+            f"{r['model']:24} {r['method']:10} {r['tau']:5.2f} {r['measured_speedup']:5.2f} "
+            f"{r['predicted_speedup']:5.2f} {100 * float(r['error']):+6.1f}%"
+        )
     print("per method: mean error, mean |error| (rows)")
     for method in METHODS:
         e = [float(r["error"]) for r in res if r["method"] == method]
