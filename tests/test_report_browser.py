@@ -29,8 +29,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from roofline.report import save
-
 CHROMIUM = os.environ.get("ROOFLINE_CHROMIUM", "/usr/bin/chromium")
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -126,11 +124,11 @@ class DevTools:
 
 
 @pytest.fixture(scope="module")
-def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """The README example report opened in Chromium, with screenshot and PDF taken."""
+def loaded(tmp_path_factory: pytest.TempPathFactory, readme_report_file: Path) -> Iterator[dict[str, Any]]:
+    """The README example report (built and saved once per session, tests/conftest.py) opened in Chromium,
+    with screenshot and PDF taken."""
     tmp = tmp_path_factory.mktemp("browser")
-    path = save(tmp / "llama-3.1-70b-chat.html", "llama-3.1-70b", hardware="h100-sxm,h200-sxm,a100-80gb-sxm",
-                workload="chat")  # fmt: skip
+    path = readme_report_file
     cdp = DevTools(tmp / "chromium-profile")
     try:
         target = cdp.send("Target.createTarget", {"url": "about:blank"})["targetId"]

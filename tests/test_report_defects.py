@@ -31,8 +31,9 @@ MODEL, HARDWARE = "llama-3.1-70b", "h100-sxm,h200-sxm,a100-80gb-sxm"
 
 
 @pytest.fixture(scope="module")
-def report() -> Any:
-    return build(MODEL, hardware=HARDWARE, workload="chat")
+def report(readme_report: Any) -> Any:
+    """build(MODEL, hardware=HARDWARE, workload="chat"), built once per session (tests/conftest.py)."""
+    return readme_report
 
 
 def _drawn(fig: Any) -> Any:
