@@ -36,6 +36,15 @@ PriceOpt = Annotated[
     list[str] | None, typer.Option("--price", help="USD per GPU-hour overriding the spec, e.g. h200-sxm=4.5.")
 ]
 KvDtypeOpt = Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache format (default bf16).")]
+EngineSetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--engine-set",
+        metavar="NAME=VALUE",
+        help="Override an engine setting (repeatable), e.g. max_num_seqs=256, async_scheduling=true; the simulated "
+        "sizing takes every option, the planner's closed form those it can represent.",
+    ),
+]
 EngineOpt = Annotated[
     str, typer.Option("--engine", "-e", metavar="NAME", help="Serving engine: vllm (default), sglang, trtllm, ideal.")
 ]
@@ -71,6 +80,7 @@ def report_command(
     price: PriceOpt = None,
     kv_dtype: KvDtypeOpt = None,
     engine: EngineOpt = "vllm",
+    engine_set: EngineSetOpt = None,
     calibration: CalibrationOpt = None,
     confidence: ConfidenceOpt = "0.8",
     min_headroom: MinHeadroomOpt = None,
@@ -92,6 +102,7 @@ def report_command(
     from roofline.cli.options import (
         parse_count_opt,
         parse_duration_opt,
+        parse_engine_set,
         parse_float_opt,
         parse_int_list,
         parse_names,
@@ -120,6 +131,7 @@ def report_command(
         calibration=calibration,
         kv_dtype=kv_dtype,
         engine=engine,
+        engine_overrides=parse_engine_set(engine_set),
         output_path=path,
         confidence=parse_float_opt(confidence, "--confidence"),
         min_headroom=parse_float_opt(min_headroom, "--min-headroom") if min_headroom is not None else None,

@@ -150,6 +150,7 @@ def plan_disagg_cmd(
         str, typer.Option("--first", help="Side that emits the first token: prefill | decode.")
     ] = "prefill",
     engine: EngineOpt = "vllm",
+    engine_set: EngineSetOpt = None,
     prompt: PromptOpt = "1024",
     output: OutputOpt = "256",
     num_requests: NumOpt = "1000",
@@ -179,6 +180,7 @@ def plan_disagg_cmd(
         output_len=length_opt(output, "--output"),
         num_requests=parse_count_opt(num_requests, "--num-requests"),
         engine=engine,
+        engine_overrides=parse_engine_set(engine_set),
     )
     bd, bc = pl.best_disagg, pl.best_colocated
     if json:

@@ -47,6 +47,7 @@ class BuildOptions(TypedDict, total=False):
     calibration: CalibrationProfile | str | Path | None
     kv_dtype: str | None
     engine: str
+    engine_overrides: Mapping[str, object] | None
     confidence: float
     min_headroom: float | None
     usd_per_kwh: float | None
@@ -96,6 +97,7 @@ def build(
     calibration: CalibrationProfile | str | Path | None = None,
     kv_dtype: str | None = None,
     engine: str = "vllm",
+    engine_overrides: Mapping[str, object] | None = None,
     confidence: float = 0.8,
     min_headroom: float | None = None,
     usd_per_kwh: float | None = None,
@@ -106,7 +108,9 @@ def build(
     ``workload`` is a preset (chat, rag, summarize) whose fields the keyword arguments
     override, or ``custom`` with every field given. SLOs are in seconds; ``prices`` map
     hardware slugs to USD per GPU-hour; ``kv_dtype`` None is the engine default (bf16);
-    ``engine`` is the serving-engine preset (vllm, sglang, trtllm, ideal). ``confidence`` is the level
+    ``engine`` is the serving-engine preset (vllm, sglang, trtllm, ideal) and ``engine_overrides`` its options
+    under their engine names (every option the simulator takes; the planner and the static predictions use the
+    ones they can represent, see ``roofline.engine.config.ENGINE_OPTION_SCOPE``). ``confidence`` is the level
     at whose upper error bound the simulated percentile SLOs must hold; ``min_headroom`` the least spare
     capacity (None: the model's 80 % error bound on throughput); ``usd_per_kwh`` adds electricity
     (board power × time, an upper bound) to the cost.
@@ -127,6 +131,7 @@ def build(
         calibration=calibration,
         kv_dtype=kv_dtype,
         engine=engine,
+        engine_overrides=engine_overrides,
         confidence=_level(confidence),
         min_headroom=_headroom(min_headroom),
         usd_per_kwh=_kwh(usd_per_kwh),
@@ -234,7 +239,10 @@ def _engine_label(inp: Any) -> str:
     """The engine preset and version, e.g. 'vllm 0.11' (per hardware it may differ only in memory settings)."""
     from roofline.engine.presets import resolve_engine
 
-    return str(resolve_engine(inp.engine, inp.hardware[0]).label) if inp.hardware else str(inp.engine)
+    if not inp.hardware:
+        return str(inp.engine)
+    label = str(resolve_engine(inp.engine, inp.hardware[0]).label)
+    return label + "".join(f", {k}={v}" for k, v in inp.engine_overrides.items())
 
 
 def _floor(data: ReportData) -> float:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from roofline.engine.config import honoured_options
 from roofline.memory import kv_bytes_per_token
 from roofline.profile import CalibrationProfile, load_profile
 from roofline.result import PredictionResult
@@ -67,6 +68,7 @@ class ReportInputs:
     confidence: float = 0.8
     min_headroom: float | None = None
     usd_per_kwh: float | None = None
+    engine_overrides: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,7 @@ class PlannerOptions(TypedDict):
     weight_dtype: str
     kv_dtype: str
     engine: str
+    engine_overrides: dict[str, object]
 
 
 def hw_name(hw: str | HardwareSpec) -> str:
@@ -134,14 +137,24 @@ def resolve_inputs(
     confidence: float = 0.8,
     min_headroom: float | None = None,
     usd_per_kwh: float | None = None,
+    engine_overrides: Mapping[str, object] | None = None,
 ) -> ReportInputs:
-    """Load specs and the profile; split comma-separated lists."""
+    """Load specs and the profile; split comma-separated lists; check the engine options on every hardware (the
+    report simulates, so every option the simulator takes applies)."""
+    from roofline.engine.config import check_engine_options
+    from roofline.engine.presets import overrides_map, resolve_engine
+
+    overrides = overrides_map(engine_overrides)
+    check_engine_options(overrides, "simulate")
     hw_args = tuple(_split(hardware))
+    hws = tuple(load_hardware(h) for h in hw_args)
+    for hw in hws:
+        resolve_engine(engine, hw, overrides)
     precs = tuple(_split(precisions))
     cal_path = Path(calibration) if isinstance(calibration, str | Path) else None
     return ReportInputs(
         model=load_model(model),
-        hardware=tuple(load_hardware(h) for h in hw_args),
+        hardware=hws,
         hardware_args=hw_args,
         workload=workload,
         precisions=precs,
@@ -156,6 +169,7 @@ def resolve_inputs(
         confidence=confidence,
         min_headroom=min_headroom,
         usd_per_kwh=usd_per_kwh,
+        engine_overrides=overrides,
     )
 
 
@@ -182,6 +196,7 @@ def run_plan(inp: ReportInputs, profile: CalibrationProfile | None = None) -> Pl
         calibration=profile if profile is not None else inp.profile,
         kv_dtype=inp.kv_dtype,
         engine=inp.engine,
+        engine_overrides=honoured_options(inp.engine_overrides, "plan"),
     )
 
 
@@ -198,6 +213,7 @@ def planner_options(inp: ReportInputs, cand: Candidate) -> PlannerOptions:
         "weight_dtype": cand.precision,
         "kv_dtype": cand.kv_dtype,
         "engine": inp.engine,
+        "engine_overrides": honoured_options(inp.engine_overrides, "predict"),
     }
 
 

@@ -294,6 +294,7 @@ def _options(inp: ReportInputs) -> list[tuple[str, str]]:
         opts.append(("--kv-dtype", inp.kv_dtype))
     if inp.engine != "vllm":
         opts.append(("--engine", inp.engine))
+    opts += [("--engine-set", f"{k}={v}") for k, v in inp.engine_overrides.items()]
     if inp.max_gpus:
         opts.append(("--max-gpus", str(inp.max_gpus)))
     opts += [("--price", f"{k}={v:g}") for k, v in sorted(inp.prices.items())]
@@ -339,6 +340,8 @@ def python_call(inp: ReportInputs, out: str | Path | None) -> str:
         args.append(f"kv_dtype={inp.kv_dtype!r}")
     if inp.engine != "vllm":
         args.append(f"engine={inp.engine!r}")
+    if inp.engine_overrides:
+        args.append(f"engine_overrides={dict(inp.engine_overrides)!r}")
     if inp.max_gpus:
         args.append(f"max_gpus={inp.max_gpus!r}")
     if inp.prices:

@@ -69,6 +69,7 @@ def size_hardware(
                 confidence=inp.confidence,
                 min_headroom=inp.min_headroom,
                 engine=inp.engine,
+                engine_overrides=inp.engine_overrides,
                 calibration=inp.profile,
                 tdp_watts=hw.tdp_watts,
                 usd_per_kwh=inp.usd_per_kwh,
@@ -88,7 +89,7 @@ def size_hardware(
 
         from roofline.serving.plan.finalists import sim_kwargs
 
-        kw = sim_kwargs(best.candidate, inp.engine, None, inp.profile, inp.model)
+        kw = sim_kwargs(best.candidate, inp.engine, inp.engine_overrides, inp.profile, inp.model)
         pts = load_points(
             inp.model, best.candidate, kw, best.sustainable_replica_rps, wl.prompt_len, wl.output_len, 1000, 0
         )

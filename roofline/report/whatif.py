@@ -136,6 +136,7 @@ def _disaggregated(inp: ReportInputs, rec: HardwareRow) -> WhatIf:
             prompt_len=wl.prompt_len,
             output_len=wl.output_len,
             engine=inp.engine,
+            engine_overrides=inp.engine_overrides,
         )
     except RooflineError as exc:
         return WhatIf("Disaggregation", desc, 0, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, str(exc))

@@ -11,6 +11,7 @@ spec carries one).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,7 @@ def plan_disagg(
     num_requests: int = 1000,
     engine: EngineArg = "vllm",
     seed: int = 0,
+    engine_overrides: Mapping[str, object] | None = None,
 ) -> DisaggPlan:
     """Evaluate every P:D pair and co-located replica count (see the module docstring); percentile ∈ {50, 90, 99}."""
     if percentile not in (50, 90, 99):
@@ -86,7 +88,8 @@ def plan_disagg(
     price = load_hardware(hardware).price
     usd = price.usd_per_gpu_hour if price is not None else None
     q = f"p{percentile}"
-    kw = dict(prompt_len=prompt_len, output_len=output_len, num_requests=num_requests, engine=engine, seed=seed)
+    kw = dict(prompt_len=prompt_len, output_len=output_len, num_requests=num_requests, engine=engine, seed=seed,
+              engine_overrides=engine_overrides)  # fmt: skip
     dis = []
     for p in range(1, p_max + 1):
         for d in range(1, d_max + 1):
