@@ -37,9 +37,8 @@ def main() -> None:
             ttft, tpot, _ = vs.run_row(row, req, lag_steps=lag)
             a, b = p.loc[i, f"ttft_ms_{col}"], p.loc[i, f"tpot_ms_{col}"]
             worst = max(worst, abs(ttft / a - 1), abs(tpot / b - 1))
-            print(
-                f"{p.loc[i, 'backend']:7s} {col:24s} TTFT {ttft:9.3f} (saved {a:9.3f}) TPOT {tpot:8.4f} (saved {b:8.4f})"
-            )
+            engine = p.loc[i, "backend"]
+            print(f"{engine:7s} {col:24s} TTFT {ttft:9.3f} (saved {a:9.3f}) TPOT {tpot:8.4f} (saved {b:8.4f})")
     print(f"largest relative difference {worst:.1e} (the saved passes keep 6 significant digits)")
 
 
