@@ -76,8 +76,16 @@ def rows(tmp: Path) -> list[tuple[str, Callable[[], Any], float]]:
         raise AssertionError("a billion-layer spec loaded")
 
     def plan_1e9() -> None:
-        roofline.plan("llama-3.1-70b", qps=1e9, prompt_len=2048, output_len=256, ttft_slo_s=2, tpot_slo_s=0.1,
-                      hardware=["h100-sxm"], max_gpus=8)  # fmt: skip
+        roofline.plan(
+            "llama-3.1-70b",
+            qps=1e9,
+            prompt_len=2048,
+            output_len=256,
+            ttft_slo_s=2,
+            tpot_slo_s=0.1,
+            hardware=["h100-sxm"],
+            max_gpus=8,
+        )
 
     plan = ("plan", "llama-3.1-70b", "--qps", "1e12", "--ttft-slo", "2s", "--tpot-slo", "100ms")
     report = ("report", "llama-3.1-8b", "-H", "h100-sxm", "-o")
@@ -94,9 +102,12 @@ def rows(tmp: Path) -> list[tuple[str, Callable[[], Any], float]]:
         ("row 7: model import /dev/zero", _cli("model", "import", "/dev/zero"), 5.0),
         ("row 10: report -o <folder>", _cli(*report, str(folder)), 5.0),
         ("row 10: report -o ''", _cli(*report, ""), 5.0),
-        ("row 10: python -m calibrate onto a file", lambda: calibrate_main(["--device", "cpu", "-o", str(existing)]),
-         5.0),
-    ]  # fmt: skip
+        (
+            "row 10: python -m calibrate onto a file",
+            lambda: calibrate_main(["--device", "cpu", "-o", str(existing)]),
+            5.0,
+        ),
+    ]
 
 
 class _Factory:
@@ -168,8 +179,10 @@ def main() -> int:
             for name, times in results:
                 worst = max(times, default=0.0)
                 missed += worst >= CASE_TARGET_S
-                print(f"{name:<50} {len(times):>5} {statistics.median(times or [0.0]):>8.3f} {worst:>8.3f}  "
-                      f"< {CASE_TARGET_S:g} s {'ok' if worst < CASE_TARGET_S else 'MISSED'}")  # fmt: skip
+                print(
+                    f"{name:<50} {len(times):>5} {statistics.median(times or [0.0]):>8.3f} {worst:>8.3f}  "
+                    f"< {CASE_TARGET_S:g} s {'ok' if worst < CASE_TARGET_S else 'MISSED'}"
+                )
     print(f"\n{missed} target(s) missed")
     return 1 if a.strict and missed else 0
 

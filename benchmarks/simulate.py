@@ -36,13 +36,17 @@ def speed(n: int = 10_000, repeats: int = 5) -> None:
         whole.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
         loop.append(s.config["wall_s"])
-    print(f"{n} requests, {len(s.timeline)} events: event loop {n / statistics.median(loop):,.0f} simulated req/s; "
-          f"whole call {n / statistics.median(whole):,.0f} req/s wall, {n / statistics.median(cpu):,.0f} req/s per "
-          f"CPU second (median of {repeats}; one thread)")  # fmt: skip
+    print(
+        f"{n} requests, {len(s.timeline)} events: event loop {n / statistics.median(loop):,.0f} simulated req/s; "
+        f"whole call {n / statistics.median(whole):,.0f} req/s wall, {n / statistics.median(cpu):,.0f} req/s per "
+        f"CPU second (median of {repeats}; one thread)"
+    )
     sm = s.summary
-    print(f"  TTFT mean {sm['ttft_mean_s'] * 1e3:.1f} ms p99 {sm['ttft_p99_s'] * 1e3:.1f} ms; TPOT mean "
-          f"{sm['tpot_mean_s'] * 1e3:.2f} ms; {sm['request_throughput_rps']:.2f} req/s; mean batch "
-          f"{sm['mean_batch']:.1f}")  # fmt: skip
+    print(
+        f"  TTFT mean {sm['ttft_mean_s'] * 1e3:.1f} ms p99 {sm['ttft_p99_s'] * 1e3:.1f} ms; TPOT mean "
+        f"{sm['tpot_mean_s'] * 1e3:.2f} ms; {sm['request_throughput_rps']:.2f} req/s; mean batch "
+        f"{sm['mean_batch']:.1f}"
+    )
 
 
 def big(n: int = 1_000_000) -> None:
@@ -51,8 +55,10 @@ def big(n: int = 1_000_000) -> None:
     s = simulate("llama-3.1-8b", "h100-sxm", num_requests=n, **ARGS)
     dt = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{n:,} requests in {dt:.1f} s ({n / dt:,.0f} req/s); timeline {len(s.timeline):,} rows; "
-          f"peak RSS {peak:,.0f} MiB")  # fmt: skip
+    print(
+        f"{n:,} requests in {dt:.1f} s ({n / dt:,.0f} req/s); timeline {len(s.timeline):,} rows; "
+        f"peak RSS {peak:,.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

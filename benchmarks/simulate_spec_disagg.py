@@ -30,10 +30,12 @@ def speed(spec: str, n: int = 10_000, repeats: int = 3) -> None:
         whole.append(time.perf_counter() - t0)
         loop.append(s.config["wall_s"])
     sm = s.summary
-    print(f"{spec}: {n} requests: event loop {n / statistics.median(loop):,.0f} simulated req/s; whole call "
-          f"{n / statistics.median(whole):,.0f} req/s (median of {repeats}); TPOT mean {sm['tpot_mean_s'] * 1e3:.2f} "
-          f"ms, ITL p50/p90/p99 {sm['itl_p50_s'] * 1e3:.2f}/{sm['itl_p90_s'] * 1e3:.2f}/{sm['itl_p99_s'] * 1e3:.2f} "
-          f"ms, {sm['request_throughput_rps']:.2f} req/s")  # fmt: skip
+    print(
+        f"{spec}: {n} requests: event loop {n / statistics.median(loop):,.0f} simulated req/s; whole call "
+        f"{n / statistics.median(whole):,.0f} req/s (median of {repeats}); TPOT mean {sm['tpot_mean_s'] * 1e3:.2f} "
+        f"ms, ITL p50/p90/p99 {sm['itl_p50_s'] * 1e3:.2f}/{sm['itl_p90_s'] * 1e3:.2f}/{sm['itl_p99_s'] * 1e3:.2f} "
+        f"ms, {sm['request_throughput_rps']:.2f} req/s"
+    )
 
 
 def speed_disagg(
@@ -47,10 +49,12 @@ def speed_disagg(
         whole.append(time.perf_counter() - t0)
         loop.append(r.config["wall_s"])
     s = r.summary
-    print(f"{pools}: {n} requests: pools + transfers {n / statistics.median(loop):,.0f} simulated req/s; whole call "
-          f"{n / statistics.median(whole):,.0f} req/s (median of {repeats}); TTFT mean {s['ttft_mean_s'] * 1e3:.1f} "
-          f"ms, TPOT mean {s['tpot_mean_s'] * 1e3:.2f} ms, KV transfer mean "
-          f"{s['kv_transfer_mean_s'] * 1e3:.2f} ms")  # fmt: skip
+    print(
+        f"{pools}: {n} requests: pools + transfers {n / statistics.median(loop):,.0f} simulated req/s; whole call "
+        f"{n / statistics.median(whole):,.0f} req/s (median of {repeats}); TTFT mean {s['ttft_mean_s'] * 1e3:.1f} "
+        f"ms, TPOT mean {s['tpot_mean_s'] * 1e3:.2f} ms, KV transfer mean "
+        f"{s['kv_transfer_mean_s'] * 1e3:.2f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,17 @@ def main() -> None:
     print(f"predict: median {statistics.median(pred) * 1e3:.2f} ms, min {min(pred) * 1e3:.2f} ms (200 runs)")
     print(f"sweep:   {n:,} points, median {statistics.median(sw):.2f} s, min {min(sw):.2f} s (5 runs)")
     r = roofline.predict(*args, batch=8, prompt_len=2048, output_len=256, tp=4)
-    names = ("ttft_s", "tpot_s", "tpot_first_s", "tpot_last_s", "decode_s", "e2e_s", "throughput_tok_s",
-             "throughput_tok_s_per_gpu", "total_throughput_tok_s")  # fmt: skip
+    names = (
+        "ttft_s",
+        "tpot_s",
+        "tpot_first_s",
+        "tpot_last_s",
+        "decode_s",
+        "e2e_s",
+        "throughput_tok_s",
+        "throughput_tok_s_per_gpu",
+        "total_throughput_tok_s",
+    )
     iv = _time(lambda: [r.interval(name) for name in names], 200)
     share = statistics.median(iv) / statistics.median(pred) * 100
     print(

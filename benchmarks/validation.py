@@ -36,8 +36,10 @@ def accuracy() -> tuple[float, float]:
         t0 = time.perf_counter()
         evaluate_rows()
         times.append(time.perf_counter() - t0)
-    print(f"accuracy harness: first call {times[0]:.2f} s (spec loading included), then median "
-          f"{statistics.median(times[1:]):.2f} s")  # fmt: skip
+    print(
+        f"accuracy harness: first call {times[0]:.2f} s (spec loading included), then median "
+        f"{statistics.median(times[1:]):.2f} s"
+    )
     return max(times), 10.0
 
 
@@ -49,8 +51,10 @@ def calibrate() -> tuple[float, float]:
         t0 = time.perf_counter()
         prof = run_calibration(device="cpu", budget_s=25, output=Path(d) / "cpu.yaml", quick=True, progress=False)
         wall = time.perf_counter() - t0
-    print(f"quick CPU calibration, 25 s budget: {wall:.1f} s wall; measuring {prof.provenance['wall_s']:.1f} s "
-          f"by the run's budget clock")  # fmt: skip
+    print(
+        f"quick CPU calibration, 25 s budget: {wall:.1f} s wall; measuring {prof.provenance['wall_s']:.1f} s "
+        f"by the run's budget clock"
+    )
     return wall, 25.0 + 15.0
 
 

@@ -183,3 +183,13 @@ def test_serving_layers_point_one_way() -> None:
             assert all(d.startswith(allowed) or d in extra for d in deps), (mod, deps)
         if not mod.startswith("roofline.serving.plan.") and mod != "roofline.serving.simulate":
             assert not any(d.startswith("roofline.serving.plan.") for d in deps), (mod, deps)
+
+
+def test_fmt_skip_only_on_tables() -> None:
+    """``# fmt: skip`` keeps hand-aligned tables aligned; everything else is as ruff formats it (at most 60 in the
+    tree: module-level tables of constants, options and cases)."""
+    files = [
+        p for d in ("roofline", "calibrate", "tests", "benchmarks", "validation") for p in (ROOT / d).rglob("*.py")
+    ]
+    n = sum(p.read_text(encoding="utf-8").count("# fmt: skip") for p in files)
+    assert n <= 60, n

@@ -29,12 +29,17 @@ LLC = 32 * 2**20
 ATT_C, ATT_M, REUSE = 0.3, 0.8, 0.25
 WIRE_BW, LAT = 5e9, 20e-6
 #: The synthetic device: its "peaks" are the true ceilings, so a fitted profile is absolute on it.
-HOST = HardwareSpec.model_validate({
-    "name": "synthetic-host", "display_name": "synthetic host", "vendor": "test", "form_factor": "host CPU",
-    "memory": {"capacity": "64 GB", "bandwidth": f"{BW!r} B/s"},
-    "peak_dense": {d: f"{c!r} FLOPS" for d, c in C.items()},
-    "sources": [{"fields": "all", "ref": "synthetic timings of this test module"}],
-})  # fmt: skip
+HOST = HardwareSpec.model_validate(
+    {
+        "name": "synthetic-host",
+        "display_name": "synthetic host",
+        "vendor": "test",
+        "form_factor": "host CPU",
+        "memory": {"capacity": "64 GB", "bandwidth": f"{BW!r} B/s"},
+        "peak_dense": {d: f"{c!r} FLOPS" for d, c in C.items()},
+        "sources": [{"fields": "all", "ref": "synthetic timings of this test module"}],
+    }
+)
 
 
 def residuals(res: FitResult) -> dict[str, Any]:
@@ -114,16 +119,40 @@ def synthetic(seed: int = 0, g_bf16: Callable[[float], float] = g_true) -> list[
         flops, kv = 4 * d * h * s * (s + 1) / 2, 4 * 2 * s * hkv * d
         moved = 4 * 2 * s * h * d + kv
         t = max(flops / (C["fp32"] * ATT_C), (moved + 3 * (1 - REUSE) * kv) / (BW * ATT_M))
-        recs.append(_rec("attention", f"a/p/{s}", t, rng, kind="prefill", dtype="fp32", flops=flops, bytes=moved,
-                         kv_bytes=kv, q_per_kv=4))  # fmt: skip
+        recs.append(
+            _rec(
+                "attention",
+                f"a/p/{s}",
+                t,
+                rng,
+                kind="prefill",
+                dtype="fp32",
+                flops=flops,
+                bytes=moved,
+                kv_bytes=kv,
+                q_per_kv=4,
+            )
+        )
     for kvh in (hkv, h):  # GQA (4 query heads per KV head) and MHA: together they identify the reuse
         g = h // kvh
         for ctx in (1024, 4096, 16384, 65536):
             flops, kv = 4 * d * h * ctx, 4 * 2 * ctx * kvh * d
             moved = 4 * 2 * h * d + kv
             t = max(flops / (C["fp32"] * ATT_C), (moved + (g - 1) * (1 - REUSE) * kv) / (BW * ATT_M))
-            recs.append(_rec("attention", f"a/d/{kvh}/{ctx}", t, rng, kind="decode", dtype="fp32", flops=flops,
-                             bytes=moved, kv_bytes=kv, q_per_kv=g))  # fmt: skip
+            recs.append(
+                _rec(
+                    "attention",
+                    f"a/d/{kvh}/{ctx}",
+                    t,
+                    rng,
+                    kind="decode",
+                    dtype="fp32",
+                    flops=flops,
+                    bytes=moved,
+                    kv_bytes=kv,
+                    q_per_kv=g,
+                )
+            )
     for j in range(8):
         msg = 4096 * 4**j
         wire = 2 * (2 - 1) / 2 * msg
@@ -238,8 +267,22 @@ def test_prefill_attention_rate_per_sequence_length_becomes_the_profile_curve() 
         flops = 4 * d * h * s * (s + 1) / 2
         moved = 4 * 2 * s * h * d + 4 * 2 * s * hkv * d
         t = max(flops / (C["fp32"] * ATT_C), moved / (BW * ATT_M))
-        recs.append(_rec("attention", f"a/p2/{s}", t, rng, kind="prefill", dtype="fp32", flops=flops, bytes=moved,
-                         seq=s, head_dim=d, heads=h, kv_heads=hkv))  # fmt: skip
+        recs.append(
+            _rec(
+                "attention",
+                f"a/p2/{s}",
+                t,
+                rng,
+                kind="prefill",
+                dtype="fp32",
+                flops=flops,
+                bytes=moved,
+                seq=s,
+                head_dim=d,
+                heads=h,
+                kv_heads=hkv,
+            )
+        )
     res = fit(recs)
     pts = res.prefill_rates[("fp32", d)]
     assert [s for s, _ in pts] == [512.0, 1024.0, 2048.0]

@@ -77,8 +77,21 @@ def test_predict_csv_matches_api_exactly() -> None:
 def test_predict_table_and_ops() -> None:
     res = run("predict", M8, H100, "--ops")
     assert res.exit_code == 0
-    for word in ("TTFT", "TPOT", "tok/s", "KV per token", "weights", "reserve", "free", "max batch", "GiB",
-                 "compute-bound", "memory-bound", "attn.qkv_proj", "share"):  # fmt: skip
+    for word in (
+        "TTFT",
+        "TPOT",
+        "tok/s",
+        "KV per token",
+        "weights",
+        "reserve",
+        "free",
+        "max batch",
+        "GiB",
+        "compute-bound",
+        "memory-bound",
+        "attn.qkv_proj",
+        "share",
+    ):
         assert word in res.stdout, word
     doc = json.loads(run("predict", M8, H100, "--ops", "--json").stdout)
     assert len(doc["ops"]) == len(roofline.predict(M8, H100).ops)
@@ -230,8 +243,16 @@ PLAN = ["plan", "llama-3.1-70b", "--qps", "20", "--prompt", "2048", "--output", 
 def test_plan_json_matches_api() -> None:
     res = run(*PLAN, "--json", "--price", "a100-80gb-sxm=1.5")
     assert res.exit_code == 0, res.output
-    want = roofline.plan("llama-3.1-70b", qps=20, prompt_len=2048, output_len=256, ttft_slo_s=0.5, tpot_slo_s=0.05,
-                         hardware=["h100-sxm", "a100-80gb-sxm"], prices={"a100-80gb-sxm": 1.5})  # fmt: skip
+    want = roofline.plan(
+        "llama-3.1-70b",
+        qps=20,
+        prompt_len=2048,
+        output_len=256,
+        ttft_slo_s=0.5,
+        tpot_slo_s=0.05,
+        hardware=["h100-sxm", "a100-80gb-sxm"],
+        prices={"a100-80gb-sxm": 1.5},
+    )
     assert json.loads(res.stdout) == json.loads(json.dumps(want.to_dict()))
 
 
@@ -293,8 +314,18 @@ def test_calibrate_forwards_options(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "calibrate.cli", fake)
     res = run("calibrate", "--device", "cpu", "--budget", "90s", "--tp", "2", "--quick", "-o", "p.yaml")
     assert res.exit_code == 0, res.output
-    assert calls == [{"device": "cpu", "budget_s": 90.0, "model": None, "tp": 2, "output": Path("p.yaml"),
-                      "resume": False, "quick": True, "progress": True}]  # fmt: skip
+    assert calls == [
+        {
+            "device": "cpu",
+            "budget_s": 90.0,
+            "model": None,
+            "tp": 2,
+            "output": Path("p.yaml"),
+            "resume": False,
+            "quick": True,
+            "progress": True,
+        }
+    ]
     assert run("calibrate", "--device", "cpu").exit_code == 0
     assert calls[-1]["output"] == Path("calibration.yaml") and calls[-1]["budget_s"] == 60.0  # the default name
     assert run("calibrate", "show", "x.yaml").stdout.strip() == "profile at x.yaml"
@@ -373,8 +404,21 @@ def test_plan_accepts_percentile_slos() -> None:
 
     assert percentile_slo("p99=2s", "--ttft-slo", 99.0) == (99.0, "2s")
     assert percentile_slo("50ms", "--tpot-slo", 90.0) == (90.0, "50ms")
-    res = run("plan", M8, "--qps", "5", "--ttft-slo", "p50=1s", "--tpot-slo", "p99=40ms", "-H", H100, "--tp", "1",
-              "--simulate")  # fmt: skip
+    res = run(
+        "plan",
+        M8,
+        "--qps",
+        "5",
+        "--ttft-slo",
+        "p50=1s",
+        "--tpot-slo",
+        "p99=40ms",
+        "-H",
+        H100,
+        "--tp",
+        "1",
+        "--simulate",
+    )
     assert res.exit_code == 0 and "TTFT P50" in res.stdout and "TPOT P99" in res.stdout
     bad = run("plan", M8, "--qps", "5", "--ttft-slo", "q99=1s", "--tpot-slo", "40ms")
     assert bad.exit_code == 2 and "not a percentile" in bad.stderr

@@ -23,20 +23,39 @@ def run(*args: str) -> Any:
 
 
 def test_json_matches_the_api_exactly() -> None:
-    res = run("simulate", M8, H100, "--qps", "8", "-N", "300", "--prompt", "lognormal:800:0.5", "--json",
-              "--engine-set", "max_num_batched_tokens=2048")  # fmt: skip
+    res = run(
+        "simulate",
+        M8,
+        H100,
+        "--qps",
+        "8",
+        "-N",
+        "300",
+        "--prompt",
+        "lognormal:800:0.5",
+        "--json",
+        "--engine-set",
+        "max_num_batched_tokens=2048",
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
-    api = simulate(M8, H100, qps=8.0, num_requests=300, prompt_len="lognormal:800:0.5",
-                   engine_overrides={"max_num_batched_tokens": 2048})  # fmt: skip
+    api = simulate(
+        M8,
+        H100,
+        qps=8.0,
+        num_requests=300,
+        prompt_len="lognormal:800:0.5",
+        engine_overrides={"max_num_batched_tokens": 2048},
+    )
     assert doc["summary"] == api.summary
     assert doc["saturated"] is None
 
 
 def test_table_csv_and_files(tmp_path: Path) -> None:
     req, tl = tmp_path / "r.csv", tmp_path / "t.json"
-    res = run("simulate", M8, H100, "--concurrency", "16", "-N", "200", "--requests-out", str(req),
-              "--timeline-out", str(tl))  # fmt: skip
+    res = run(
+        "simulate", M8, H100, "--concurrency", "16", "-N", "200", "--requests-out", str(req), "--timeline-out", str(tl)
+    )
     assert res.exit_code == 0 and "TTFT (ms)" in res.output and "requests/s" in res.output
     assert len(req.read_text().splitlines()) == 201
     assert json.loads(tl.read_text())[0]["time_s"] > 0
@@ -46,8 +65,9 @@ def test_table_csv_and_files(tmp_path: Path) -> None:
 
 def _trace(tmp_path: Path) -> Path:
     p = tmp_path / "trace.jsonl"
-    rows = [{"timestamp": 1000 * i, "input_length": 300 + i, "output_length": 20, "hash_ids": [1, 2 + i]}
-            for i in range(10)]  # fmt: skip
+    rows = [
+        {"timestamp": 1000 * i, "input_length": 300 + i, "output_length": 20, "hash_ids": [1, 2 + i]} for i in range(10)
+    ]
     p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     return p
 
@@ -78,8 +98,10 @@ def test_bad_input_exits_2(args: list[str], needle: str) -> None:
 
 def test_malformed_trace_names_line_and_field(tmp_path: Path) -> None:
     p = tmp_path / "bad.jsonl"
-    p.write_text('{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 5}\n{"arrival_s": 1, "prompt_tokens": -3, '
-                 '"output_tokens": 5}\n')  # fmt: skip
+    p.write_text(
+        '{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 5}\n{"arrival_s": 1, "prompt_tokens": -3, '
+        '"output_tokens": 5}\n'
+    )
     res = run("simulate", M8, H100, "--trace", str(p))
     assert res.exit_code == 2 and "line 2" in res.output and "prompt_tokens" in res.output
     p.write_text('{"arrival_s": 0, "output_tokens": 5}\n')

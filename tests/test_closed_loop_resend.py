@@ -17,8 +17,15 @@ def test_a_resend_misses_the_step_that_starts_as_its_predecessor_finishes() -> N
     decode-only (the long request alone) and the resent request's 512-token prefill runs in the step after,
     whose end is its first token."""
     out = np.array([4, 100] * 3)
-    s = simulate(M, HW, concurrency=2, num_requests=6, prompt_len=512, output_len=out,
-                 engine_overrides={"async_scheduling": False})  # fmt: skip
+    s = simulate(
+        M,
+        HW,
+        concurrency=2,
+        num_requests=6,
+        prompt_len=512,
+        output_len=out,
+        engine_overrides={"async_scheduling": False},
+    )
     r, tl = s.requests, s.timeline
     send = float(r.arrival_s[2])
     assert send == float(r.finish_s[0])  # the client resent at once

@@ -36,9 +36,13 @@ def test_llama2_7b_max_batch_golden(llama7: roofline.ModelSpec) -> None:
     assert weight_bytes_per_gpu(llama7, sc) == 2 * llama7.param_count() == 13_476_831_232
     # (80e9 - 10e9 - 13.48e9) / 2,147,483,648 = 26.3 -> 26 sequences
     mb = roofline.max_batch(
-        llama7, "h100-sxm", 4096, weight_dtype="fp16", kv_dtype="fp16",
+        llama7,
+        "h100-sxm",
+        4096,
+        weight_dtype="fp16",
+        kv_dtype="fp16",
         engine_overrides={"capacity_bytes": 80e9, "reserve_bytes": 10e9, "memory_fraction": 1.0},
-    )  # fmt: skip
+    )
     assert mb == 26
 
 
@@ -47,9 +51,15 @@ def test_llama2_7b_decode_reads_all_weights(llama7: roofline.ModelSpec) -> None:
     # reads one row): 13.48e9 - 32000*4096*2 = 13.21e9 bytes, ~13.5 GB.
     hw = roofline.hardware("a100-80gb-sxm").model_copy()
     r = roofline.predict(
-        llama7, hw, batch=1, prompt_len=1, output_len=2, weight_dtype="fp16", kv_dtype="fp16",
+        llama7,
+        hw,
+        batch=1,
+        prompt_len=1,
+        output_len=2,
+        weight_dtype="fp16",
+        kv_dtype="fp16",
         calibration=datasheet_profile(),
-    )  # fmt: skip
+    )
     assert r.decode_bytes_per_step == pytest.approx(13.48e9 - 32000 * 4096 * 2 * 0.99, rel=0.01)
     # 2 FLOPs per parameter per token: ~13.5 GFLOP (embedding lookup does no FLOPs)
     assert r.decode_flops_per_step == pytest.approx(2 * 6.47e9, rel=0.03)

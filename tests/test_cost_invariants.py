@@ -137,7 +137,11 @@ def test_moe_decode_touches_k_experts_then_all() -> None:
     expert_bytes = 3 * 4096 * 14336 * 2  # one gated expert, bf16
     for batch, experts in ((1, 2.0), (4096, 8.0)):
         r = roofline.predict(
-            m, "h200-sxm", batch=batch, prompt_len=16, output_len=2,
+            m,
+            "h200-sxm",
+            batch=batch,
+            prompt_len=16,
+            output_len=2,
             engine_overrides={"capacity_bytes": 1e15, "max_num_seqs": 4096},
         )
         dec = r.ops[(r.ops.phase == "decode") & r.ops.name.str.startswith("moe.experts_")]

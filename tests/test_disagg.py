@@ -76,8 +76,14 @@ def test_overlapping_transfers_queue_on_the_receiver() -> None:
 
 def test_tp_shards_the_transfer() -> None:
     """KV heads shard over tp: a tp-4 → tp-8 transfer moves per GPU max(1/4, 1/8) of the KV: bytes = P·131,072/4."""
-    r = simulate(M, disagg="prefill=h100-sxm:tp4x1,decode=h100-sxm:tp8x1,link=50GB/s,latency=0s", qps=1.0,
-                        prompt_len=1000, output_len=10, num_requests=1)  # fmt: skip
+    r = simulate(
+        M,
+        disagg="prefill=h100-sxm:tp4x1,decode=h100-sxm:tp8x1,link=50GB/s,latency=0s",
+        qps=1.0,
+        prompt_len=1000,
+        output_len=10,
+        num_requests=1,
+    )
     assert r.summary["kv_transfer_mean_s"] == pytest.approx(1000 * KV_PER_TOKEN_B / 4 / 50e9, rel=1e-12)
 
 
@@ -105,8 +111,9 @@ def test_cli_simulate_disagg_matches_api() -> None:
     from roofline.cli.app import app
 
     spec = "prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1,first=decode"
-    res = CliRunner().invoke(app, ["simulate-disagg", M, "--disagg", spec, "--qps", "4", "-N", "40", "-p", "512",
-                                   "-n", "32", "--json"])  # fmt: skip
+    res = CliRunner().invoke(
+        app, ["simulate-disagg", M, "--disagg", spec, "--qps", "4", "-N", "40", "-p", "512", "-n", "32", "--json"]
+    )
     assert res.exit_code == 0, res.output
     api = simulate(M, disagg=spec, qps=4.0, num_requests=40, prompt_len=512, output_len=32)
     doc = json.loads(res.output)

@@ -13,8 +13,19 @@ def test_pd_plan_is_cheapest_feasible_and_beats_colocation_on_tight_tpot() -> No
     so 3 decode GPUs hold TPOT while 2 prefill GPUs keep TTFT under 0.3 s: fewer GPUs in all.
     Invariants: the chosen plan meets both SLOs and every candidate with fewer GPUs misses one.
     """
-    pl = plan_disagg("llama-3.1-8b", "h100-sxm", 40.0, ttft_slo_s=0.3, tpot_slo_s=0.012, p_max=3, d_max=3, n_max=10,
-                     num_requests=600, prompt_len=2048, output_len=256)  # fmt: skip
+    pl = plan_disagg(
+        "llama-3.1-8b",
+        "h100-sxm",
+        40.0,
+        ttft_slo_s=0.3,
+        tpot_slo_s=0.012,
+        p_max=3,
+        d_max=3,
+        n_max=10,
+        num_requests=600,
+        prompt_len=2048,
+        output_len=256,
+    )
     bd, bc = pl.best_disagg, pl.best_colocated
     assert bd is not None and bc is not None
     assert bd.ok and bd.ttft_s <= 0.3 and bd.tpot_s <= 0.012
@@ -31,8 +42,29 @@ def test_cli_plan_disagg() -> None:
 
     from roofline.cli.app import app
 
-    args = ["plan-disagg", "llama-3.1-8b", "h100-sxm", "--qps", "5", "--ttft", "1s", "--tpot", "50ms", "--p-max", "1",
-            "--d-max", "2", "--n-max", "2", "-p", "512", "-n", "64", "-N", "100"]  # fmt: skip
+    args = [
+        "plan-disagg",
+        "llama-3.1-8b",
+        "h100-sxm",
+        "--qps",
+        "5",
+        "--ttft",
+        "1s",
+        "--tpot",
+        "50ms",
+        "--p-max",
+        "1",
+        "--d-max",
+        "2",
+        "--n-max",
+        "2",
+        "-p",
+        "512",
+        "-n",
+        "64",
+        "-N",
+        "100",
+    ]
     res = CliRunner().invoke(app, [*args, "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)

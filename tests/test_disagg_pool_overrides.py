@@ -48,8 +48,16 @@ def test_cli_pool_options_match_the_api_and_bad_ones_name_their_flag() -> None:
     args = ["simulate-disagg", M, "--disagg", SPEC, "--qps", "4", "-N", "20", "-p", "512", "-n", "16", "--json"]
     res = CliRunner().invoke(app, [*args, "--prefill-set", "max_num_seqs=1", "--decode-set", "max_num_seqs=4"])
     assert res.exit_code == 0, res.output
-    api = simulate(M, disagg=SPEC, qps=4.0, num_requests=20, prompt_len=512, output_len=16,
-                          prefill_overrides={"max_num_seqs": 1}, decode_overrides={"max_num_seqs": 4})  # fmt: skip
+    api = simulate(
+        M,
+        disagg=SPEC,
+        qps=4.0,
+        num_requests=20,
+        prompt_len=512,
+        output_len=16,
+        prefill_overrides={"max_num_seqs": 1},
+        decode_overrides={"max_num_seqs": 4},
+    )
     assert json.loads(res.output)["summary"]["ttft_mean_s"] == api.summary["ttft_mean_s"]
     bad = CliRunner().invoke(app, [*args, "--decode-set", "max_num_seqs"])
     assert bad.exit_code != 0 and "--decode-set" in bad.output

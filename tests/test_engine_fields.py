@@ -62,8 +62,15 @@ def _key(over: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
 @functools.cache
 def _predict(over: tuple[tuple[str, Any], ...]) -> tuple[float, ...]:
     r = roofline.predict(M, HW, 1, 1024, 64, engine_overrides=dict(over))
-    return (r.ttft_s, r.tpot_s, r.e2e_s, r.throughput_tok_s, r.max_batch, float(r.memory.kv_budget_bytes),
-            r.activation_peak_bytes)  # fmt: skip
+    return (
+        r.ttft_s,
+        r.tpot_s,
+        r.e2e_s,
+        r.throughput_tok_s,
+        r.max_batch,
+        float(r.memory.kv_budget_bytes),
+        r.activation_peak_bytes,
+    )
 
 
 @functools.cache
@@ -80,16 +87,33 @@ def _max_batch(over: tuple[tuple[str, Any], ...]) -> tuple[float, ...]:
 
 @functools.cache
 def _plan(over: tuple[tuple[str, Any], ...]) -> tuple[float, ...]:
-    res = roofline.plan(M, qps=20.0, prompt_len=1024, output_len=256, ttft_slo_s=0.5, tpot_slo_s=0.05,
-                        hardware=[HW], tp_options=[1], engine_overrides=dict(over))  # fmt: skip
+    res = roofline.plan(
+        M,
+        qps=20.0,
+        prompt_len=1024,
+        output_len=256,
+        ttft_slo_s=0.5,
+        tpot_slo_s=0.05,
+        hardware=[HW],
+        tp_options=[1],
+        engine_overrides=dict(over),
+    )
     c = res.candidates[0]
     return (c.batch, c.replicas, c.ttft_s, c.tpot_s, c.max_batch_memory, c.t_prefill_s, c.t_decode_s)
 
 
 @functools.cache
 def _simulate(over: tuple[tuple[str, Any], ...]) -> tuple[float, ...]:
-    s = roofline.simulate(M, HW, concurrency=8, prompt_len=3000, output_len=64, num_requests=40, prefix_share=0.5,
-                          engine_overrides=dict(over))  # fmt: skip
+    s = roofline.simulate(
+        M,
+        HW,
+        concurrency=8,
+        prompt_len=3000,
+        output_len=64,
+        num_requests=40,
+        prefix_share=0.5,
+        engine_overrides=dict(over),
+    )
     sm, cfg = s.summary, s.config
     return (sm["ttft_mean_s"], sm["tpot_mean_s"], sm["e2e_mean_s"], cfg["kv_blocks"], cfg["max_num_seqs"])
 
@@ -176,8 +200,10 @@ def test_async_scheduling_overlaps_the_cpu_part_as_the_simulator() -> None:
     c = float(np.median(steps))
     mid = _predict_batch_one({"step_overhead_s": c, "async_scheduling": True})
     assert mid.tpot_s == pytest.approx(float(np.maximum(steps, c).mean()), rel=1e-12)
-    for over, r in (({"step_overhead_s": 0.02, "async_scheduling": True}, big),
-                    ({"step_overhead_s": c, "async_scheduling": True}, mid)):  # fmt: skip
+    for over, r in (
+        ({"step_overhead_s": 0.02, "async_scheduling": True}, big),
+        ({"step_overhead_s": c, "async_scheduling": True}, mid),
+    ):
         sim = _sim_batch_one(over)
         assert (sim["ttft"], sim["tpot"], sim["e2e"]) == pytest.approx((r.ttft_s, r.tpot_s, r.e2e_s), rel=1e-9)
     assert _predict_batch_one({"async_scheduling": True}).tpot_s == _predict_batch_one(None).tpot_s  # no CPU part
@@ -209,8 +235,15 @@ def test_sweep_prices_the_engine_as_predict_does() -> None:
 
 def test_plan_sizes_with_the_engine_overheads() -> None:
     """t_pre and t_dec(B) carry the CPU part (+5 ms each, synchronous); y adds to the reported TTFT only."""
-    kw: dict[str, Any] = {"qps": 20.0, "prompt_len": 1024, "output_len": 256, "ttft_slo_s": 0.5, "tpot_slo_s": 0.05,
-                          "hardware": [HW], "tp_options": [1]}  # fmt: skip
+    kw: dict[str, Any] = {
+        "qps": 20.0,
+        "prompt_len": 1024,
+        "output_len": 256,
+        "ttft_slo_s": 0.5,
+        "tpot_slo_s": 0.05,
+        "hardware": [HW],
+        "tp_options": [1],
+    }
     old = roofline.plan(M, **kw).candidates[0]
     cpu = roofline.plan(M, engine_overrides={"step_overhead_s": 0.005}, **kw).candidates[0]
     assert cpu.t_prefill_s - old.t_prefill_s == pytest.approx(0.005, abs=1e-12)
@@ -267,8 +300,19 @@ def test_policy_is_derived_from_the_engine() -> None:
     assert eng.sources["prefix_caching"] == "user override"
 
 
-@pytest.mark.parametrize(("text", "value"), [("true", True), ("ON", True), ("1", True), ("false", False),
-                                             ("off", False), ("0", False), (True, True), (0, False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("true", True),
+        ("ON", True),
+        ("1", True),
+        ("false", False),
+        ("off", False),
+        ("0", False),
+        (True, True),
+        (0, False),
+    ],
+)
 def test_switches_take_true_false_on_off_one_zero(text: Any, value: bool) -> None:
     eng = engine_preset("vllm", roofline.hardware(HW)).with_overrides({"prefix_caching": text, "chunked_prefill": text})
     assert eng.prefix_caching is value and eng.chunked_prefill is value

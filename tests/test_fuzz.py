@@ -60,8 +60,21 @@ HOSTILE_NUMBERS = [
 ]  # fmt: skip
 VALID_NUMBERS = ["1", "2", "8", "128", "1k", "2048", "1,2,4", "1..64", "256..1024:256"]
 NUMBER = st.sampled_from(HOSTILE_NUMBERS + VALID_NUMBERS) | st.text(max_size=12)
-NAME = st.sampled_from(["llama-2-7b", "llama-3.1-70b", "h100-sxm", "mi300x", "", "../../etc/passwd", "a" * 300,
-                        "x.yaml", "/dev/zero", "gb200", "deepseek-v3"]) | st.text(max_size=16)  # fmt: skip
+NAME = st.sampled_from(
+    [
+        "llama-2-7b",
+        "llama-3.1-70b",
+        "h100-sxm",
+        "mi300x",
+        "",
+        "../../etc/passwd",
+        "a" * 300,
+        "x.yaml",
+        "/dev/zero",
+        "gb200",
+        "deepseek-v3",
+    ]
+) | st.text(max_size=16)
 DTYPE = st.sampled_from(["bf16", "fp8", "int4", "", "fp64", "FLOAT16", "nvfp4"]) | st.text(max_size=6)
 DURATION = st.sampled_from(["500ms", "0.5s", "0", "-1s", "nan", "inf", "1e999", "50 ms", "1h", "", "1 fortnight"])
 
@@ -73,14 +86,33 @@ FILES = st.sampled_from(
     + [str(DEFAULT_PROFILE_PATH), "/dev/zero", "/dev/null", "missing.yaml", str(HOSTILE_DIR), "", "x.json"]
 )
 OUTPUTS = st.sampled_from(
-    [str(OUT_DIR / "a.csv"), str(OUT_DIR / "b.json"), str(OUT_DIR / "new" / "c.csv"), str(OUT_DIR), "/dev/null",
-     "-", "", str(OUT_DIR / "a.txt"), "/proc/version"]
-)  # fmt: skip
+    [
+        str(OUT_DIR / "a.csv"),
+        str(OUT_DIR / "b.json"),
+        str(OUT_DIR / "new" / "c.csv"),
+        str(OUT_DIR),
+        "/dev/null",
+        "-",
+        "",
+        str(OUT_DIR / "a.txt"),
+        "/proc/version",
+    ]
+)
 
 
 LEVEL = st.sampled_from(["0.8", "0.5", "0", "1", "1.5", "-0.1", "nan", "80%", "", "0.999999999", "x"])
-ENGINE_SET = st.sampled_from(["memory_fraction=0.5", "max_num_seqs=1e30", "x=1", "=", "memory_fraction=nan",
-                              "max_num_batched_tokens=-1", "gpu_memory_utilization=2", "max_num_seqs=٣"])  # fmt: skip
+ENGINE_SET = st.sampled_from(
+    [
+        "memory_fraction=0.5",
+        "max_num_seqs=1e30",
+        "x=1",
+        "=",
+        "memory_fraction=nan",
+        "max_num_batched_tokens=-1",
+        "gpu_memory_utilization=2",
+        "max_num_seqs=٣",
+    ]
+)
 
 
 def reset_peak() -> None:
@@ -126,22 +158,52 @@ def cli_args(draw: st.DrawFn) -> list[str]:
     if cmd == "schema":
         return ["schema", draw(st.sampled_from(["model", "hardware", "profile", "gpu", ""]))]
     opts: dict[str, st.SearchStrategy[str]] = {
-        "--batch": NUMBER, "--prompt": NUMBER, "--output": NUMBER, "--tp": NUMBER, "--pp": NUMBER,
-        "--kv-dtype": DTYPE, "--weight-dtype": DTYPE, "--memory-utilization": NUMBER, "--calibration": FILES,
+        "--batch": NUMBER,
+        "--prompt": NUMBER,
+        "--output": NUMBER,
+        "--tp": NUMBER,
+        "--pp": NUMBER,
+        "--kv-dtype": DTYPE,
+        "--weight-dtype": DTYPE,
+        "--memory-utilization": NUMBER,
+        "--calibration": FILES,
         "--engine": st.sampled_from(["vllm", "sglang", "trtllm", "ideal", "", "nope"]),
         "--engine-set": ENGINE_SET,
-    }  # fmt: skip
+    }
     if cmd == "sweep":
-        opts |= {"-o": OUTPUTS, "--format": st.sampled_from(["csv", "json", "xml", ""]), "--force": st.just(""),
-                 "--interval": LEVEL}  # fmt: skip
+        opts |= {
+            "-o": OUTPUTS,
+            "--format": st.sampled_from(["csv", "json", "xml", ""]),
+            "--force": st.just(""),
+            "--interval": LEVEL,
+        }
     if cmd == "predict":
         opts |= {"--level": LEVEL, "--ep": NUMBER, "--engine-set": ENGINE_SET}
     if cmd == "plan":
         hws = st.sampled_from(["h100-sxm", "h100-sxm,mi300x", "", "nope"])
-        opts = {"--prompt": NUMBER, "--output": NUMBER, "--tp": NUMBER, "--precision": DTYPE, "--kv-dtype": DTYPE,
-                "--max-gpus": NUMBER, "--hardware": hws, "--confidence": LEVEL, "--engine-set": ENGINE_SET,
-                "--price": st.sampled_from(["h100-sxm=2.5", "h100-sxm=0", "h100-sxm=nan", "=1", "x", "nope=1",
-                                            "h100-sxm=$1e999", "mi300x=1,h100-sxm=-2"])}  # fmt: skip
+        opts = {
+            "--prompt": NUMBER,
+            "--output": NUMBER,
+            "--tp": NUMBER,
+            "--precision": DTYPE,
+            "--kv-dtype": DTYPE,
+            "--max-gpus": NUMBER,
+            "--hardware": hws,
+            "--confidence": LEVEL,
+            "--engine-set": ENGINE_SET,
+            "--price": st.sampled_from(
+                [
+                    "h100-sxm=2.5",
+                    "h100-sxm=0",
+                    "h100-sxm=nan",
+                    "=1",
+                    "x",
+                    "nope=1",
+                    "h100-sxm=$1e999",
+                    "mi300x=1,h100-sxm=-2",
+                ]
+            ),
+        }
         head = ["plan", model, "--qps", draw(NUMBER), "--ttft-slo", draw(DURATION), "--tpot-slo", draw(DURATION)]
     elif cmd == "compare":
         opts.pop("--pp")
@@ -245,8 +307,9 @@ def test_loaders_raise_only_project_errors(tmp_path_factory: Any, kind: str, dat
 
 
 JSON_SCALAR = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=8)
-JSON_VALUE = st.recursive(JSON_SCALAR, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c,
-                          max_size=4), max_leaves=12)  # fmt: skip
+JSON_VALUE = st.recursive(
+    JSON_SCALAR, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4), max_leaves=12
+)
 CONFIG_KEYS = ["architectures", "num_hidden_layers", "hidden_size", "vocab_size", "intermediate_size",
                "num_attention_heads", "num_key_value_heads", "head_dim", "sliding_window", "text_config",
                "num_local_experts", "num_experts_per_tok", "torch_dtype", "max_position_embeddings"]  # fmt: skip
@@ -271,8 +334,11 @@ def test_config_json_import_raises_only_project_errors(
 
 
 @FUZZ
-@given(lines=st.lists(st.one_of(JSON_VALUE.map(json.dumps), st.text(max_size=40), st.binary(max_size=20).map(repr)),
-                      max_size=8))  # fmt: skip
+@given(
+    lines=st.lists(
+        st.one_of(JSON_VALUE.map(json.dumps), st.text(max_size=40), st.binary(max_size=20).map(repr)), max_size=8
+    )
+)
 def test_calibration_store_raises_only_project_errors(tmp_path_factory: Any, lines: list[str]) -> None:
     from calibrate.measure.store import Store
 
@@ -311,9 +377,14 @@ def test_published_csv_raises_only_project_errors(tmp_path_factory: Any, data: s
 
 # ---- the API -----------------------------------------------------------------------------------------
 API_VALUE = st.one_of(
-    st.integers(-5, 2**70), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
-    st.text(max_size=5), st.sampled_from([1, 2, 8, 64, 1024]), st.lists(st.integers(1, 100), max_size=3),
-)  # fmt: skip
+    st.integers(-5, 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=5),
+    st.sampled_from([1, 2, 8, 64, 1024]),
+    st.lists(st.integers(1, 100), max_size=3),
+)
 
 
 @FUZZ
@@ -321,15 +392,24 @@ API_VALUE = st.one_of(
     kw=st.fixed_dictionaries(
         {},
         optional={
-            "batch": API_VALUE, "prompt_len": API_VALUE, "output_len": API_VALUE, "tp": API_VALUE, "pp": API_VALUE,
-            "ep": API_VALUE, "weight_dtype": DTYPE | API_VALUE, "kv_dtype": DTYPE | API_VALUE,
+            "batch": API_VALUE,
+            "prompt_len": API_VALUE,
+            "output_len": API_VALUE,
+            "tp": API_VALUE,
+            "pp": API_VALUE,
+            "ep": API_VALUE,
+            "weight_dtype": DTYPE | API_VALUE,
+            "kv_dtype": DTYPE | API_VALUE,
             "engine": st.sampled_from(["vllm", "sglang", "trtllm", "ideal", "", "nope"]) | API_VALUE,
-            "engine_overrides": st.dictionaries(st.sampled_from(["memory_fraction", "max_num_seqs", "nope",
-                                                                 "max_num_batched_tokens"]), API_VALUE, max_size=2),
+            "engine_overrides": st.dictionaries(
+                st.sampled_from(["memory_fraction", "max_num_seqs", "nope", "max_num_batched_tokens"]),
+                API_VALUE,
+                max_size=2,
+            ),
         },
     ),
     model=st.sampled_from(["llama-2-7b", "mixtral-8x7b", "deepseek-v3", "gemma-2-9b"]),
-)  # fmt: skip
+)
 def test_predict_api_raises_only_project_errors(kw: dict[str, Any], model: str) -> None:
     try:
         r = roofline.predict(model, "h100-sxm", **kw)
@@ -342,10 +422,10 @@ def test_predict_api_raises_only_project_errors(kw: dict[str, Any], model: str) 
 @FUZZ
 @given(
     axes=st.fixed_dictionaries(
-        {}, optional={k: API_VALUE | st.lists(API_VALUE, max_size=3) for k in ("batch", "prompt_len", "output_len",
-                                                                              "tp")},
+        {},
+        optional={k: API_VALUE | st.lists(API_VALUE, max_size=3) for k in ("batch", "prompt_len", "output_len", "tp")},
     )
-)  # fmt: skip
+)
 def test_sweep_api_raises_only_project_errors(axes: dict[str, Any]) -> None:
     try:
         df = roofline.sweep("llama-2-7b", "h100-sxm", **axes)
@@ -358,9 +438,10 @@ def test_sweep_api_raises_only_project_errors(axes: dict[str, Any]) -> None:
 @FUZZ
 @given(
     name=st.sampled_from(["chat", "rag", "summarize", "custom", "", "CHAT "]) | st.text(max_size=8),
-    fields=st.fixed_dictionaries({}, optional={k: API_VALUE for k in ("prompt_len", "output_len", "qps",
-                                                                        "ttft_slo_s", "tpot_slo_s")}),
-)  # fmt: skip
+    fields=st.fixed_dictionaries(
+        {}, optional={k: API_VALUE for k in ("prompt_len", "output_len", "qps", "ttft_slo_s", "tpot_slo_s")}
+    ),
+)
 def test_workloads_raise_only_project_errors(name: str, fields: dict[str, Any]) -> None:
     from roofline.serving.workload.presets import resolve_workload
 
@@ -372,8 +453,24 @@ def test_workloads_raise_only_project_errors(name: str, fields: dict[str, Any]) 
 
 
 @FUZZ
-@given(path=st.sampled_from(["", ".", "/", "/dev/null", "/dev/zero", "-", "/proc/self/mem", "a\x00b", "x" * 5000,
-                             "/nonexistent/dir/f.html", "~/x.html"]) | st.text(max_size=20))  # fmt: skip
+@given(
+    path=st.sampled_from(
+        [
+            "",
+            ".",
+            "/",
+            "/dev/null",
+            "/dev/zero",
+            "-",
+            "/proc/self/mem",
+            "a\x00b",
+            "x" * 5000,
+            "/nonexistent/dir/f.html",
+            "~/x.html",
+        ]
+    )
+    | st.text(max_size=20)
+)
 def test_output_paths_are_checked_without_writing(path: str) -> None:
     from roofline.boundary.outputs import check_output
 
@@ -406,11 +503,29 @@ def test_trace_loader_raises_only_project_errors(tmp_path_factory: Any, lines: l
         assert all(x >= 1 for x in tr.prompt_tokens) and all(x >= 1 for x in tr.output_tokens)
 
 
-LENGTHS = st.sampled_from([
-    "512", "lognormal:1024:0.5", "uniform:1:100", "normal:300:50", "normal:10:1e9", "lognormal:0:1",
-    "uniform:5:1", "lognormal:1e30:0.1", "gamma:1:2", "file:/dev/zero", "file:", ":", "1e30", "-5", "nan",
-    "lognormal:nan:1", "uniform:1", "١٢٣", "",
-])  # fmt: skip
+LENGTHS = st.sampled_from(
+    [
+        "512",
+        "lognormal:1024:0.5",
+        "uniform:1:100",
+        "normal:300:50",
+        "normal:10:1e9",
+        "lognormal:0:1",
+        "uniform:5:1",
+        "lognormal:1e30:0.1",
+        "gamma:1:2",
+        "file:/dev/zero",
+        "file:",
+        ":",
+        "1e30",
+        "-5",
+        "nan",
+        "lognormal:nan:1",
+        "uniform:1",
+        "١٢٣",
+        "",
+    ]
+)
 
 
 @settings(FUZZ, max_examples=30 * SCALE)
@@ -420,9 +535,17 @@ LENGTHS = st.sampled_from([
     prompt=LENGTHS,
     output=LENGTHS,
     n=st.sampled_from(["20", "0", "1e30", "3000000", "50", "-3", "1.5"]),
-    extra=st.sampled_from([[], ["--arrival", "gamma", "--arrival-cv", "0"], ["--arrival", "bursty"],
-                           ["--prefix-share", "1.5"], ["--prefix-share", "0.5"], ["--engine", "trtllm"]]),
-)  # fmt: skip
+    extra=st.sampled_from(
+        [
+            [],
+            ["--arrival", "gamma", "--arrival-cv", "0"],
+            ["--arrival", "bursty"],
+            ["--prefix-share", "1.5"],
+            ["--prefix-share", "0.5"],
+            ["--engine", "trtllm"],
+        ]
+    ),
+)
 def test_simulate_cli_never_fails_internally(
     mode: str, rate: str, prompt: str, output: str, n: str, extra: list[str]
 ) -> None:

@@ -31,9 +31,20 @@ def _table(path: Path, method: str = "cuda_graph") -> Path:
     for batch, ctx in ((1, 512), (8, 1024), (64, 2048)):
         t0, k, _ = decode_step_time(zero, "llama-3.1-8b", "h100-sxm", "bf16", batch, ctx, True)
         extra = 3e-4
-        rows.append({"model": "llama-3.1-8b", "hardware": "h100-sxm", "dtype": "bf16", "phase": "decode",
-                     "batch": batch, "prompt_len": ctx, "context": ctx, "measured_s": t0 + extra + k * C_TRUE,
-                     "eager_extra_s": extra, "method": method})  # fmt: skip
+        rows.append(
+            {
+                "model": "llama-3.1-8b",
+                "hardware": "h100-sxm",
+                "dtype": "bf16",
+                "phase": "decode",
+                "batch": batch,
+                "prompt_len": ctx,
+                "context": ctx,
+                "measured_s": t0 + extra + k * C_TRUE,
+                "eager_extra_s": extra,
+                "method": method,
+            }
+        )
     rows.append({**rows[0], "phase": "prefill", "measured_s": 1.0})  # prefill rows never enter the fit
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, FIELDS)

@@ -113,8 +113,16 @@ def test_row1_cli_report_refuses_a_link_before_computing(tmp_path: Path, monkeyp
 def test_row2_plan_huge_qps_is_bounded() -> None:
     res = run("plan", "llama-3.1-70b", "--qps", "1e12", "--ttft-slo", "2s", "--tpot-slo", "100ms")
     assert res.exit_code == 2 and "MAX_QPS" in res.stderr
-    r = roofline.plan("llama-3.1-70b", qps=1e9, prompt_len=2048, output_len=256, ttft_slo_s=2, tpot_slo_s=0.1,
-                      hardware=["h100-sxm"], max_gpus=8)  # fmt: skip
+    r = roofline.plan(
+        "llama-3.1-70b",
+        qps=1e9,
+        prompt_len=2048,
+        output_len=256,
+        ttft_slo_s=2,
+        tpot_slo_s=0.1,
+        hardware=["h100-sxm"],
+        max_gpus=8,
+    )
     assert r.recommended is None  # answered (benchmarks/hostile_input.py times it), not hung
 
 
@@ -125,8 +133,15 @@ def test_row2_replicas_are_the_fewest_that_satisfy_littles_law() -> None:
     the plan's r satisfies in-flight ≤ B and r − 1 does not (or r = ceil(qps/λ_max)).
     """
     for qps in (0.5, 37.0, 1234.5, 2.5e5):
-        res = roofline.plan("llama-3.1-8b", qps=qps, prompt_len=2048, output_len=256, ttft_slo_s=2,
-                            tpot_slo_s=0.05, hardware=["h100-sxm"])  # fmt: skip
+        res = roofline.plan(
+            "llama-3.1-8b",
+            qps=qps,
+            prompt_len=2048,
+            output_len=256,
+            ttft_slo_s=2,
+            tpot_slo_s=0.05,
+            hardware=["h100-sxm"],
+        )
         c = res.recommended
         assert c is not None
 
@@ -346,8 +361,9 @@ def test_row13_api_rejects_non_counts(kw: dict[str, Any]) -> None:
 def test_row13_cli_rejects_non_ascii_digits_and_empty_formats() -> None:
     res = run("predict", "llama-2-7b", "h100-sxm", "--batch", "١٢٣")
     assert res.exit_code == 2 and "--batch" in res.stderr
-    res = run("plan", "llama-2-7b", "--qps", "1", "--ttft-slo", "1s", "--tpot-slo", "50ms", "-H", "h100-sxm",
-              "--kv-dtype", "")  # fmt: skip
+    res = run(
+        "plan", "llama-2-7b", "--qps", "1", "--ttft-slo", "1s", "--tpot-slo", "50ms", "-H", "h100-sxm", "--kv-dtype", ""
+    )
     assert res.exit_code == 2 and "kv_dtype" in res.stderr
 
 
@@ -454,8 +470,19 @@ def test_row15_sigint_during_calibration_exits_130_with_a_resume_command(tmp_pat
     import signal
 
     out = tmp_path / "cpu.yaml"
-    cmd = [sys.executable, "-m", "roofline", "calibrate", "--device", "cpu", "--budget", "60s", "--quick", "-o",
-           str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "roofline",
+        "calibrate",
+        "--device",
+        "cpu",
+        "--budget",
+        "60s",
+        "--quick",
+        "-o",
+        str(out),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     store = tmp_path / "cpu.measurements.jsonl"
     deadline = time.monotonic() + 60

@@ -35,8 +35,15 @@ def test_confidence_plan_holds_the_slos_at_the_upper_bound() -> None:
     """GIVEN llama-3.1-8b on one H100, P = O = 512, TPOT SLO 30 ms, confidence 0.8. The decode regime
     (memory-bound, 5 rows from 2 sources) gives q_dec; TTFT pools all rows (q_pre). THEN the plan's
     step times are the point times × e^q, the SLOs hold on those, and capacity uses them."""
-    kw: dict[str, Any] = {"qps": 10, "prompt_len": 512, "output_len": 512, "ttft_slo_s": 2, "tpot_slo_s": 0.03,
-                          "hardware": [H100], "tp_options": [1]}  # fmt: skip
+    kw: dict[str, Any] = {
+        "qps": 10,
+        "prompt_len": 512,
+        "output_len": 512,
+        "ttft_slo_s": 2,
+        "tpot_slo_s": 0.03,
+        "hardware": [H100],
+        "tp_options": [1],
+    }
     c = roofline.plan(M8, confidence=0.8, **kw).recommended
     assert c is not None and c.confidence == 0.8
     pre, dec = roofline.predict(M8, H100, 1, 512, 512), roofline.predict(M8, H100, c.batch, 512, 512)
@@ -57,8 +64,14 @@ def test_headroom_inside_the_model_error_is_marked() -> None:
     (12 rows from 2 sources), and within_error ⇔ headroom < error_margin. A qps just below one
     replica's capacity (qps = 0.95·λ_max: headroom 1/0.95 − 1 = 5.3 %) is marked, and utilisation
     0.95 > 85 % makes latency one-sided with the knee at 0.85 × λ_max."""
-    kw: dict[str, Any] = {"prompt_len": 512, "output_len": 128, "ttft_slo_s": 10, "tpot_slo_s": 1,
-                          "hardware": [H100], "tp_options": [1]}  # fmt: skip
+    kw: dict[str, Any] = {
+        "prompt_len": 512,
+        "output_len": 128,
+        "ttft_slo_s": 10,
+        "tpot_slo_s": 1,
+        "hardware": [H100],
+        "tp_options": [1],
+    }
     lam = roofline.plan(M8, qps=1, **kw).recommended.replica_rps  # type: ignore[union-attr]
     tight = roofline.plan(M8, qps=lam * 0.95, **kw).recommended
     assert tight is not None and tight.replicas == 1
@@ -102,8 +115,17 @@ def test_cli_plan_confidence_and_accuracy_coverage() -> None:
     args = ["plan", M8, "--qps", "10", "--ttft-slo", "2s", "--tpot-slo", "30ms", "-H", H100, "--tp", "1"]
     res = run(*args, "--confidence", "0.9", "--json")
     assert res.exit_code == 0, res.output
-    want = roofline.plan(M8, qps=10, prompt_len=1024, output_len=128, ttft_slo_s=2, tpot_slo_s=0.03,
-                         hardware=[H100], tp_options=[1], confidence=0.9)  # fmt: skip
+    want = roofline.plan(
+        M8,
+        qps=10,
+        prompt_len=1024,
+        output_len=128,
+        ttft_slo_s=2,
+        tpot_slo_s=0.03,
+        hardware=[H100],
+        tp_options=[1],
+        confidence=0.9,
+    )
     assert json.loads(res.stdout) == json.loads(json.dumps(want.to_dict()))
     table = run(*args, "--confidence", "0.9")
     assert "SLOs hold at the 90 % upper bound" in table.stdout

@@ -46,7 +46,25 @@ def test_identical_clients_lock_step_and_a_length_spread_breaks_it() -> None:
 
 
 def test_cli_says_so() -> None:
-    res = CliRunner().invoke(app, ["simulate", "qwen3-32b", "h100-sxm", "--tp", "2", "--concurrency", "8", "--prompt",
-                                   "1024", "--output", "1024", "-N", "200", "--weight-dtype", "bf16"])  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "qwen3-32b",
+            "h100-sxm",
+            "--tp",
+            "2",
+            "--concurrency",
+            "8",
+            "--prompt",
+            "1024",
+            "--output",
+            "1024",
+            "-N",
+            "200",
+            "--weight-dtype",
+            "bf16",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "lock-step: 100%" in " ".join(res.output.split())

@@ -209,8 +209,11 @@ def test_chunked_attention_golden() -> None:
 def test_chunked_decode_closed_form_equals_loop() -> None:
     """The closed-form decode sum over a chunked op equals the step-by-step sum across chunk boundaries."""
     m, hw, prof = resolve("llama-4-scout", "h200-sxm", None)
-    op = next(o for o in decode_ops(m, make_scenario(hw, 8, 1024, 2), hw, 8000) if o.name == "attn.core" and
-              o.layer_kind.startswith("chunked"))  # fmt: skip
+    op = next(
+        o
+        for o in decode_ops(m, make_scenario(hw, 8, 1024, 2), hw, 8000)
+        if o.name == "attn.core" and o.layer_kind.startswith("chunked")
+    )
     lo, hi = 8000, 17_000
     loop = sum(float(op_time(op.at_context(np.asarray(float(L))), hw, prof).time_s) for L in range(lo, hi + 1))
     closed = float(op_time_summed_over_context(op, hw, prof, np.asarray(float(lo)), np.asarray(float(hi))))
@@ -245,8 +248,16 @@ def test_planner_recommends_a_deployment(slug: str) -> None:
     """The serving planner finds a feasible H200 deployment for every issue-17 bundled spec (fp8 weights)."""
     from roofline.serving.plan.planner import plan
 
-    r = plan(slug, qps=1.0, prompt_len=2048, output_len=256, ttft_slo_s=10.0, tpot_slo_s=0.2,
-             hardware=["h200-sxm"], precisions=("fp8",))  # fmt: skip
+    r = plan(
+        slug,
+        qps=1.0,
+        prompt_len=2048,
+        output_len=256,
+        ttft_slo_s=10.0,
+        tpot_slo_s=0.2,
+        hardware=["h200-sxm"],
+        precisions=("fp8",),
+    )
     assert r.recommended is not None, slug
     assert r.recommended.feasible
 
@@ -379,16 +390,29 @@ def test_kimi_delta_attention_by_hand() -> None:
     from roofline.memory import state_bytes_per_sequence_per_layer
     from roofline.specs.model import ModelSpec
 
-    spec = ModelSpec.model_validate({
-        "name": "tiny-kda", "display_name": "tiny KDA hybrid", "architecture": "hand", "num_layers": 4,
-        "hidden_size": 256, "vocab_size": 1000,
-        "attention": {"kind": "mha", "num_heads": 4, "num_kv_heads": 4, "head_dim": 64},
-        "ffn": {"kind": "gated", "intermediate_size": 512},
-        "linear_attention": {"kind": "kda", "num_heads": 4, "num_k_heads": 4, "head_k_dim": 32, "head_v_dim": 32,
-                             "conv_kernel": 4, "state_dtype": "fp32"},
-        "layers": [{"mixer": "linear", "ffn": "dense", "repeat": 3}, {"mixer": "global", "ffn": "dense"}],
-        "sources": [{"fields": "all", "ref": "hand-written test spec"}],
-    })  # fmt: skip
+    spec = ModelSpec.model_validate(
+        {
+            "name": "tiny-kda",
+            "display_name": "tiny KDA hybrid",
+            "architecture": "hand",
+            "num_layers": 4,
+            "hidden_size": 256,
+            "vocab_size": 1000,
+            "attention": {"kind": "mha", "num_heads": 4, "num_kv_heads": 4, "head_dim": 64},
+            "ffn": {"kind": "gated", "intermediate_size": 512},
+            "linear_attention": {
+                "kind": "kda",
+                "num_heads": 4,
+                "num_k_heads": 4,
+                "head_k_dim": 32,
+                "head_v_dim": 32,
+                "conv_kernel": 4,
+                "state_dtype": "fp32",
+            },
+            "layers": [{"mixer": "linear", "ffn": "dense", "repeat": 3}, {"mixer": "global", "ffn": "dense"}],
+            "sources": [{"fields": "all", "ref": "hand-written test spec"}],
+        }
+    )
     assert spec.linear_attention is not None and spec.linear_attention.params(256) == 158_372
     assert state_bytes_per_sequence_per_layer(spec) == 18_688
     assert float(kv_bytes_per_sequence(spec, 100, 2.0)) == 3 * 18_688 + 100 * 2 * 4 * 64 * 2
@@ -414,8 +438,9 @@ def test_simulator_serves_every_bundled_spec(name: str) -> None:
     """GIVEN any bundled spec on a deployment it fits WHEN 40 requests are simulated THEN every request
     finishes with finite, ordered latencies and the output tokens are conserved (Σ generated = Σ outputs)."""
     tp, weights = _simulate_deployment(name)
-    s = roofline.simulate(name, "h200-sxm", tp=tp, qps=2.0, prompt_len=512, output_len=32, num_requests=40, seed=1,
-                          weight_dtype=weights)  # fmt: skip
+    s = roofline.simulate(
+        name, "h200-sxm", tp=tp, qps=2.0, prompt_len=512, output_len=32, num_requests=40, seed=1, weight_dtype=weights
+    )
     r = s.requests
     assert s.saturated is None and len(r) == 40
     assert (r["ttft_s"] > 0).all() and (r["e2e_s"] >= r["ttft_s"]).all()

@@ -60,8 +60,16 @@ def test_screening_tier_carries_the_overhead_and_the_lag() -> None:
     r = screen(sm, np.array([0.3 * sus]), p, o, 8192, 1024, kv, request_overhead_s=0.02, output_lag_steps=4)
     base = screen(sm, np.array([0.3 * sus]), p, o, 8192, 1024, kv)
     assert r.ttft_mean_s[0] - base.ttft_mean_s[0] == pytest.approx(0.02 + 4 * base.tpot_mean_s[0], rel=1e-12)
-    s = simulate(M, HW, qps=0.3 * sus, prompt_len=p, output_len=o, num_requests=3000, seed=1,
-                 engine_overrides={"async_scheduling": False} | over).summary  # fmt: skip
+    s = simulate(
+        M,
+        HW,
+        qps=0.3 * sus,
+        prompt_len=p,
+        output_len=o,
+        num_requests=3000,
+        seed=1,
+        engine_overrides={"async_scheduling": False} | over,
+    ).summary
     for key in ("ttft_mean_s", "tpot_mean_s", "e2e_mean_s"):
         assert getattr(r, key)[0] == pytest.approx(s[key], rel=0.10), key
 

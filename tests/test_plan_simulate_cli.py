@@ -28,14 +28,31 @@ def test_plan_simulate_json_matches_size_finalist() -> None:
     sims = doc["simulated"]
     feasible = [c for c in doc["candidates"] if c["feasible"]]
     assert 1 <= len(sims) == min(3, len(feasible))
-    plan = roofline.plan("llama-3.1-8b", qps=20.0, prompt_len=1024, output_len=256, ttft_slo_s=0.5, tpot_slo_s=0.05,
-                         hardware=["h100-sxm"], tp_options=[1, 2])  # fmt: skip
+    plan = roofline.plan(
+        "llama-3.1-8b",
+        qps=20.0,
+        prompt_len=1024,
+        output_len=256,
+        ttft_slo_s=0.5,
+        tpot_slo_s=0.05,
+        hardware=["h100-sxm"],
+        tp_options=[1, 2],
+    )
     for s, c in zip(sims, [c for c in plan.candidates if c.feasible], strict=False):
         assert s["label"] == c.label and s["replicas"] >= c.replicas
         if s["meets_slo"]:
             assert s["headroom"] >= s["min_headroom"] == pytest.approx(c.error_margin)
-        f = size_finalist("llama-3.1-8b", c, qps=20.0, prompt_len=1024, output_len=256, ttft_slo_s=0.5,
-                          tpot_slo_s=0.05, tdp_watts=700.0, curve=False)  # fmt: skip
+        f = size_finalist(
+            "llama-3.1-8b",
+            c,
+            qps=20.0,
+            prompt_len=1024,
+            output_len=256,
+            ttft_slo_s=0.5,
+            tpot_slo_s=0.05,
+            tdp_watts=700.0,
+            curve=False,
+        )
         assert s["gpus"] == f.gpus and s["ttft_s"] == pytest.approx(f.ttft_s, rel=1e-12)
 
 

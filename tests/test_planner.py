@@ -44,8 +44,9 @@ def test_decode_bound_memory_limited_replicas_by_hand() -> None:
     assert lam * (t_pre + t_dec + (o - 1) * t_dec / (1 - lam * t_pre)) <= b  # Little's law adds no replica
     assert expected == 3
 
-    res = roofline.plan(M8, qps=50, prompt_len=p, output_len=o, ttft_slo_s=10, tpot_slo_s=1, hardware=[H100],
-                        tp_options=[1])  # fmt: skip
+    res = roofline.plan(
+        M8, qps=50, prompt_len=p, output_len=o, ttft_slo_s=10, tpot_slo_s=1, hardware=[H100], tp_options=[1]
+    )
     rec = res.recommended
     assert rec is not None
     assert (rec.batch, rec.limited_by, rec.replicas, rec.gpus) == (b, "memory", expected, expected)
@@ -59,8 +60,9 @@ def test_tpot_limited_batch_is_the_largest_meeting_the_slo() -> None:
     # GIVEN a TPOT SLO of 25 ms: at full load TPOT_eff(B) = t_dec(B) + B·t_pre/(O−1) grows with B,
     # so the chosen B meets it and B+1 does not.
     p, o, slo = 1024, 256, 0.025
-    res = roofline.plan(M8, qps=10, prompt_len=p, output_len=o, ttft_slo_s=1, tpot_slo_s=slo, hardware=[H100],
-                        tp_options=[1])  # fmt: skip
+    res = roofline.plan(
+        M8, qps=10, prompt_len=p, output_len=o, ttft_slo_s=1, tpot_slo_s=slo, hardware=[H100], tp_options=[1]
+    )
     rec = res.recommended
     assert rec is not None and rec.limited_by == "tpot_slo"
     t_pre = _pred(1, p, o).ttft_s
@@ -75,11 +77,20 @@ def test_tpot_limited_batch_is_the_largest_meeting_the_slo() -> None:
 
 def test_little_law_adds_a_replica_at_exact_capacity() -> None:
     # At λ = λ_max a replica holds N = B + λ·TTFT_eff > B requests, so qps = λ_max needs 2 replicas.
-    base = roofline.plan(M8, qps=1, prompt_len=512, output_len=128, ttft_slo_s=10, tpot_slo_s=1, hardware=[H100],
-                         tp_options=[1]).recommended  # fmt: skip
+    base = roofline.plan(
+        M8, qps=1, prompt_len=512, output_len=128, ttft_slo_s=10, tpot_slo_s=1, hardware=[H100], tp_options=[1]
+    ).recommended
     assert base is not None
-    res = roofline.plan(M8, qps=base.replica_rps * (1 - 1e-9), prompt_len=512, output_len=128, ttft_slo_s=10,
-                        tpot_slo_s=1, hardware=[H100], tp_options=[1])  # fmt: skip
+    res = roofline.plan(
+        M8,
+        qps=base.replica_rps * (1 - 1e-9),
+        prompt_len=512,
+        output_len=128,
+        ttft_slo_s=10,
+        tpot_slo_s=1,
+        hardware=[H100],
+        tp_options=[1],
+    )
     assert res.recommended is not None and res.recommended.replicas == 2
 
 
@@ -96,8 +107,17 @@ def test_ranking_by_cost_and_price_override() -> None:
 
 
 def test_rejections_carry_reasons() -> None:
-    res = roofline.plan("llama-3.1-70b", qps=20, prompt_len=2048, output_len=256, ttft_slo_s=0.5, tpot_slo_s=0.05,
-                        hardware=["h100-sxm", "a100-80gb-sxm"], precisions=["bf16", "fp8"], max_gpus=40)  # fmt: skip
+    res = roofline.plan(
+        "llama-3.1-70b",
+        qps=20,
+        prompt_len=2048,
+        output_len=256,
+        ttft_slo_s=0.5,
+        tpot_slo_s=0.05,
+        hardware=["h100-sxm", "a100-80gb-sxm"],
+        precisions=["bf16", "fp8"],
+        max_gpus=40,
+    )
     by = {(c.hardware, c.precision, c.tp): c for c in res.candidates}
     assert "does not fit: short by" in by["h100-sxm", "bf16", 1].reason
     assert "tp=2" in by["h100-sxm", "bf16", 1].reason
@@ -116,16 +136,25 @@ def test_no_feasible_candidate_names_the_closest() -> None:
 
 
 def test_fits_nowhere() -> None:
-    res = roofline.plan("llama-3.1-405b", qps=1, prompt_len=1024, output_len=128, ttft_slo_s=5, tpot_slo_s=1,
-                        hardware=["l4"], tp_options=[1])  # fmt: skip
+    res = roofline.plan(
+        "llama-3.1-405b",
+        qps=1,
+        prompt_len=1024,
+        output_len=128,
+        ttft_slo_s=5,
+        tpot_slo_s=1,
+        hardware=["l4"],
+        tp_options=[1],
+    )
     assert res.recommended is None
     assert "does not fit" in res.explain_infeasible()
     assert res.candidates[0].missing_bytes > 700e9
 
 
 def test_outputs_are_json_and_frames() -> None:
-    res = roofline.plan(M8, qps=10, prompt_len=1024, output_len=128, ttft_slo_s=1, tpot_slo_s=0.05,
-                        hardware=[H100, "l4"])  # fmt: skip
+    res = roofline.plan(
+        M8, qps=10, prompt_len=1024, output_len=128, ttft_slo_s=1, tpot_slo_s=0.05, hardware=[H100, "l4"]
+    )
     assert isinstance(res, PlanResult)
     doc = json.loads(json.dumps(res.to_dict(), allow_nan=False))
     assert doc["recommended"]["hardware"] == res.candidates[0].hardware
@@ -134,8 +163,7 @@ def test_outputs_are_json_and_frames() -> None:
 
 
 @pytest.mark.parametrize(
-    "kw",
-    [{"qps": 0}, {"qps": -1}, {"output_len": 1}, {"ttft_slo_s": 0}, {"tpot_slo_s": -0.1}, {"max_gpus": 0}],
+    "kw", [{"qps": 0}, {"qps": -1}, {"output_len": 1}, {"ttft_slo_s": 0}, {"tpot_slo_s": -0.1}, {"max_gpus": 0}]
 )
 def test_bad_requests(kw: dict[str, float]) -> None:
     args = dict(qps=1.0, prompt_len=128, output_len=64, ttft_slo_s=1.0, tpot_slo_s=0.1) | kw
@@ -147,16 +175,31 @@ def test_unknown_names_raise() -> None:
     with pytest.raises(RooflineError, match="did you mean"):
         roofline.plan(M8, qps=1, prompt_len=128, output_len=64, ttft_slo_s=1, tpot_slo_s=0.1, hardware=["h100-sx"])
     with pytest.raises(RooflineError, match="unknown hardware"):
-        roofline.plan(M8, qps=1, prompt_len=128, output_len=64, ttft_slo_s=1, tpot_slo_s=0.1, hardware=[H100],
-                      prices={"nope": 1.0})  # fmt: skip
+        roofline.plan(
+            M8,
+            qps=1,
+            prompt_len=128,
+            output_len=64,
+            ttft_slo_s=1,
+            tpot_slo_s=0.1,
+            hardware=[H100],
+            prices={"nope": 1.0},
+        )
 
 
 def test_min_headroom_adds_replicas_until_it_holds() -> None:
     """GIVEN a plan sized to the load alone (replicas r0, λ_max per replica) WHEN a minimum headroom h is
     asked THEN replicas = max(r0, ceil(qps·(1 + h)/λ_max)) and headroom ≥ h; 'error' uses the model's
     80 % throughput error bound (the candidate's error_margin), so the candidate is no longer within it."""
-    kw = {"qps": 20, "prompt_len": 2048, "output_len": 256, "ttft_slo_s": 0.5, "tpot_slo_s": 0.05,
-          "hardware": ["h200-sxm"], "tp_options": [4]}  # fmt: skip
+    kw = {
+        "qps": 20,
+        "prompt_len": 2048,
+        "output_len": 256,
+        "ttft_slo_s": 0.5,
+        "tpot_slo_s": 0.05,
+        "hardware": ["h200-sxm"],
+        "tp_options": [4],
+    }
     base = roofline.plan("llama-3.1-70b", **kw).recommended
     assert base is not None and base.within_error  # 7 % headroom inside the ±24 % error
     for h in (0.3, "error"):

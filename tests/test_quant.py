@@ -133,11 +133,13 @@ def test_deepseek_v3_tp8_holds_the_full_latent_kv_on_every_gpu() -> None:
         # modelopt NVFP4 with every self_attn ignored
         ("configs/Gemma-4-31B-IT-NVFP4.json", {"attention": "bf16", "dense_ffn": "nvfp4"}),
         # modelopt MIXED_PRECISION: FP8 linear/self attention, NVFP4 experts and shared expert
-        ("deployed/nvidia--Qwen3.6-35B-A3B-NVFP4_config.json",
-         {"attention": "fp8", "routed_experts": "nvfp4", "shared_experts": "nvfp4"}),
+        (
+            "deployed/nvidia--Qwen3.6-35B-A3B-NVFP4_config.json",
+            {"attention": "fp8", "routed_experts": "nvfp4", "shared_experts": "nvfp4"},
+        ),
         ("configs/MiniMax-M2.5.json", {"attention": "fp8-block", "routed_experts": "fp8-block"}),
     ],
-)  # fmt: skip
+)
 def test_importer_reads_the_deployed_quantisation_schemes(fixture: str, want: dict[str, str]) -> None:
     import json
     from pathlib import Path

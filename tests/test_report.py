@@ -105,10 +105,21 @@ def _sized(report: Any, c: Any) -> Any:
 
     inp = report.data.inputs
     return size_finalist(
-        MODEL, c, qps=10.0, prompt_len=PROMPT, output_len=OUT, ttft_slo_s=0.5, tpot_slo_s=0.05, ttft_pct=99.0,
-        tpot_pct=90.0, confidence=0.8, engine="vllm", calibration=inp.profile,
-        tdp_watts=roofline.hardware(c.hardware).tdp_watts, curve=False,
-    )  # fmt: skip
+        MODEL,
+        c,
+        qps=10.0,
+        prompt_len=PROMPT,
+        output_len=OUT,
+        ttft_slo_s=0.5,
+        tpot_slo_s=0.05,
+        ttft_pct=99.0,
+        tpot_pct=90.0,
+        confidence=0.8,
+        engine="vllm",
+        calibration=inp.profile,
+        tdp_watts=roofline.hardware(c.hardware).tdp_watts,
+        curve=False,
+    )
 
 
 def test_comparison_table_equals_simulator_sizing(page: Page, plan: Any, report: Any) -> None:
@@ -122,9 +133,10 @@ def test_comparison_table_equals_simulator_sizing(page: Page, plan: Any, report:
     for hw in FEASIBLE:
         cfg = dict(kv.split("=") for kv in page.value("config", hardware=hw).split(","))
         (c,) = [
-            c for c in plan.candidates
+            c
+            for c in plan.candidates
             if c.hardware == hw and c.tp == int(cfg["tp"]) and c.precision == cfg["precision"]
-        ]  # fmt: skip
+        ]
         assert c.feasible
         f = _sized(report, c)
         assert f.meets_slo and f.replicas == int(cfg["replicas"]) >= c.replicas
@@ -146,8 +158,16 @@ def test_memory_chart_batch_equals_predict(report: Any) -> None:
         c = row.candidate
         if c is None:  # no configuration meets the SLOs: nothing to chart
             continue
-        r = roofline.predict(MODEL, row.hardware.name, batch=c.batch, prompt_len=PROMPT, output_len=OUT, tp=c.tp,
-                             weight_dtype=c.precision, kv_dtype=c.kv_dtype)  # fmt: skip
+        r = roofline.predict(
+            MODEL,
+            row.hardware.name,
+            batch=c.batch,
+            prompt_len=PROMPT,
+            output_len=OUT,
+            tp=c.tp,
+            weight_dtype=c.precision,
+            kv_dtype=c.kv_dtype,
+        )
         assert row.prediction.max_batch == r.max_batch
         assert f"max batch {r.max_batch} at {PROMPT + OUT} tokens" in report.html
 
@@ -179,8 +199,14 @@ def test_load_curve_passes_through_every_planned_candidate(report: Any, plan: An
     for c in plan.candidates:
         if not c.feasible:
             continue
-        df = replica_curve(report.data.inputs, roofline.hardware(c.hardware), tp=c.tp, precision=c.precision,
-                           kv_dtype=c.kv_dtype, extra=(c.batch,))  # fmt: skip
+        df = replica_curve(
+            report.data.inputs,
+            roofline.hardware(c.hardware),
+            tp=c.tp,
+            precision=c.precision,
+            kv_dtype=c.kv_dtype,
+            extra=(c.batch,),
+        )
         at = df[df["batch"] == c.batch].iloc[0]
         assert at["ttft_s"] == pytest.approx(c.ttft_s, rel=1e-12)
         assert at["tpot_s"] == pytest.approx(c.tpot_full_load_s, rel=1e-12)

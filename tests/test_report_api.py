@@ -71,8 +71,9 @@ def test_cli_report_command(tmp_path: Path) -> None:
     from roofline.cli.app import app
 
     out = tmp_path / "r.html"
-    res = CliRunner().invoke(app, ["report", "llama-3.1-8b", "-H", "h100-sxm", "--workload", "rag",
-                                   "--tpot-slo", "80ms", "-o", str(out)])  # fmt: skip
+    res = CliRunner().invoke(
+        app, ["report", "llama-3.1-8b", "-H", "h100-sxm", "--workload", "rag", "--tpot-slo", "80ms", "-o", str(out)]
+    )
     assert res.exit_code == 0, res.output
     assert out.exists() and "wrote" in res.output and "recommends" in res.output
     html = out.read_text(encoding="utf-8")
@@ -96,12 +97,22 @@ def test_report_command_imports_lightly() -> None:
 @pytest.mark.parametrize(
     ("fn", "value", "text"),
     [
-        (duration, 0.0891, "89.1 ms"), (duration, 0.35, "350 ms"), (duration, 2.5, "2.5 s"),
-        (duration, 5e-5, "50 µs"), (duration, math.nan, "—"), (usd, 31.92, "$31.92"), (usd, 1234.5, "$1,234"),
-        (usd, None, "—"), (number, 509.4, "509"), (number, 17.25, "17.2"), (number, 1095.0, "1,095"),
-        (raw, 0.1, "0.1"), (raw, 8, "8"), (raw, None, "None"),
+        (duration, 0.0891, "89.1 ms"),
+        (duration, 0.35, "350 ms"),
+        (duration, 2.5, "2.5 s"),
+        (duration, 5e-5, "50 µs"),
+        (duration, math.nan, "—"),
+        (usd, 31.92, "$31.92"),
+        (usd, 1234.5, "$1,234"),
+        (usd, None, "—"),
+        (number, 509.4, "509"),
+        (number, 17.25, "17.2"),
+        (number, 1095.0, "1,095"),
+        (raw, 0.1, "0.1"),
+        (raw, 8, "8"),
+        (raw, None, "None"),
     ],
-)  # fmt: skip
+)
 def test_number_formatting(fn: object, value: object, text: str) -> None:
     assert fn(value) == text  # type: ignore[operator]
 
@@ -111,11 +122,15 @@ def test_measured_profile_evidence_and_hash(tmp_path: Path) -> None:
     from roofline.profile import default_profile
 
     base = default_profile()
-    prof = base.model_copy(update={
-        "name": "lab-h100", "device": "h100-sxm", "created": "2026-11-01",
-        "memory": base.memory.model_copy(update={"value": 3.0e12}),
-        "provenance": {"gpu": "NVIDIA H100 80GB HBM3", "driver": "550.54", "torch": "2.13.0"},
-    })  # fmt: skip
+    prof = base.model_copy(
+        update={
+            "name": "lab-h100",
+            "device": "h100-sxm",
+            "created": "2026-11-01",
+            "memory": base.memory.model_copy(update={"value": 3.0e12}),
+            "provenance": {"gpu": "NVIDIA H100 80GB HBM3", "driver": "550.54", "torch": "2.13.0"},
+        }
+    )
     path = prof.save(tmp_path / "lab.yaml")
     html = render("llama-3.1-8b", hardware="h100-sxm,a100-80gb-sxm", workload="chat", calibration=path)
     assert "Calibrated: ceilings measured on h100-sxm" in html and "created 2026-11-01" in html

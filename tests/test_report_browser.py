@@ -60,9 +60,12 @@ class DevTools:
 
         self.proc = subprocess.Popen(
             [exe, *FLAGS, f"--user-data-dir={profile_dir}", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            preexec_fn=wire_fds, close_fds=False,
-        )  # fmt: skip
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=wire_fds,
+            close_fds=False,
+        )
         os.close(to_child_r)
         os.close(from_child_w)
         self.events: list[dict[str, Any]] = []
@@ -135,8 +138,11 @@ def loaded(tmp_path_factory: pytest.TempPathFactory, readme_report_file: Path) -
         s = cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Network", "Runtime", "Log"):
             cdp.send(f"{domain}.enable", session=s)
-        cdp.send("Emulation.setDeviceMetricsOverride",
-                 {"width": 1280, "height": 2000, "deviceScaleFactor": 1, "mobile": False}, session=s)  # fmt: skip
+        cdp.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 1280, "height": 2000, "deviceScaleFactor": 1, "mobile": False},
+            session=s,
+        )
         cdp.events.clear()
         cdp.send("Page.navigate", {"url": path.resolve().as_uri()}, session=s)
         cdp.wait_event("Page.loadEventFired")
@@ -166,15 +172,24 @@ def loaded(tmp_path_factory: pytest.TempPathFactory, readme_report_file: Path) -
         )
         svg_css = js("[...document.querySelectorAll('svg.chart')].map(e => getComputedStyle(e).maxWidth)")
         cdp.send("Emulation.setEmulatedMedia", {"media": ""}, session=s)
-        pdf = base64.b64decode(cdp.send("Page.printToPDF", {
-            "printBackground": True, "displayHeaderFooter": False, "preferCSSPageSize": True,
-        }, session=s)["data"])  # fmt: skip
+        pdf = base64.b64decode(
+            cdp.send(
+                "Page.printToPDF",
+                {"printBackground": True, "displayHeaderFooter": False, "preferCSSPageSize": True},
+                session=s,
+            )["data"]
+        )
         (tmp / "screenshot.png").write_bytes(png)
         (tmp / "report.pdf").write_bytes(pdf)
         yield {
-            "dom": dom, "text_boxes": text_boxes, "png": png, "pdf": pdf, "breaks": breaks, "svg_css": svg_css,
+            "dom": dom,
+            "text_boxes": text_boxes,
+            "png": png,
+            "pdf": pdf,
+            "breaks": breaks,
+            "svg_css": svg_css,
             "events": list(cdp.events),
-        }  # fmt: skip
+        }
     finally:
         cdp.close()
 
@@ -188,11 +203,12 @@ def test_no_network_request_is_attempted(loaded: dict[str, Any]) -> None:
 
 def test_no_console_error_or_exception(loaded: dict[str, Any]) -> None:
     bad = [
-        e for e in loaded["events"]
+        e
+        for e in loaded["events"]
         if e.get("method") == "Runtime.exceptionThrown"
         or (e.get("method") == "Runtime.consoleAPICalled" and e["params"].get("type") in ("error", "assert"))
         or (e.get("method") == "Log.entryAdded" and e["params"]["entry"].get("level") == "error")
-    ]  # fmt: skip
+    ]
     assert bad == []
 
 

@@ -101,8 +101,21 @@ def test_table_and_charts_show_the_same_planned_load_figures(report: Any) -> Non
 
 # ---- risk and headroom ----------------------------------------------------------------------------
 def _sens(change: str) -> SensitivityRow:
-    return SensitivityRow("bandwidth +15%", "achieved HBM bandwidth is 15% above the profile", "h200-sxm",
-                          "NVIDIA H200", 2, 3.0, 12.9, 1.0, 0.02, 0.1, True, False, change)  # fmt: skip
+    return SensitivityRow(
+        "bandwidth +15%",
+        "achieved HBM bandwidth is 15% above the profile",
+        "h200-sxm",
+        "NVIDIA H200",
+        2,
+        3.0,
+        12.9,
+        1.0,
+        0.02,
+        0.1,
+        True,
+        False,
+        change,
+    )
 
 
 def test_risk_box_never_states_an_upside(report: Any) -> None:
@@ -125,8 +138,16 @@ def test_headroom_is_above_the_models_error_bound() -> None:
     GIVEN one H100 tp 8 replica whose planner capacity (λ_max) is barely above 11.3 req/s: the planner's
     headroom is below its own error margin, so the report must add capacity until it clears it.
     """
-    p = roofline.plan(MODEL, qps=11.3, prompt_len=1024, output_len=256, ttft_slo_s=0.5, tpot_slo_s=0.05,
-                      hardware=["h100-sxm"], tp_options=[8])  # fmt: skip
+    p = roofline.plan(
+        MODEL,
+        qps=11.3,
+        prompt_len=1024,
+        output_len=256,
+        ttft_slo_s=0.5,
+        tpot_slo_s=0.05,
+        hardware=["h100-sxm"],
+        tp_options=[8],
+    )
     c = p.recommended
     assert c.headroom < c.error_margin  # the first edition's star
     rep = build(MODEL, hardware="h100-sxm", workload="chat", qps=11.3, tp_options=[8])
@@ -243,8 +264,14 @@ def test_what_if_rows_state_the_change_in_gpus_cost_and_latency(report: Any) -> 
     disaggregation. A row with numbers has Δ GPUs and Δ cost against the recommendation; one without says why."""
     rec = report.data.recommended
     labels = [w.label for w in report.data.whatifs]
-    assert labels == ["FP8 weights", "FP8 KV cache", "Prompt reduction", "Larger tp", "Speculative decoding",
-                      "Disaggregation"]  # fmt: skip
+    assert labels == [
+        "FP8 weights",
+        "FP8 KV cache",
+        "Prompt reduction",
+        "Larger tp",
+        "Speculative decoding",
+        "Disaggregation",
+    ]
     for w in report.data.whatifs:
         if math.isfinite(w.gpus):
             assert w.delta_gpus == w.gpus - rec.finalist.gpus

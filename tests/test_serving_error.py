@@ -54,7 +54,12 @@ def test_interval_pool_and_spread_by_hand() -> None:
     assert serving_interval("ttft_p90_s", 1.0, engine="zzz", level=0.5, doc=DOC).n_rows == 12
     assert serving_interval("itl_p90_s", 1.0, engine="a", level=0.5, doc=DOC).n_rows == 2  # TPOT residuals
     assert [serving_figure(n) for n in ("ttft_p50_s", "itl_mean_s", "tpot_s", "e2e_p99_s", "mean_batch")] == [
-        "ttft", "tpot", "tpot", "e2e", None]  # fmt: skip
+        "ttft",
+        "tpot",
+        "tpot",
+        "e2e",
+        None,
+    ]
     with pytest.raises(ScenarioError, match="not a simulated latency"):
         serving_interval("mean_batch", 1.0, doc=DOC)
 

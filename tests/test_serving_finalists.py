@@ -25,15 +25,17 @@ M, HW, QPS, P, OUT = "llama-3.1-8b", "h100-sxm", 20.0, 1024, 256
 
 @pytest.fixture(scope="module")
 def cand() -> Any:
-    p = roofline.plan(M, qps=QPS, prompt_len=P, output_len=OUT, ttft_slo_s=0.5, tpot_slo_s=0.05, hardware=[HW],
-                      tp_options=[1])  # fmt: skip
+    p = roofline.plan(
+        M, qps=QPS, prompt_len=P, output_len=OUT, ttft_slo_s=0.5, tpot_slo_s=0.05, hardware=[HW], tp_options=[1]
+    )
     assert p.recommended is not None
     return p.recommended
 
 
 def _size(c: Any, **kw: Any) -> Any:
-    return size_finalist(M, c, qps=QPS, prompt_len=P, output_len=OUT, ttft_slo_s=0.5, tpot_slo_s=0.05, curve=False,
-                         tdp_watts=700.0, **kw)  # fmt: skip
+    return size_finalist(
+        M, c, qps=QPS, prompt_len=P, output_len=OUT, ttft_slo_s=0.5, tpot_slo_s=0.05, curve=False, tdp_watts=700.0, **kw
+    )
 
 
 def test_sizing_invariants_and_formulas(cand: Any) -> None:

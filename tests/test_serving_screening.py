@@ -30,8 +30,17 @@ def test_screening_means_agree_with_the_simulator(model: str, tp: int, p: int, o
     for load in (0.3, 0.55, 0.75):
         r = screen(sm, np.array([load * sus]), p, o, 8192, 1024, kv * 16)
         assert r.in_range[0]
-        s = simulate(model, "h100-sxm", tp=tp, qps=load * sus, prompt_len=p, output_len=o, num_requests=3000, seed=1,
-                     engine_overrides={"async_scheduling": async_on})  # fmt: skip
+        s = simulate(
+            model,
+            "h100-sxm",
+            tp=tp,
+            qps=load * sus,
+            prompt_len=p,
+            output_len=o,
+            num_requests=3000,
+            seed=1,
+            engine_overrides={"async_scheduling": async_on},
+        )
         for key in ("ttft_mean_s", "tpot_mean_s", "e2e_mean_s"):
             assert getattr(r, key)[0] == pytest.approx(s.summary[key], rel=0.10), (load, key)
 
@@ -44,7 +53,8 @@ def test_screening_says_when_it_is_out_of_range() -> None:
     r = screen(sm, np.array([5.0, 30.0, 200.0]), 1024, 256, 8192, 1024, 400_000)
     assert r.in_range.tolist() == [True, False, False]
     assert np.isnan(r.ttft_mean_s[2])
-    s = simulate("llama-3.1-8b", "h100-sxm", qps=2 * r.sustainable_qps, prompt_len=1024, output_len=256,
-                 num_requests=4000)  # fmt: skip
+    s = simulate(
+        "llama-3.1-8b", "h100-sxm", qps=2 * r.sustainable_qps, prompt_len=1024, output_len=256, num_requests=4000
+    )
     assert s.saturated is not None
     assert s.summary["request_throughput_rps"] == pytest.approx(r.sustainable_qps, rel=0.10)

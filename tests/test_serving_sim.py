@@ -25,8 +25,9 @@ M, HW = "llama-3.1-8b", "h100-sxm"
         ("qwen3.5-397b-a17b", "h200-sxm", 8, "fp8", "vllm", 1000),  # linear-attention state kernels
     ],
 )
-def test_single_request_reproduces_static_predict(model: str, hw: str, tp: int, wd: str | None, engine: str,
-                                                  p: int) -> None:  # fmt: skip
+def test_single_request_reproduces_static_predict(
+    model: str, hw: str, tp: int, wd: str | None, engine: str, p: int
+) -> None:
     """GIVEN one request of P prompt and O = 200 output tokens WHEN simulated THEN TTFT and TPOT equal predict's.
 
     Derivation: alone, the request's prefill is one step of P ≤ max_num_batched_tokens tokens, the prefill
@@ -36,10 +37,12 @@ def test_single_request_reproduces_static_predict(model: str, hw: str, tp: int, 
     time). With P = 100 on gpt-oss the decode contexts cross the 128-token window: the simulator splits the
     decode stretch there and stays exact.
     """
-    s = simulate(model, hw, engine=engine, tp=tp, qps=1.0, prompt_len=p, output_len=200, num_requests=1,
-                 weight_dtype=wd)  # fmt: skip
-    r = roofline.predict(model, hw, batch=1, prompt_len=p, output_len=200, tp=tp, engine=engine,
-                         weight_dtype=wd or "bf16")  # fmt: skip
+    s = simulate(
+        model, hw, engine=engine, tp=tp, qps=1.0, prompt_len=p, output_len=200, num_requests=1, weight_dtype=wd
+    )
+    r = roofline.predict(
+        model, hw, batch=1, prompt_len=p, output_len=200, tp=tp, engine=engine, weight_dtype=wd or "bf16"
+    )
     assert s.summary["ttft_mean_s"] == pytest.approx(r.ttft_s, rel=1e-12)
     assert s.summary["tpot_mean_s"] == pytest.approx(r.tpot_s, rel=1e-12)
     assert s.summary["itl_mean_s"] == pytest.approx(r.tpot_s, rel=1e-12)
@@ -104,8 +107,9 @@ def test_preemption_conserves_tokens_and_blocks() -> None:
 def test_guaranteed_no_evict_never_preempts() -> None:
     """GIVEN the same small KV pool on TensorRT-LLM (reserve prompt + max output at admission) THEN no preemption."""
     over = {"capacity_bytes": 18.1e9, "free_gpu_memory_fraction": 1.0, "reserve_bytes": 1e9, "max_num_tokens": 2048}
-    s = simulate(M, HW, engine="trtllm", concurrency=64, prompt_len=600, output_len=400, num_requests=200,
-                 engine_overrides=over)  # fmt: skip
+    s = simulate(
+        M, HW, engine="trtllm", concurrency=64, prompt_len=600, output_len=400, num_requests=200, engine_overrides=over
+    )
     assert s.summary["preemptions"] == 0
     assert s.config["kv_blocks_used_at_end"] == 0
     assert s.requests["finish_s"].notna().all()
@@ -184,8 +188,16 @@ def test_prefill_first_partial_prefill_without_kv_room_yields_to_decode() -> Non
     chunk WHEN a recomputed (retracted) request's next chunk finds no free blocks THEN the engine runs a decode
     step instead (as SGLang's prefill adder does) and every request still finishes with its tokens (was: the
     partial prefill preempted itself and the run stopped with "cannot schedule any request")."""
-    s = simulate(M, HW, engine="sglang", concurrency=32, prompt_len=1024, output_len=2048, num_requests=96,
-                 engine_overrides={"max_num_batched_tokens": 600, "memory_fraction": 0.3})  # fmt: skip
+    s = simulate(
+        M,
+        HW,
+        engine="sglang",
+        concurrency=32,
+        prompt_len=1024,
+        output_len=2048,
+        num_requests=96,
+        engine_overrides={"max_num_batched_tokens": 600, "memory_fraction": 0.3},
+    )
     assert s.summary["preemptions"] > 0
     assert int(s.requests["output_tokens"].sum()) == s.config["generated_tokens"] == 96 * 2048
     assert s.requests["finish_s"].notna().all()

@@ -25,8 +25,9 @@ def test_vllm_and_trtllm_budget_is_batch_plus_prompt_plus_1500() -> None:
     assert t == {"max_num_seqs": 512, "max_num_batched_tokens": 3040, "chunked_prefill": False}  # 3012 -> 3040
 
 
-@pytest.mark.parametrize(("hw", "isl", "budget"), [("h200-sxm", 1024, 2524), ("h200-sxm", 16384, 16384),
-                                                   ("h100-sxm", 8192, 8192)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("hw", "isl", "budget"), [("h200-sxm", 1024, 2524), ("h200-sxm", 16384, 16384), ("h100-sxm", 8192, 8192)]
+)
 def test_sglang_mixed_chunks_and_prefill_cap(hw: str, isl: int, budget: int) -> None:
     """sglang.rule: enable_mixed_chunk and max_prefill_tokens = ISL + 1500, chunks capped by the preset's
     chunked_prefill_size (16,384 on 141 GB GPUs, 8,192 on 80 GB ones)."""
@@ -53,8 +54,15 @@ def test_disaggregated_pool_options_follow_the_benchmark_rules() -> None:
     import validate_disagg as vd
 
     def row(backend: str, pb: float) -> pd.Series:
-        return pd.Series({"backend": backend, "isl": 8192, "decode_batch_size": 48.0, "prefill_batch_size": pb,
-                          "hardware": "h200-sxm"})  # fmt: skip
+        return pd.Series(
+            {
+                "backend": backend,
+                "isl": 8192,
+                "decode_batch_size": 48.0,
+                "prefill_batch_size": pb,
+                "hardware": "h200-sxm",
+            }
+        )
 
     pre, dec = vd.pool_options(row("trtllm", 1.0))
     assert pre == {"max_num_seqs": 1, "max_num_batched_tokens": 9696, "chunked_prefill": False,

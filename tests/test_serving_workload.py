@@ -39,9 +39,16 @@ def test_length_distributions_have_the_stated_moments() -> None:
 
 @pytest.mark.parametrize(
     ("spec", "needle"),
-    [("0", "> 0"), ("uniform:5:2", "LOW <= HIGH"), ("lognormal:100:-1", "CV"), ("zipf:1:2", "unknown"),
-     ([1, 0, 3], ">= 1"), ("file:/nonexistent", "does not exist"), (True, "not a length")],
-)  # fmt: skip
+    [
+        ("0", "> 0"),
+        ("uniform:5:2", "LOW <= HIGH"),
+        ("lognormal:100:-1", "CV"),
+        ("zipf:1:2", "unknown"),
+        ([1, 0, 3], ">= 1"),
+        ("file:/nonexistent", "does not exist"),
+        (True, "not a length"),
+    ],
+)
 def test_bad_lengths_name_the_field(spec: object, needle: str) -> None:
     with pytest.raises(ScenarioError, match="prompt_len") as e:
         parse_length(spec, "prompt_len")
@@ -52,9 +59,11 @@ def test_trace_accepts_benchmark_field_names(tmp_path: Path) -> None:
     """Mooncake rows (timestamp in ms, input_length, output_length, hash_ids) and ours parse alike; sorted by time."""
     p = tmp_path / "t.jsonl"
     p.write_text(
-        json.dumps({"timestamp": 2500, "input_length": 700, "output_length": 9, "hash_ids": [7, 8]}) + "\n\n"
-        + json.dumps({"arrival_s": 1.0, "prompt_tokens": 100, "output_tokens": 3}) + "\n"
-    )  # fmt: skip
+        json.dumps({"timestamp": 2500, "input_length": 700, "output_length": 9, "hash_ids": [7, 8]})
+        + "\n\n"
+        + json.dumps({"arrival_s": 1.0, "prompt_tokens": 100, "output_tokens": 3})
+        + "\n"
+    )
     tr = load_trace(p)
     assert tr.arrival_s.tolist() == [0.0, 1.5]
     assert tr.prompt_tokens.tolist() == [100, 700] and tr.output_tokens.tolist() == [3, 9]
@@ -72,12 +81,15 @@ def test_block_hashes_chain_trace_ids() -> None:
 
 @pytest.mark.parametrize(
     ("line", "needle"),
-    [("not json", "line 1: not valid JSON"), ("[1, 2]", "line 1: expected a JSON object"),
-     ('{"arrival_s": "soon", "prompt_tokens": 3, "output_tokens": 1}', "'arrival_s' must be a number"),
-     ('{"arrival_s": 0, "prompt_tokens": 2.5, "output_tokens": 1}', "'prompt_tokens' must be a whole number"),
-     ('{"arrival_s": 0, "prompt_tokens": 3}', "missing field 'output_tokens'"),
-     ('{"arrival_s": 0, "prompt_tokens": 3, "output_tokens": 1, "hash_ids": 5}', "'hash_ids' must be a list")],
-)  # fmt: skip
+    [
+        ("not json", "line 1: not valid JSON"),
+        ("[1, 2]", "line 1: expected a JSON object"),
+        ('{"arrival_s": "soon", "prompt_tokens": 3, "output_tokens": 1}', "'arrival_s' must be a number"),
+        ('{"arrival_s": 0, "prompt_tokens": 2.5, "output_tokens": 1}', "'prompt_tokens' must be a whole number"),
+        ('{"arrival_s": 0, "prompt_tokens": 3}', "missing field 'output_tokens'"),
+        ('{"arrival_s": 0, "prompt_tokens": 3, "output_tokens": 1, "hash_ids": 5}', "'hash_ids' must be a list"),
+    ],
+)
 def test_malformed_trace_lines_name_line_and_field(tmp_path: Path, line: str, needle: str) -> None:
     p = tmp_path / "bad.jsonl"
     p.write_text(line + "\n")

@@ -17,8 +17,15 @@ def test_interior_k_and_crossover_for_a_dense_model() -> None:
     = 1.66). At large batch the verify GEMMs are compute-bound (B·(k + 1) tokens) and even k = 1 emits
     1.6 tokens for ≈ 2 tokens of compute: the speedup falls below 1 — the crossover batch.
     """
-    plan = search_k("llama-3.1-8b", "h100-sxm", "eagle:alpha=0.6", batches=(1, 64, 256, 1024), k_max=8,
-                    prompt_len=128, output_len=128)  # fmt: skip
+    plan = search_k(
+        "llama-3.1-8b",
+        "h100-sxm",
+        "eagle:alpha=0.6",
+        batches=(1, 64, 256, 1024),
+        k_max=8,
+        prompt_len=128,
+        output_len=128,
+    )
     best = plan.best()
     assert 1 < best[1].k < 8
     assert best[1].speedup == pytest.approx(2.18 / 1.29, rel=0.05)
@@ -45,8 +52,23 @@ def test_cli_spec_plan_json_matches_api() -> None:
 
     from roofline.cli.app import app
 
-    res = CliRunner().invoke(app, ["spec-plan", "llama-3.1-8b", "h100-sxm", "--spec", "eagle:alpha=0.6", "--batch",
-                                   "1,1024", "-p", "128", "-n", "128", "--json"])  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        [
+            "spec-plan",
+            "llama-3.1-8b",
+            "h100-sxm",
+            "--spec",
+            "eagle:alpha=0.6",
+            "--batch",
+            "1,1024",
+            "-p",
+            "128",
+            "-n",
+            "128",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     api = search_k("llama-3.1-8b", "h100-sxm", "eagle:alpha=0.6", batches=(1, 1024), prompt_len=128, output_len=128)

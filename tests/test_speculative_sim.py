@@ -44,8 +44,9 @@ def test_sampled_acceptance_is_lumpy_and_conserves_tokens() -> None:
     """
     spec = SpeculativeConfig("ngram", k=4, alpha=0.6)
     tau = tokens_per_step(0.6, 4)
-    s = simulate(M, HW, speculative=spec, engine="ideal", concurrency=1, prompt_len=512, output_len=128,
-                             num_requests=300, seed=3)  # fmt: skip
+    s = simulate(
+        M, HW, speculative=spec, engine="ideal", concurrency=1, prompt_len=512, output_len=128, num_requests=300, seed=3
+    )
     assert s.config["generated_tokens"] == 300 * 128
     sm = s.summary
     assert sm["itl_p50_s"] <= 1e-6  # the gap histogram's lowest bin: a zero gap
@@ -88,8 +89,18 @@ def test_sliding_window_verify_steps_reproduce_static_predict(model: str, tp: in
     model from the op builder's causal pairs at each cache, so both agree to rounding.
     """
     spec = "ngram:k=4,alpha=1"
-    s = simulate(model, HW, speculative=spec, engine="vllm", tp=tp, weight_dtype=wd, qps=1.0, prompt_len=100,
-                             output_len=201, num_requests=1)  # fmt: skip
+    s = simulate(
+        model,
+        HW,
+        speculative=spec,
+        engine="vllm",
+        tp=tp,
+        weight_dtype=wd,
+        qps=1.0,
+        prompt_len=100,
+        output_len=201,
+        num_requests=1,
+    )
     r = roofline.predict(model, HW, 1, 100, 201, tp=tp, engine="vllm", weight_dtype=wd, speculative=spec)
     assert s.summary["tpot_mean_s"] == pytest.approx(r.tpot_s, rel=1e-9)
 

@@ -111,9 +111,15 @@ def test_plan_says_so_when_tp_collectives_cross_a_slow_link() -> None:
     from roofline.serving.plan.planner import plan
 
     res = plan(
-        "llama-3.1-8b", qps=1.0, prompt_len=512, output_len=64, ttft_slo_s=5.0, tpot_slo_s=1.0,
-        hardware=["h100-pcie"], tp_options=[2, 4],
-    )  # fmt: skip
+        "llama-3.1-8b",
+        qps=1.0,
+        prompt_len=512,
+        output_len=64,
+        ttft_slo_s=5.0,
+        tpot_slo_s=1.0,
+        hardware=["h100-pcie"],
+        tp_options=[2, 4],
+    )
     by_tp = {c.tp: c for c in res.candidates}
     assert by_tp[2].link_flag == ""
     assert by_tp[4].link_flag == "tp PCIe hop" and "PCIe Gen5 x16" in by_tp[4].link_note

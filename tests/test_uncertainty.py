@@ -106,8 +106,10 @@ def test_measured_profile_widens_prediction_intervals_by_its_spread() -> None:
     compute 0.02 / 0.04, memory 0.05): a compute-bound TTFT folds in σ = ln(1 + 0.04/1.349) (the
     largest compute spread), a memory-bound TPOT σ = ln(1 + 0.05/1.349), throughput the larger (0.05)."""
     base = default_profile()
-    comp = {k: c.model_copy(update={"value": 700e12, "spread": 0.04 if k == "fp8" else 0.02})
-            for k, c in base.compute.items()}  # fmt: skip
+    comp = {
+        k: c.model_copy(update={"value": 700e12, "spread": 0.04 if k == "fp8" else 0.02})
+        for k, c in base.compute.items()
+    }
     prof = base.model_copy(update={"device": "h100-sxm", "compute": comp, "memory": Ceiling(value=3e12, spread=0.05)})
     r = roofline.predict("llama-3.1-8b", "h100-sxm", batch=4, prompt_len=4096, output_len=256, calibration=prof)
     assert (r.bound_prefill, r.bound_decode) == ("compute", "memory")

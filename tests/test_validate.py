@@ -167,8 +167,17 @@ def test_parse_grid_presets_and_explicit() -> None:
 def test_combine_pairs_takes_medians_per_point() -> None:
     # GIVEN three calibrate-then-measure pairs of one point WHEN combined THEN times and errors are their medians
     rows = [(1.0, 0.8), (1.2, 1.1), (0.9, 0.9)]
-    base = {"phase": "decode", "batch": 1, "context": 64, "eager_extra_s": 0.0, "error_model_only_pct": 0.0,
-            "ideal_s": 0.5, "ideal_le_measured": True, "spread_pct": 1.0, "note": "x"}  # fmt: skip
+    base = {
+        "phase": "decode",
+        "batch": 1,
+        "context": 64,
+        "eager_extra_s": 0.0,
+        "error_model_only_pct": 0.0,
+        "ideal_s": 0.5,
+        "ideal_le_measured": True,
+        "spread_pct": 1.0,
+        "note": "x",
+    }
     frames = [
         pd.DataFrame([{**base, "measured_s": m, "predicted_s": p, "error_pct": 100 * (p / m - 1)}]) for m, p in rows
     ]

@@ -88,8 +88,14 @@ def plan_disagg(
     price = load_hardware(hardware).price
     usd = price.usd_per_gpu_hour if price is not None else None
     q = f"p{percentile}"
-    kw = dict(prompt_len=prompt_len, output_len=output_len, num_requests=num_requests, engine=engine, seed=seed,
-              engine_overrides=engine_overrides)  # fmt: skip
+    kw = dict(
+        prompt_len=prompt_len,
+        output_len=output_len,
+        num_requests=num_requests,
+        engine=engine,
+        seed=seed,
+        engine_overrides=engine_overrides,
+    )
     dis = []
     for p in range(1, p_max + 1):
         for d in range(1, d_max + 1):

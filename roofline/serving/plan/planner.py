@@ -158,8 +158,19 @@ def plan(
             f"the plan would evaluate {n_cands:,} candidates (hardware × precision × tp), more than "
             f"{MAX_PLAN_CANDIDATES:,} (roofline.boundary.limits); list fewer hardware, precisions or tp values"
         )
-    req = PlanRequest(qps, int(prompt_len), int(output_len), ttft_slo_s, tpot_slo_s, max_gpus, kv_dtype, engine,
-                   engine_overrides, confidence, min_headroom)  # fmt: skip
+    req = PlanRequest(
+        qps,
+        int(prompt_len),
+        int(output_len),
+        ttft_slo_s,
+        tpot_slo_s,
+        max_gpus,
+        kv_dtype,
+        engine,
+        engine_overrides,
+        confidence,
+        min_headroom,
+    )
     cands = []
     for hw in hws:
         price = prices_usd.get(hw.name, hw.price.usd_per_gpu_hour if hw.price else None)
