@@ -112,11 +112,11 @@ def parse_level(text: str | float, option: str) -> float:
     return value
 
 
-def interval_fields(r: PredictionResult, level: float) -> dict[str, Any]:
+def interval_fields(r: PredictionResult, level: float) -> dict[str, float]:
     """``<figure>_low`` / ``<figure>_high`` for every headline figure, and the level (JSON/CSV)."""
     from roofline.published.uncertainty import FIGURES
 
-    out: dict[str, Any] = {"interval_level": level}
+    out: dict[str, float] = {"interval_level": level}
     for name in FIGURES:
         out[f"{name}_low"], out[f"{name}_high"] = r.interval(name, level)
     return out

@@ -74,7 +74,7 @@ class Replica:
         concurrency: int | None = None,
         hashes: list[HashChain] | None = None,
         cls: type[EngineSim] = EngineSim,
-        step: Any = None,
+        step: Any = None,  # a StepModel, or the speculative variant's duck-typed SpecStepModel
         policy: Policy | None = None,
         max_seqs: int | None = None,
         request_overhead_s: float | None = None,

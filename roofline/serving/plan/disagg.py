@@ -12,13 +12,14 @@ spec carries one).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from roofline.engine.presets import EngineArg
 from roofline.errors import RooflineError
 from roofline.prediction import ModelArg
 from roofline.serving.simulate import simulate
+from roofline.serving.workload.arrivals import LengthArg
+from roofline.serving.workload.stream import Workload
 from roofline.specs.disagg import DisaggConfig, Pool
 from roofline.specs.library import hardware as load_hardware
 
@@ -75,8 +76,8 @@ def plan_disagg(
     percentile: int = 90,
     first_token: str = "prefill",
     link: float | None = None,
-    prompt_len: Any = 1024,
-    output_len: Any = 256,
+    prompt_len: LengthArg = 1024,
+    output_len: LengthArg = 256,
     num_requests: int = 1000,
     engine: EngineArg = "vllm",
     seed: int = 0,
@@ -88,20 +89,15 @@ def plan_disagg(
     price = load_hardware(hardware).price
     usd = price.usd_per_gpu_hour if price is not None else None
     q = f"p{percentile}"
-    kw = dict(
-        prompt_len=prompt_len,
-        output_len=output_len,
-        num_requests=num_requests,
-        engine=engine,
-        seed=seed,
-        engine_overrides=engine_overrides,
-    )
+    wl = Workload(prompt_len=prompt_len, output_len=output_len, num_requests=num_requests, seed=seed)
     dis = []
     for p in range(1, p_max + 1):
         for d in range(1, d_max + 1):
             pools = Pool(hardware, tp_prefill, p), Pool(hardware, tp_decode, d)
             cfg = DisaggConfig(*pools, link, first_token=first_token)  # type: ignore[arg-type]
-            r = simulate(model, disagg=cfg, qps=qps, **kw)
+            r = simulate(
+                model, None, engine, disagg=cfg, workload=replace(wl, qps=qps), engine_overrides=engine_overrides
+            )
             s = r.summary
             ttft, tpot = s[f"ttft_{q}_s"], s[f"tpot_{q}_s"]
             ok = s["completed"] == r.config["num_requests"] and ttft <= ttft_slo_s and tpot <= tpot_slo_s
@@ -113,7 +109,8 @@ def plan_disagg(
             )
     col = []
     for n in range(1, n_max + 1):
-        sim = simulate(model, hardware, tp=tp_colocated, qps=qps / n, **kw)
+        w = replace(wl, qps=qps / n)
+        sim = simulate(model, hardware, engine, tp_colocated, workload=w, engine_overrides=engine_overrides)
         ttft, tpot = sim.summary[f"ttft_{q}_s"], sim.summary[f"tpot_{q}_s"]
         ok = not sim.saturated and ttft <= ttft_slo_s and tpot <= tpot_slo_s
         g = n * tp_colocated
