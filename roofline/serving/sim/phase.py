@@ -26,7 +26,7 @@ Sec = TypeVar("Sec", float, np.ndarray)
 
 def _larger(a: Sec, b: Sec) -> Sec:
     """max(a, b), elementwise for arrays (a plain comparison for floats: the simulator's hot path)."""
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+    if type(a) is np.ndarray or type(b) is np.ndarray:
         return np.maximum(a, b)
     return a if a > b else b
 
