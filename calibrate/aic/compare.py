@@ -1,0 +1,229 @@
+"""Roofline's op time against AIConfigurator's kernel tables, row by row (per-op evidence; changes no prediction).
+
+For every row of a mapped GPU's table the equivalent roofline op is built with roofline's own
+builders and timed by :func:`roofline.evaluate.op_time` under a profile (default: the shipped
+default profile); ``ratio`` = predicted / measured seconds (below 1: roofline is faster than the
+engine's kernel). Every op is launched ``"graph"`` (``per_kernel_graph_s``), as the tables were
+collected in CUDA-graph replay, except the custom all-reduce rows stored as eager.
+
+* **GEMM** (``op`` = gemm): :func:`roofline.ops.records.gemm` with the weight / activation formats
+  of :data:`GEMM_FORMATS` and the bytes and peak a :class:`~roofline.specs.scenario.Scenario`
+  of those formats gives (activations ≥ 2 bytes, outputs 16-bit). Formats the GPU has no peak for
+  are skipped. ``regime`` = the op's bound (compute, memory or overhead).
+* **All-reduce**: ``allreduce-custom`` (``-eager``) rows are priced as the custom kernel
+  :func:`roofline.ops.comm.all_reduce` picks up to its 8 MiB cap (one-shot / two-shot) and, above
+  it, as the two-shot kernel at the cap (the tables time the custom kernel past vLLM's default
+  cap); ``allreduce-nccl`` rows (NCCL ``all_reduce``) as NCCL's ring: wire 2(p−1)/p·S, 2(p−1) hops.
+  The bound of a collective is always communication, so ``regime`` splits it instead into
+  ``latency`` (the latency + launch terms exceed wire bytes / link bandwidth) and ``bandwidth``.
+* **Attention** (``attention-prefill`` / ``attention-decode``):
+  :func:`roofline.ops.attention.attention_kernel` with the row's batch, tokens, cached past,
+  heads, head dim and KV format; only 16-bit attention math (``attn_dtype`` bfloat16), full
+  attention (no window) and beam width 1, where the mapping is unambiguous. ``dtype`` is
+  ``bf16`` or ``bf16/kv-fp8``; ``regime`` = the op's bound.
+
+:func:`summarise` reports per (gpu, framework, version, op, dtype, regime) the row count and the
+median, p10 and p90 of ``ratio``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from calibrate.aic.tables import AicTable, list_tables, load_table
+from roofline.errors import CalibrationError, ScenarioError
+from roofline.evaluate import OpTiming, op_time
+from roofline.ops.attention import attention_kernel
+from roofline.ops.comm import CUSTOM_AR_MAX_BYTES, all_reduce, all_reduce_wire_and_hops
+from roofline.ops.context import BuildContext
+from roofline.ops.records import Op, arr, gemm
+from roofline.profile import CalibrationProfile, default_profile
+from roofline.specs.hardware import HardwareSpec
+from roofline.specs.library import hardware
+from roofline.specs.model import ModelSpec
+from roofline.specs.precision import Precision
+from roofline.specs.scenario import Scenario
+
+#: AIC ``gemm_dtype`` → (weight format, activation format) of the equivalent roofline GEMM.
+GEMM_FORMATS: dict[str, tuple[Precision, Precision]] = {
+    "bfloat16": (Precision.BF16, Precision.BF16),
+    "fp8": (Precision.FP8, Precision.FP8),
+    "fp8_block": (Precision.FP8_BLOCK, Precision.FP8),
+    "nvfp4": (Precision.NVFP4, Precision.NVFP4),
+    "int8_wo": (Precision.INT8, Precision.BF16),
+    "int4_wo": (Precision.INT4, Precision.BF16),
+    "sq": (Precision.INT8, Precision.INT8),
+}
+KV_FORMATS: dict[str, Precision] = {"bfloat16": Precision.BF16, "fp8": Precision.FP8}
+OP_KINDS: dict[str, tuple[str, ...]] = {
+    "gemm": ("gemm",),
+    "allreduce": ("custom_allreduce", "nccl"),
+    "attention": ("context_attention", "generation_attention"),
+}
+FRAMEWORKS = ("vllm", "sglang", "trtllm", "nccl")
+ROW_COLUMNS = ["gpu", "framework", "version", "op", "dtype", "regime", "kernel", "predicted_s", "measured_s", "ratio"]
+GROUP_KEY = ["gpu", "framework", "version", "op", "dtype", "regime"]
+
+
+def _graph(op: Op) -> Op:
+    return replace(op, launch="graph")
+
+
+def _rows(
+    df: pd.DataFrame, op_name: str, dtype: str | np.ndarray, regime: np.ndarray, timing: OpTiming
+) -> pd.DataFrame:
+    """The per-row frame of :data:`ROW_COLUMNS` for ``df``'s rows and their timing."""
+    measured = df["time_s"].to_numpy(np.float64)
+    predicted = np.broadcast_to(timing.time_s, measured.shape).astype(np.float64)
+    out = df[["gpu", "framework", "version", "kernel"]].copy()
+    out["op"], out["dtype"], out["regime"] = op_name, dtype, np.broadcast_to(regime, measured.shape)
+    out["predicted_s"], out["measured_s"] = predicted, measured
+    out["ratio"] = predicted / measured
+    return out[ROW_COLUMNS]
+
+
+def gemm_rows(df: pd.DataFrame, hw: HardwareSpec, profile: CalibrationProfile) -> pd.DataFrame:
+    """Predicted vs measured for a normalised ``gemm`` table (formats of :data:`GEMM_FORMATS` only)."""
+    parts = []
+    for dtype, rows in df.groupby("dtype", sort=True):
+        formats = GEMM_FORMATS.get(str(dtype))
+        if formats is None:
+            continue
+        sc = Scenario(weight_dtype=formats[0], act_dtype=formats[1])
+        try:
+            compute = sc.gemm_compute_dtype(hw)
+        except ScenarioError:  # no peak for this format on hw: not expressible
+            continue
+        if compute != (formats[1].compute or "bf16"):  # e.g. nvfp4 without an fp4 peak
+            continue
+        m, n, k = (rows[c].to_numpy(np.float64) for c in ("m", "n", "k"))
+        w_bytes, a_bytes = sc.weight_dtype.bytes_per_element, sc.activation_memory_bytes_per_element
+        op = _graph(gemm("aic.gemm", "aic", "aic", 1, compute, m, n, k, w_bytes, a_bytes))
+        timing = op_time(op, hw, profile)
+        parts.append(_rows(rows, "gemm", str(dtype), timing.bound, timing))
+    return _concat(parts)
+
+
+def _comm_regime(op: Op, timing: OpTiming, hw: HardwareSpec, profile: CalibrationProfile) -> np.ndarray:
+    """``bandwidth`` where wire bytes / link bandwidth exceed the rest of the time, else ``latency``."""
+    wire_s = op.comm_bytes / profile.link_bytes_per_s(hw, op.group_size)
+    return np.where(wire_s > timing.time_s - wire_s, "bandwidth", "latency")
+
+
+def custom_wire_and_hops(hw: HardwareSpec, message_bytes: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """(wire bytes, hops) of the custom all-reduce: roofline's choice up to the cap, the cap's kernel above."""
+    wire, hops = all_reduce_wire_and_hops(hw, message_bytes, p)
+    _, hops_cap = all_reduce_wire_and_hops(hw, CUSTOM_AR_MAX_BYTES, p)
+    return wire, np.where(message_bytes > CUSTOM_AR_MAX_BYTES, hops_cap, hops)
+
+
+def allreduce_rows(df: pd.DataFrame, kind: str, hw: HardwareSpec, profile: CalibrationProfile) -> pd.DataFrame:
+    """Predicted vs measured for a normalised ``custom_allreduce`` or ``nccl`` table (all-reduce rows)."""
+    parts = []
+    rows_ar = df[df["collective"] == "all_reduce"]
+    for (_, launch), rows in rows_ar.groupby(["gpus", "launch"], sort=True):
+        p = int(rows["gpus"].iloc[0])
+        s = rows["message_bytes"].to_numpy(np.float64)
+        op = all_reduce("aic.all_reduce", "aic", "aic", 1, "bf16", s, p, hw)
+        if kind == "nccl":
+            wire, hops = 2.0 * (p - 1) / p * s, 2.0 * (p - 1) + 0 * s
+            name = "allreduce-nccl"
+        else:
+            wire, hops = custom_wire_and_hops(hw, s, p)
+            name = "allreduce-custom" if launch == "graph" else "allreduce-custom-eager"
+        op = replace(op, comm_bytes=arr(wire), comm_hops=arr(hops), launch="graph" if launch == "graph" else "eager")
+        timing = op_time(op, hw, profile)
+        dtypes = rows["dtype"].to_numpy()
+        parts.append(_rows(rows, name, dtypes, _comm_regime(op, timing, hw, profile), timing))
+    return _concat(parts)
+
+
+def _placeholder_model() -> ModelSpec:
+    """Any bundled model: :func:`attention_kernel` reads shapes, formats and phase from its context, not the model."""
+    from roofline.specs.library import list_models, model
+
+    return model(list_models()[0])
+
+
+def attention_rows(df: pd.DataFrame, hw: HardwareSpec, profile: CalibrationProfile) -> pd.DataFrame:
+    """Predicted vs measured for a normalised attention table (unambiguous rows only, module docstring)."""
+    keep = (df["dtype"] == "bfloat16") & ~np.isfinite(df["window"]) & (df["beam_width"] == 1)
+    keep &= df["kv_dtype"].isin(list(KV_FORMATS))
+    parts = []
+    placeholder = _placeholder_model()
+    shape = ["phase", "q_heads", "kv_heads", "head_dim", "kv_dtype"]
+    for (phase, hq, hkv, d, kv), rows in df[keep].groupby(shape, sort=True):
+        sc = Scenario(kv_dtype=KV_FORMATS[str(kv)])
+        b, t, past = (rows[c].to_numpy(np.float64) for c in ("batch", "new_tokens", "past"))
+        ctx = BuildContext.create(placeholder, sc, hw, "decode" if phase == "decode" else "prefill", b, t, past)
+        op = _graph(
+            attention_kernel(ctx, "aic", 1, float("inf"), float(hq), float(hkv), float(d), float(d), 2 * hkv * d)
+        )
+        timing = op_time(op, hw, profile)
+        label = "bf16" if kv == "bfloat16" else f"bf16/kv-{kv}"
+        parts.append(_rows(rows, f"attention-{phase}", label, timing.bound, timing))
+    return _concat(parts)
+
+
+def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ROW_COLUMNS)
+
+
+def table_rows(table: AicTable, profile: CalibrationProfile | None = None) -> pd.DataFrame:
+    """Per-row comparison of one table of a mapped GPU (:data:`ROW_COLUMNS`; times in seconds)."""
+    if table.hardware is None:
+        raise CalibrationError(f"{table.gpu} has no roofline hardware spec; mapped GPUs only")
+    hw, prof = hardware(table.hardware), profile if profile is not None else default_profile()
+    df = load_table(table)
+    if table.kind == "gemm":
+        return gemm_rows(df, hw, prof)
+    if table.kind in OP_KINDS["allreduce"]:
+        return allreduce_rows(df, table.kind, hw, prof)
+    if table.kind in OP_KINDS["attention"]:
+        return attention_rows(df, hw, prof)
+    raise CalibrationError(f"no roofline comparison for table kind {table.kind!r} ({table.label})")
+
+
+def comparable_tables(
+    tables: Iterable[AicTable], gpu: str | None = None, framework: str | None = None, op: str | None = None
+) -> list[AicTable]:
+    """The mapped-GPU tables of the kinds :data:`OP_KINDS` compares, filtered by gpu, framework and op kind."""
+    kinds = OP_KINDS[op] if op is not None else tuple(k for ks in OP_KINDS.values() for k in ks)
+    return [
+        t
+        for t in tables
+        if t.hardware is not None
+        and t.kind in kinds
+        and (gpu is None or t.gpu == gpu)
+        and (framework is None or t.framework == framework)
+    ]
+
+
+def compare(
+    tables: Iterable[AicTable] | None = None,
+    *,
+    gpu: str | None = None,
+    framework: str | None = None,
+    op: str | None = None,
+    profile: CalibrationProfile | None = None,
+) -> pd.DataFrame:
+    """Per-row comparison over the selected tables (default: every installed table); times in seconds."""
+    chosen = comparable_tables(list_tables() if tables is None else tables, gpu, framework, op)
+    return _concat([table_rows(t, profile) for t in chosen])
+
+
+def summarise(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (gpu, framework, version, op, dtype, regime): rows and the median, p10, p90 of predicted / measured."""
+    finite = rows[np.isfinite(rows["ratio"].astype(np.float64)) & (rows["measured_s"] > 0)]
+    grouped = finite.groupby(GROUP_KEY, sort=True)["ratio"]
+    out = grouped.agg(
+        rows="size",
+        ratio_median=lambda r: float(np.median(r)),
+        ratio_p10=lambda r: float(np.quantile(r, 0.1)),
+        ratio_p90=lambda r: float(np.quantile(r, 0.9)),
+    )
+    return out.reset_index()
