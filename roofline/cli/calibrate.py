@@ -85,3 +85,58 @@ def calibrate_cmd(
 def calibrate_show(profile: Annotated[Path, typer.Argument(help="A calibration profile YAML.")]) -> None:
     """Summarise a calibration profile: ceilings, curves, overheads and provenance."""
     typer.echo(_calibrate_module().show_profile(profile))
+
+
+AIC_HINT = 'pip install -e ".[aic]"'
+
+
+def _check_choice(flag: str, value: str | None, known: list[str]) -> None:
+    """A usage error naming ``flag`` and its known values when ``value`` is not one of them."""
+    if value is not None and value not in known:
+        raise OptionError(f"{flag} must be one of {', '.join(known)}, got {value!r}")
+
+
+@calibrate_app.command("import-aiconfigurator")
+def calibrate_import_aiconfigurator(
+    compare: Annotated[
+        bool, typer.Option("--compare", help="Time roofline's equivalent op for every row; summarise the ratios.")
+    ] = False,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="AIConfigurator GPU folder, e.g. h100_sxm.")] = None,
+    framework: Annotated[
+        str | None, typer.Option("--framework", help="vllm, sglang, trtllm or nccl (NCCL's own tables).")
+    ] = None,
+    op: Annotated[str | None, typer.Option("--op", help="gemm, allreduce or attention.")] = None,
+    json: Annotated[bool, typer.Option("--json", help="Print JSON (units in the field names).")] = False,
+) -> None:
+    """AIConfigurator 0.12.0's kernel tables (needs `pip install -e ".[aic]"`): list them, or --compare.
+
+    --compare reports, per (gpu, framework, version, op, dtype, regime), the rows and the median,
+    p10 and p90 of roofline's predicted / measured time under the default profile.
+    """
+    try:
+        from calibrate.aic import render
+    except ModuleNotFoundError as exc:
+        raise OptionError(f"the AIConfigurator import needs {exc.name}: {AIC_HINT}") from None
+    from roofline.cli.options import console, dumps
+
+    tables = render.installed_tables()
+    known = render.known_values(tables)
+    for flag, value in (("--gpu", gpu), ("--framework", framework), ("--op", op)):
+        _check_choice(flag, value, known[flag])
+    if not compare:
+        chosen = [t for t in tables if gpu in (None, t.gpu) and framework in (None, t.framework)]
+        if json:
+            typer.echo(dumps(render.listing_records(chosen)))
+        else:
+            console().print(render.listing_table(chosen))
+        return
+    mapped = sorted({t.gpu for t in tables if t.hardware is not None})
+    if gpu is not None and gpu not in mapped:
+        raise OptionError(
+            f"--gpu {gpu} has no roofline hardware spec, so it is not compared; mapped: {', '.join(mapped)}"
+        )
+    summary = render.comparison_summary(tables, gpu, framework, op)
+    if json:
+        typer.echo(dumps(render.summary_records(summary)))
+    else:
+        console().print(render.summary_table(summary))
