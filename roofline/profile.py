@@ -81,6 +81,7 @@ class GemmK(Frozen):
     """
 
     devices: tuple[str, ...] = ()
+    measured_on: str | None = Field(default=None, description="the device the curves were measured on")
     curves: dict[ComputeDtype, Curve] = Field(default_factory=dict)
     sources: tuple[str, ...] = ()
 
@@ -101,6 +102,7 @@ class GroupedGemm(Frozen):
     """
 
     devices: tuple[str, ...] = ()
+    measured_on: str | None = Field(default=None, description="the device the rates were measured on")
     memory_efficiency: Curve | None = Field(
         default=None, description="fraction of the memory ceiling vs rows per expert"
     )

@@ -136,8 +136,17 @@ class PredictionResult:
             "bound_prefill": self.bound_prefill,
             "bound_decode": self.bound_decode,
             "link_notes": "; ".join(self.link_notes),
+            "evidence": "; ".join(self.evidence),
             **(self.speculative.summary() if self.speculative is not None else {}),
         }
+
+    @property
+    def evidence(self) -> tuple[str, ...]:
+        """Which measured evidence this prediction's op times rest on, on this hardware
+        (:func:`roofline.provenance.device_evidence`)."""
+        from roofline.provenance import device_evidence
+
+        return device_evidence(self.profile, self.hardware, moe=self.model.moe is not None)
 
     @property
     def link_notes(self) -> list[str]:

@@ -218,6 +218,8 @@ def predict_cmd(
         con.print(prediction_table(r, lv))
         for note in r.link_notes:
             con.print(f"[yellow]⚠ slow link:[/] {note}")
+        for line in r.evidence:
+            con.print(f"evidence: {line}", style="dim")
         if r.speculative is not None:
             from roofline.cli.render_spec import speculative_table
 

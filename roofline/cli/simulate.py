@@ -266,6 +266,8 @@ def _print_text(s: SimulationResult, replicas: int) -> None:
     pool = engine_pool(s.config.get("engine"))
     rows = "all engines' public serving rows" if pool == POOLED else f"public {pool} serving rows"
     con.print(f"80 % intervals (the simulator's error on {rows}, held out by model family{reps}): {text}")
+    for line in s.config.get("evidence", ()):
+        con.print(f"evidence: {line}", style="dim")
     if s.config.get("lockstep"):
         con.print(
             f"[yellow]lock-step:[/] {s.config['lockstep_share']:.0%} of the later requests got their first token "

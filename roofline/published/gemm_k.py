@@ -19,7 +19,7 @@ import numpy as np
 
 from roofline.profile import CalibrationProfile, Curve, GemmK
 from roofline.published.graph_overhead import closedloop_dir
-from roofline.published.grouped_gemm import SAME_SM
+from roofline.published.grouped_gemm import MEASURED_ON, SAME_SM
 from roofline.published.monotone import monotone_log_fit
 
 MEASUREMENT = "gemm_k_h200-sxm.csv"
@@ -60,5 +60,5 @@ def fit_gemm_k(profile: CalibrationProfile, path: Path | None = None) -> Calibra
         f"measured on an H200 (validation/closedloop/{MEASUREMENT}: rate at K / best rate over K per (M, N), "
         f"median per K, monotone); applied to devices with the same Hopper SM: {', '.join(SAME_SM)}"
     )
-    gk = GemmK(devices=SAME_SM, curves=curves, sources=(src,))
+    gk = GemmK(devices=SAME_SM, measured_on=MEASURED_ON, curves=curves, sources=(src,))
     return profile.model_copy(update={"gemm_k": gk, "residuals": {**profile.residuals, "gemm_k": record}})

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 #: Bundled devices built on the H200's GH100 Hopper SM (same grouped-GEMM kernels and per-SM memory
 #: pipeline; they differ in HBM size and speed, which the memory ceiling already carries).
 SAME_SM = ("h100-nvl", "h100-pcie", "h100-sxm", "h20", "h200-sxm")
+#: The device the grouped-GEMM and GEMM-K tables were measured on (the lent H200).
+MEASURED_ON = "h200-sxm"
 DECODE = "moe_stream_h200-sxm.csv"
 PREFILL = "moe_prefill_h200-sxm.csv"
 
@@ -135,7 +137,9 @@ def fit_grouped_gemm(profile: CalibrationProfile, folder: Path | None = None) ->
         f"{len(m)} decode cases; {PREFILL}: compute_efficiency = median over {len(bound)} compute-bound prefill "
         f"cases); applied to devices with the same Hopper SM: {', '.join(SAME_SM)}"
     )
-    grouped = GroupedGemm(devices=SAME_SM, memory_efficiency=curve, compute_efficiency=eff, sources=(src,))
+    grouped = GroupedGemm(
+        devices=SAME_SM, measured_on=MEASURED_ON, memory_efficiency=curve, compute_efficiency=eff, sources=(src,)
+    )
     record = {
         "method": "roofline.published.grouped_gemm.fit_grouped_gemm (module docstring)",
         "decode_cases": len(m),

@@ -38,6 +38,7 @@ class CeilingRow:
     peak_bytes_per_s: float
     bytes_per_s: float
     measured: bool
+    evidence: tuple[str, ...] = ()
 
     @property
     def compute_fraction(self) -> float:
@@ -113,6 +114,8 @@ class Reproduce:
 
 def evidence(inp: ReportInputs, dtype: ComputeDtype = "bf16") -> Evidence:
     """Provenance of ``inp.profile`` and its ceilings on every hardware of the report."""
+    from roofline.provenance import device_evidence
+
     p: CalibrationProfile = inp.profile
     prov = tuple((str(k), _text(v)) for k, v in p.provenance.items())
     if p.device is not None:
@@ -142,6 +145,7 @@ def evidence(inp: ReportInputs, dtype: ComputeDtype = "bf16") -> Evidence:
                 hw.memory.bandwidth_bytes_per_s,
                 p.memory_ceiling(hw),
                 p.device == hw.name,
+                device_evidence(p, hw, moe=inp.model.moe is not None),
             )
         )
     acc, note = accuracy(inp)

@@ -22,6 +22,7 @@ from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu, memory_budget
 from roofline.prediction import HardwareArg, ModelArg, ProfileArg, resolve
 from roofline.profile import CalibrationProfile
+from roofline.provenance import device_evidence
 from roofline.serving.sim.engine import EngineSim
 from roofline.serving.sim.policy import Policy, policy_for
 from roofline.serving.sim.steptime import StepModel
@@ -146,7 +147,13 @@ class Replica:
             "kv_blocks_used_at_end": sim.pool.used,
             "generated_tokens": sim.generated,
             "workload": workload,
+            "evidence": self.evidence,
         }
+
+    @property
+    def evidence(self) -> tuple[str, ...]:
+        """Which measured evidence this replica's step times rest on (:func:`roofline.provenance.device_evidence`)."""
+        return device_evidence(self.profile, self.hardware, moe=self.model.moe is not None)
 
 
 @dataclass(frozen=True)

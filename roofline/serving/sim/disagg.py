@@ -172,19 +172,10 @@ def run_disagg(
     }
     gpus = cfg.prefill.gpus + cfg.decode.gpus
     summary = _summary(arrays, dec, busy, np.maximum(b_send, b_recv), gpus)
-    config = {
-        "label": f"{rp.model.name}: {cfg.label()}",
-        "disagg": cfg,
-        "ratio": cfg.ratio,
-        "gpus": gpus,
-        "link_bytes_per_s": link,
-        "engine": rp.engine.label,
-        "wall_s": wall,
-        "num_requests": n,
-        "model": rp.model.name,
-        "seed": wl.seed,
-        "workload": wl.describe(),
-    }
+    config = {"label": f"{rp.model.name}: {cfg.label()}", "disagg": cfg, "ratio": cfg.ratio, "gpus": gpus,
+              "link_bytes_per_s": link, "engine": rp.engine.label, "wall_s": wall, "num_requests": n,
+              "model": rp.model.name, "seed": wl.seed, "workload": wl.describe(),
+              "evidence": tuple(dict.fromkeys((*rp.evidence, *rd.evidence)))}  # fmt: skip
     return disagg_result(summary, config, arrays)
 
 

@@ -1,0 +1,52 @@
+"""Which measured evidence a calibration profile's numbers rest on, device by device.
+
+One rule for every device: a correction measured on one GPU is applied by the same rule everywhere, or the device
+says which evidence it rests on. :func:`device_evidence` states, for a hardware spec, one sentence per part of the
+profile that decides its op times: the ceilings (measured on this device, or a fraction of its datasheet peaks
+fitted on public microbenchmarks, with any vendor factor), and each device-scoped correction (the GEMM rate
+against K, the MoE grouped-GEMM rates) with the device it was measured on and whether it applies here. ``predict``,
+``simulate`` and the report show these sentences next to their numbers.
+"""
+
+from __future__ import annotations
+
+from roofline.profile import CalibrationProfile, GemmK, GroupedGemm
+from roofline.specs.hardware import HardwareSpec
+
+
+def device_evidence(profile: CalibrationProfile, hw: HardwareSpec, moe: bool = False) -> tuple[str, ...]:
+    """One sentence per part of ``profile`` that prices ops on ``hw`` (``moe``: include the grouped-GEMM rates)."""
+    out = [_ceilings(profile, hw)]
+    if profile.gemm_k.devices:
+        out.append(_scoped("GEMM rate against K", profile.gemm_k, hw, "dense GEMMs at its ceilings at every K"))
+    if moe:
+        gg = profile.grouped_gemm
+        if gg.devices:
+            out.append(_scoped("MoE grouped GEMM", gg, hw, "routed experts priced as dense GEMMs at its ceilings"))
+        else:
+            out.append("MoE grouped GEMM: no measurement in this profile; routed experts priced as dense GEMMs")
+    return tuple(out)
+
+
+def _ceilings(profile: CalibrationProfile, hw: HardwareSpec) -> str:
+    if profile.device is not None and profile.device == hw.name:
+        return f"ceilings: measured on {hw.name} (profile {profile.name})"
+    bf16 = profile.compute.get("bf16")
+    eff = f"{bf16.efficiency:.3g} of the bf16 peak" if bf16 is not None and bf16.efficiency is not None else ""
+    vendor = profile.vendor_compute_efficiency.get(hw.vendor)
+    if vendor:
+        eff = f"{min(vendor.values()):.3g} of the compute peaks (the factor fitted for {hw.vendor} devices)"
+    kind = profile.provenance.get("kind", "no stated provenance")
+    return (
+        f"ceilings: {eff} and {profile.memory.efficiency or 1:.3g} of the HBM bandwidth of {hw.name}'s datasheet, "
+        f"the fractions profile {profile.name} ({kind}) applies to every device"
+        + (f" of {hw.vendor}" if vendor else "")
+    )
+
+
+def _scoped(label: str, corr: GemmK | GroupedGemm, hw: HardwareSpec, otherwise: str) -> str:
+    where = corr.measured_on or "an unnamed device"
+    if hw.name in corr.devices:
+        same = "" if hw.name == where else f" (same SM as {where})"
+        return f"{label}: measured on {where}, applied to {hw.name}{same}"
+    return f"{label}: measured on {where} only, not applied to {hw.name} (no measurement on its SM): {otherwise}"
