@@ -1,0 +1,127 @@
+"""Roofline's op time against AIConfigurator's kernel tables: hand-derived ratios on synthetic rows, the summary
+statistics, the installed h100_sxm vLLM bf16 GEMM table, and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from calibrate.aic.compare import compare, summarise, table_rows
+from calibrate.aic.tables import AicTable, list_tables
+from roofline.cli.app import app
+from roofline.profile import CalibrationProfile, Comm, Overheads, datasheet_profile
+
+FIXTURES = Path(__file__).parent / "fixtures" / "aic"
+NVLINK = 450e9  # h100-sxm NVLink, bytes/s per direction
+runner = CliRunner()
+
+
+def _table(kind: str) -> AicTable:
+    (t,) = [t for t in list_tables(FIXTURES, gpu="h100_sxm") if t.kind == kind]
+    return t
+
+
+def _latency_profile() -> CalibrationProfile:
+    """The datasheet profile with a collective latency of 10 µs + 1 µs per NVLink hop and launch costs."""
+    return datasheet_profile().model_copy(
+        update={
+            "comm": Comm(latency_s=1e-5, hop_latency_s={"nvlink": 1e-6}),
+            "overheads": Overheads(per_kernel_s=2e-5, per_kernel_graph_s=4e-6),
+        }
+    )
+
+
+def test_gemm_ratio_is_the_hand_derived_fraction() -> None:
+    rows = table_rows(_table("gemm"), datasheet_profile())
+    assert rows["dtype"].tolist() == ["bfloat16", "bfloat16", "fp8"]  # nvfp4 (no fp4 peak on H100), 'weird' skipped
+    np.testing.assert_allclose(rows["ratio"], [0.5, 0.25, 1.0], rtol=1e-12)
+    assert rows["regime"].tolist() == ["compute", "memory", "compute"]
+    expected = [2 * 8192**3 / 989.5e12, (8192 * 8192 * 2 + 2 * 8192 * 2) / 3.35e12, 2 * 8192**3 / 1979e12]
+    np.testing.assert_allclose(rows["predicted_s"], expected, rtol=1e-12)
+
+
+def test_allreduce_custom_and_nccl_against_hand_derived_times() -> None:
+    rows = table_rows(_table("custom_allreduce"), _latency_profile())
+    one_shot = 2048 / NVLINK + 1e-5 + 1 * 1e-6  # p = 2: wire (p − 1)·S, one hop
+    by_op = dict(zip(rows["op"], rows["predicted_s"], strict=True))
+    assert by_op["allreduce-custom"] == pytest.approx(one_shot + 4e-6, rel=1e-12)  # CUDA-graph launch
+    assert by_op["allreduce-custom-eager"] == pytest.approx(one_shot + 2e-5, rel=1e-12)
+    assert set(rows["regime"]) == {"latency"}
+    np.testing.assert_allclose(rows["ratio"], rows["predicted_s"] / 1e-3, rtol=1e-12)
+    nccl = table_rows(_table("nccl"), _latency_profile())  # the all_gather row is not an all-reduce
+    ring = 2 * 3 / 4 * 2 * 2**20 / NVLINK + 1e-5 + 6 * 1e-6 + 4e-6  # p = 4: 2(p − 1) hops
+    assert nccl["op"].tolist() == ["allreduce-nccl"] and nccl["predicted_s"].tolist() == [pytest.approx(ring)]
+    bare = table_rows(_table("nccl"), datasheet_profile())
+    assert bare["regime"].tolist() == ["bandwidth"]
+    assert bare["ratio"].tolist() == [pytest.approx(2 * 3 / 4 * 2 * 2**20 / NVLINK / 1e-3, rel=1e-12)]
+
+
+def test_attention_decode_and_prefill_ratios_and_exclusions() -> None:
+    profile = datasheet_profile()
+    decode = table_rows(_table("generation_attention"), profile)  # the windowed row is left out
+    assert decode["op"].tolist() == ["attention-decode"] and decode["regime"].tolist() == ["memory"]
+    assert decode["ratio"].tolist() == [pytest.approx(0.5, rel=1e-12)]
+    prefill = table_rows(_table("context_attention"), profile)  # the fp8-math row is left out
+    assert prefill["op"].tolist() == ["attention-prefill"] and prefill["regime"].tolist() == ["compute"]
+    assert prefill["ratio"].tolist() == [pytest.approx(0.5, rel=1e-12)]
+    assert set(decode["dtype"]) == {"bf16"}
+
+
+def test_compare_skips_unmapped_gpus_and_filters() -> None:
+    fixtures = list_tables(FIXTURES)
+    rows = compare(fixtures, profile=datasheet_profile())
+    assert set(rows["gpu"]) == {"h100_sxm"}  # b300_sxm has no roofline spec
+    assert set(compare(fixtures, op="gemm", profile=datasheet_profile())["op"]) == {"gemm"}
+    assert set(compare(fixtures, framework="nccl", profile=datasheet_profile())["op"]) == {"allreduce-nccl"}
+
+
+def test_summary_median_and_quantiles() -> None:
+    ratios = np.array([1.0, 2.0, 3.0, 4.0, 5.0, np.inf])
+    rows = pd.DataFrame(
+        {
+            "gpu": "g",
+            "framework": "f",
+            "version": "v",
+            "op": "gemm",
+            "dtype": "bfloat16",
+            "regime": "compute",
+            "kernel": "k",
+            "predicted_s": ratios,
+            "measured_s": 1.0,
+            "ratio": ratios,
+        }
+    )
+    (s,) = summarise(rows).to_dict(orient="records")
+    assert s["rows"] == 5  # the infinite ratio is dropped
+    assert (s["ratio_median"], s["ratio_p10"], s["ratio_p90"]) == (3.0, pytest.approx(1.4), pytest.approx(4.6))
+
+
+def test_installed_h100_vllm_bf16_gemm_has_both_regimes() -> None:
+    (t,) = list_tables(gpu="h100_sxm", op="gemm", framework="vllm")
+    rows = table_rows(t)
+    bf16 = rows[rows["dtype"] == "bfloat16"]
+    assert {"compute", "memory"} <= set(bf16["regime"])
+    assert np.isfinite(bf16["ratio"]).all() and (bf16["ratio"] > 0).all()
+    summary = summarise(bf16)
+    assert (summary.loc[summary["regime"].isin(["compute", "memory"]), "rows"] > 100).all()
+
+
+def test_cli_compare_json_and_bad_names() -> None:
+    res = runner.invoke(
+        app, ["calibrate", "import-aiconfigurator", "--compare", "--gpu", "h100_sxm", "--framework", "nccl", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    records = json.loads(res.output)
+    assert records and {r["op"] for r in records} == {"allreduce-nccl"}
+    assert {"rows", "predicted_over_measured_median", "measured_median_s", "predicted_median_s"} <= set(records[0])
+    bad = runner.invoke(app, ["calibrate", "import-aiconfigurator", "--compare", "--op", "mlp"])
+    assert bad.exit_code == 2 and "--op must be one of gemm, allreduce, attention" in bad.output
+    unmapped = runner.invoke(app, ["calibrate", "import-aiconfigurator", "--compare", "--gpu", "b300_sxm"])
+    assert unmapped.exit_code == 2 and "no roofline hardware spec" in unmapped.output
+    listing = runner.invoke(app, ["calibrate", "import-aiconfigurator", "--gpu", "b300_sxm"])
+    assert listing.exit_code == 0 and "unmapped" in listing.output
