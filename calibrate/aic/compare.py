@@ -86,23 +86,34 @@ def _rows(
     return out[ROW_COLUMNS]
 
 
+def gemm_op(rows: pd.DataFrame, aic_dtype: str, hw: HardwareSpec) -> Op | None:
+    """The roofline GEMM of ``rows`` (one AIC ``gemm_dtype``), launched in a graph; None where not expressible.
+
+    Formats from :data:`GEMM_FORMATS`; bytes and peak as a Scenario of those formats prices them. None for an
+    unknown format or one ``hw`` has no peak for (nvfp4 without an fp4 peak would silently fall back to bf16).
+    """
+    formats = GEMM_FORMATS.get(aic_dtype)
+    if formats is None:
+        return None
+    sc = Scenario(weight_dtype=formats[0], act_dtype=formats[1])
+    try:
+        compute = sc.gemm_compute_dtype(hw)
+    except ScenarioError:  # no peak for this format on hw
+        return None
+    if compute != (formats[1].compute or "bf16"):
+        return None
+    m, n, k = (rows[c].to_numpy(np.float64) for c in ("m", "n", "k"))
+    w_bytes, a_bytes = sc.weight_dtype.bytes_per_element, sc.activation_memory_bytes_per_element
+    return _graph(gemm("aic.gemm", "aic", "aic", 1, compute, m, n, k, w_bytes, a_bytes))
+
+
 def gemm_rows(df: pd.DataFrame, hw: HardwareSpec, profile: CalibrationProfile) -> pd.DataFrame:
     """Predicted vs measured for a normalised ``gemm`` table (formats of :data:`GEMM_FORMATS` only)."""
     parts = []
     for dtype, rows in df.groupby("dtype", sort=True):
-        formats = GEMM_FORMATS.get(str(dtype))
-        if formats is None:
+        op = gemm_op(rows, str(dtype), hw)
+        if op is None:
             continue
-        sc = Scenario(weight_dtype=formats[0], act_dtype=formats[1])
-        try:
-            compute = sc.gemm_compute_dtype(hw)
-        except ScenarioError:  # no peak for this format on hw: not expressible
-            continue
-        if compute != (formats[1].compute or "bf16"):  # e.g. nvfp4 without an fp4 peak
-            continue
-        m, n, k = (rows[c].to_numpy(np.float64) for c in ("m", "n", "k"))
-        w_bytes, a_bytes = sc.weight_dtype.bytes_per_element, sc.activation_memory_bytes_per_element
-        op = _graph(gemm("aic.gemm", "aic", "aic", 1, compute, m, n, k, w_bytes, a_bytes))
         timing = op_time(op, hw, profile)
         parts.append(_rows(rows, "gemm", str(dtype), timing.bound, timing))
     return _concat(parts)
