@@ -107,11 +107,17 @@ def calibrate_import_aiconfigurator(
     ] = None,
     op: Annotated[str | None, typer.Option("--op", help="gemm, allreduce or attention.")] = None,
     json: Annotated[bool, typer.Option("--json", help="Print JSON (units in the field names).")] = False,
+    fit: Annotated[
+        bool, typer.Option("--fit", help="Fit GEMM compute efficiency per format for --gpu/--framework; needs -o.")
+    ] = False,
+    out: Annotated[Path | None, typer.Option("--out", "-o", metavar="FILE", help="Profile YAML --fit writes.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing profile.")] = False,
 ) -> None:
-    """AIConfigurator 0.12.0's kernel tables (needs `pip install -e ".[aic]"`): list them, or --compare.
+    """AIConfigurator 0.12.0's kernel tables (needs `pip install -e ".[aic]"`): list them, --compare or --fit.
 
     --compare reports, per (gpu, framework, version, op, dtype, regime), the rows and the median,
-    p10 and p90 of roofline's predicted / measured time under the default profile.
+    p10 and p90 of roofline's predicted / measured time under the default profile. --fit -o FILE
+    writes a profile whose GEMM compute efficiency per format is fitted from compute-bound rows only.
     """
     try:
         from calibrate.aic import render
@@ -123,6 +129,9 @@ def calibrate_import_aiconfigurator(
     known = render.known_values(tables)
     for flag, value in (("--gpu", gpu), ("--framework", framework), ("--op", op)):
         _check_choice(flag, value, known[flag])
+    if fit:
+        _write_fit(gpu, framework, out, force, json, [t.gpu for t in tables if t.hardware is not None])
+        return
     if not compare:
         chosen = [t for t in tables if gpu in (None, t.gpu) and framework in (None, t.framework)]
         if json:
@@ -140,3 +149,30 @@ def calibrate_import_aiconfigurator(
         typer.echo(dumps(render.summary_records(summary)))
     else:
         console().print(render.summary_table(summary))
+
+
+def _write_fit(
+    gpu: str | None, framework: str | None, out: Path | None, force: bool, json: bool, mapped: list[str]
+) -> None:
+    """``--fit``: fit (gpu, framework)'s GEMM table and write the profile to ``out``."""
+    from calibrate.aic.fit import fit_profile
+    from roofline.boundary.outputs import check_output
+    from roofline.cli.options import dumps
+
+    if gpu is None or framework is None or framework == "nccl" or out is None:
+        raise OptionError("--fit needs --gpu, --framework (vllm, sglang or trtllm) and -o PROFILE.yaml")
+    if gpu not in mapped:
+        raise OptionError(f"--gpu {gpu} has no roofline hardware spec; mapped: {', '.join(sorted(set(mapped)))}")
+    check_output(out, force=force, what="calibration profile")
+    profile, fits = fit_profile(gpu, framework)
+    profile.save(out, force=force)
+    if json:
+        typer.echo(dumps({"profile": str(out), **profile.provenance}))
+        return
+    for f in fits:
+        typer.echo(
+            f"{f.compute}: efficiency {f.efficiency_before:.4f} -> {f.efficiency:.4f} of peak from {f.rows_used:,} "
+            f"compute-bound {f.aic_dtype} rows; predicted/measured after the fit {f.residual_median:.3f} "
+            f"(p10 {f.residual_p10:.3f}, p90 {f.residual_p90:.3f})"
+        )
+    typer.echo(f"wrote {out} ({profile.name}); use it with --calibration {out}")
