@@ -268,6 +268,8 @@ def _print_text(s: SimulationResult, replicas: int) -> None:
     con.print(f"80 % intervals (the simulator's error on {rows}, held out by model family{reps}): {text}")
     for line in s.config.get("evidence", ()):
         con.print(f"evidence: {line}", style="dim")
+    if s.config.get("starvation"):
+        con.print(f"[yellow]⚠ starved:[/] {s.config['starvation']}")
     if s.config.get("lockstep"):
         con.print(
             f"[yellow]lock-step:[/] {s.config['lockstep_share']:.0%} of the later requests got their first token "

@@ -57,6 +57,7 @@ from roofline.serving.plan.screening import screen
 from roofline.serving.replica import Deployment, Replica
 from roofline.serving.sim.metrics import lockstep_share
 from roofline.serving.sim.result import SimulationResult, build_result
+from roofline.serving.sim.starvation import starvation
 from roofline.serving.workload.arrivals import LengthArg
 from roofline.serving.workload.stream import TRACE_BLOCK_TOKENS, Requests, Workload
 from roofline.specs.disagg import DisaggConfig
@@ -223,6 +224,10 @@ def run_replica(rep: Replica, wl: Workload, req: Requests, progress: ProgressFn 
         sim, policy=rep.policy, max_seqs=step.max_rows, wall_s=wall, seed=wl.seed, workload=wl.describe()
     )
     res = build_result(sim, req.send_s if req.send_s is not None else np.zeros(0), config)
+    res.config["starvation"] = starvation(
+        eng, rep.policy.prefill_first, req.prompt, req.output, rep.kv_tokens, res.summary["mean_batch"], res.timeline,
+        wl.concurrency,
+    )  # fmt: skip
     if wl.concurrency is not None:  # closed loop: do identical clients stay in lock-step? (metrics.lockstep_share)
         r = res.requests
         share = lockstep_share(r["arrival_s"].to_numpy(), r["first_token_s"].to_numpy(), int(wl.concurrency))
