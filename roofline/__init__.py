@@ -33,6 +33,8 @@ _LAZY = {
     "datasheet_profile": "roofline.profile",
     "plan": "roofline.serving.plan.planner",
     "simulate": "roofline.serving.simulate",
+    "Workload": "roofline.serving.workload.stream",
+    "SimulationResult": "roofline.serving.sim.result",
 }
 
 __all__ = [*sorted(_LAZY), "__version__"]

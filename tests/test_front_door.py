@@ -42,6 +42,7 @@ def test_typed_workload_is_exactly_the_keyword_run() -> None:
     a = roofline.simulate(M8, HW, workload=wl)
     b = roofline.simulate(M8, HW, qps=5.0, prompt_len="lognormal:600:0.5", output_len=48, num_requests=60, seed=3)
     assert a.summary == b.summary
+    assert roofline.Workload is Workload and roofline.SimulationResult is SimulationResult
     assert a.config["workload"] == b.config["workload"] == wl.describe()
     closed = Workload(concurrency=4, prompt_len=256, output_len=16, num_requests=12)
     assert closed.closed_loop and closed.draw().send_s is None
