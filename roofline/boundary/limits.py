@@ -70,6 +70,51 @@ MAX_QPS = 1e9
 MAX_SIM_REQUESTS = 2_000_000
 MAX_PLAN_GPUS = 10_000_000
 
+#: Seconds of simulated time from the first arrival to the last (open-loop arrivals drawn at ``qps``, or a
+#: trace's ``arrival_s``). float64 resolves 10^9 s (32 years) to 0.12 µs, a ten-thousandth of a 1 ms decode
+#: step, so every step and latency keeps its precision below it; at ``qps`` 1e-308 the gaps overflow to
+#: infinity and requests would never arrive. A week of traffic is 6 × 10^5 s.
+MAX_SIM_SPAN_S = 1e9
+
+#: Coefficient of variation of gamma arrival gaps (``arrival_cv``), with shape k = 1/CV². Below 10^-6 the
+#: gaps equal 1/qps to 10^-12 (use ``arrival=constant``) and k overflows float64 near 10^-154; above 100
+#: (k < 10^-4) nearly every gap draws as 0 and a run arrives at 8 × (2,000 requests) to 10^10 × (50) the
+#: rate asked for (measured), so the run is not the load it names. vLLM's ``--burstiness`` k = 0.1 is CV 3.2.
+MIN_ARRIVAL_CV = 1e-6
+MAX_ARRIVAL_CV = 100.0
+
+#: Requests of all seeded replicas of one ``simulate`` call together (replicas × num_requests, when
+#: replicas > 1). Replicas after the first only add their summaries to the spread of the intervals,
+#: which 8 replicas of 20,000 requests (160,000) already measure; measured, 1,000,000 requests take
+#: ~75 s on one core, so 500,000 bound a call with replicas to about 40 s.
+MAX_REPLICA_REQUESTS = 500_000
+
+#: Engine instances of one pool of a disaggregated deployment (``--disagg prefill=HW:tpTxN``'s N). Each
+#: instance is one engine simulation and one pass over the requests, and the link's schedule holds one
+#: slot per instance: 1,024 × 2,000,000 requests is seconds. Published disaggregated deployments
+#: (DeepSeek-V3's inference system, Mooncake) run tens of instances per pool.
+MAX_POOL_INSTANCES = 1_024
+
+#: Cells one ``plan_disagg`` simulates: P × D pairs (``p_max`` × ``d_max``) plus ``n_max`` co-located
+#: counts, and their simulated requests together (cells × num_requests). Measured: a cell of 50 requests
+#: takes ~10 ms and the default 4 × 4 + 8 cells of 1,000 requests 3.4 s (~0.14 ms a request); 1,024 cells
+#: and 2,000,000 requests in all bound a plan to a few minutes.
+MAX_PLAN_CELLS = 1_024
+MAX_PLAN_SIM_REQUESTS = 2_000_000
+
+#: Speculated tokens per step searched by ``spec-plan`` (``k_max``), and its (batch, k) points
+#: (batches × k_max). Published draft depths are at most 16 (EAGLE-3, Medusa, MTP); for α ≤ 0.95
+#: the tokens per step τ(k) gain less than 10^-4 beyond k = 256. Measured: a point takes ~2 ms, so
+#: 10,000 points bound a search to about 20 s.
+MAX_SPEC_K = 256
+MAX_SPEC_POINTS = 10_000
+
+#: Mean front-end seconds per request and CPU seconds per engine step (EngineConfig ``request_overhead_s``,
+#: ``step_overhead_s``). Measured overheads are milliseconds; an hour is far above any, and keeps the
+#: per-request gamma draws and every time sum exact to well under a microsecond (at 10^300 the sum
+#: send + overhead lost the send time and TTFT came out negative).
+MAX_OVERHEAD_S = 3600.0
+
 #: Candidates (hardware × precision × tp) one plan evaluates. The default plan has 18 × 1 × 4;
 #: measured: 180,000 candidates (``--tp 1..10000:1``) took 31 s and 1.7 GB.
 MAX_PLAN_CANDIDATES = 2_000

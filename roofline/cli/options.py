@@ -47,6 +47,7 @@ OPTION_MAXIMA: dict[str, tuple[float, str]] = {
     "--output": (limits.MAX_SEQUENCE_TOKENS, "MAX_SEQUENCE_TOKENS: tokens of one sequence"),
     "--tp": (limits.MAX_PARALLEL, "MAX_PARALLEL: GPUs of one parallelism degree"),
     "--qps": (limits.MAX_QPS, "MAX_QPS: requests per second of one plan"),
+    "--arrival-cv": (limits.MAX_ARRIVAL_CV, "MAX_ARRIVAL_CV: coefficient of variation of gamma arrival gaps"),
 }
 _GENERIC_MAX = 2**53
 
@@ -210,7 +211,7 @@ def parse_engine_set(values: Iterable[str] | None, flag: str = "--engine-set") -
             value = parse_quantity(raw, "count")
         except (UnitError, ValueError):
             raise OptionError(f"{flag} {name}: cannot read {raw!r} as a number or true/false") from None
-        out[name] = int(value) if value.is_integer() and "." not in raw else value
+        out[name] = int(value) if value.is_integer() and "." not in raw and abs(value) <= _GENERIC_MAX else value
     return out
 
 
@@ -301,9 +302,12 @@ def console(stderr: bool = False) -> Console:
 #: API names in messages, as the command line spells them (messages from the API name the fix in
 #: API terms, e.g. "it fits with tp=2"; the CLI shows "it fits with --tp 2").
 _AS_FLAGS = (
-    (re.compile(r"\b(tp|pp|ep|weight_dtype|kv_dtype|max_gpus)=(\S+?)(?=[,;.)]?(\s|$))"), None),
-    (re.compile(r"\b(max_gpus|tp_options|precisions|qps)\b"), {"max_gpus": "--max-gpus", "tp_options": "--tp",
-                                                              "precisions": "--precision", "qps": "--qps"}),
+    (re.compile(r"\b(tp|pp|ep|weight_dtype|kv_dtype|max_gpus|replicas|num_requests|arrival|arrival_cv|[pdnk]_max)=(\S+?)"
+                r"(?=[,;.)]?(\s|$))"), None),
+    (re.compile(r"\b(max_gpus|tp_options|precisions|qps|seed|num_requests|[pdnk]_max)\b"),
+     {"max_gpus": "--max-gpus", "tp_options": "--tp", "precisions": "--precision", "qps": "--qps", "seed": "--seed",
+      "num_requests": "--num-requests", "p_max": "--p-max", "d_max": "--d-max", "n_max": "--n-max",
+      "k_max": "--k-max"}),
 )  # fmt: skip
 
 

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from roofline.boundary.limits import MAX_SPEC_K
 from roofline.cli.options import RANGE_HELP, OptionError, console, dumps, parse_count_opt, parse_int_list
 from roofline.cli.predict import Engine, HardwareArg, ModelArg, Tp, WeightDtype
 
@@ -47,8 +48,8 @@ def spec_plan_cmd(
     from roofline.cli.render import num
     from roofline.serving.plan.speculative import search_k
 
-    if k_max < 1:
-        raise OptionError(f"--k-max must be at least 1, got {k_max}")
+    if not 1 <= k_max <= MAX_SPEC_K:
+        raise OptionError(f"--k-max must be from 1 to {MAX_SPEC_K} (roofline.boundary.limits MAX_SPEC_K), got {k_max}")
     batches = parse_int_list(batch, "--batch")
     p, o = parse_count_opt(prompt, "--prompt"), parse_count_opt(output, "--output")
     plan = search_k(

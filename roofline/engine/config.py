@@ -32,6 +32,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from roofline.boundary.limits import MAX_OVERHEAD_S
 from roofline.errors import ScenarioError
 
 MemoryFractionOf = Literal["total", "static_pool", "free_after_load"]
@@ -149,6 +150,16 @@ class EngineConfig(BaseModel):
     def _finite(cls, v: float) -> float:
         if v != v or v in (float("inf"), float("-inf")):
             raise ValueError("must be a finite number")
+        return v
+
+    @field_validator("step_overhead_s", "request_overhead_s")
+    @classmethod
+    def _overhead(cls, v: float) -> float:
+        if v > MAX_OVERHEAD_S:
+            raise ValueError(
+                f"must be at most {MAX_OVERHEAD_S:g} s (roofline.boundary.limits MAX_OVERHEAD_S; measured overheads "
+                "are milliseconds): give seconds, e.g. 0.002"
+            )
         return v
 
     @field_validator(

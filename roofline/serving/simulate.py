@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from roofline.boundary.limits import MAX_REPLICA_REQUESTS
 from roofline.engine.presets import EngineArg
 from roofline.errors import ScenarioError
 from roofline.prediction import HardwareArg, ModelArg, ProfileArg
@@ -121,6 +122,8 @@ def simulate(
     wl = _the_workload(workload, given)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= MAX_REPLICAS:
         raise ScenarioError(f"replicas must be a whole number from 1 to {MAX_REPLICAS} (got {replicas!r})")
+    if replicas > 1 and wl.trace is None:
+        _check_replica_requests(replicas, wl.num_requests)
     spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
     pools = DisaggConfig.parse(disagg) if isinstance(disagg, str) else disagg
     dep = Deployment(model, hardware, engine, tp, pp, ep, engine_overrides, weight_dtype, kv_dtype, calibration)
@@ -142,9 +145,23 @@ def simulate(
 
     first = one(wl, progress)
     if replicas > 1:  # seeded replicas for the workload-randomness part of the intervals; compiled model reused
+        _check_replica_requests(replicas, len(first.requests))  # a trace's length is known once it is read
         others = [one(wl.with_seed(wl.seed + i), None).summary for i in range(1, replicas)]
         first.config["replica_summaries"] = [first.summary, *others]
     return first
+
+
+def _check_replica_requests(replicas: int, n: object) -> None:
+    """replicas × requests at most MAX_REPLICA_REQUESTS (roofline.boundary.limits), before the replicas run."""
+    if not isinstance(n, int | np.integer) or isinstance(n, bool):
+        return  # Workload.draw refuses it by name
+    n = int(n)
+    if replicas * n > MAX_REPLICA_REQUESTS:
+        raise ScenarioError(
+            f"replicas={replicas} × num_requests={n:,} is {replicas * n:,} simulated requests, more than "
+            f"{MAX_REPLICA_REQUESTS:,} (roofline.boundary.limits MAX_REPLICA_REQUESTS): the spread of the intervals "
+            f"settles with fewer; give at most {max(1, MAX_REPLICA_REQUESTS // n):,} replicas or fewer requests"
+        )
 
 
 def _the_workload(workload: Workload | None, given: dict[str, Any]) -> Workload:

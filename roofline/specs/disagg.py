@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from roofline.boundary.limits import MAX_PARALLEL, MAX_POOL_INSTANCES
 from roofline.errors import ScenarioError
 from roofline.units import UnitError, parse_duration, parse_quantity
 
@@ -72,6 +73,16 @@ class DisaggConfig:
         for side, p in (("prefill", self.prefill), ("decode", self.decode)):
             if p.tp < 1 or p.count < 1 or p.ep < 1:
                 raise ScenarioError(f"--disagg {side}: tp and instance count must be >= 1, got {p.label()}. {GRAMMAR}")
+            if p.count > MAX_POOL_INSTANCES:
+                raise ScenarioError(
+                    f"--disagg {side}: {p.count:,} instances is more than {MAX_POOL_INSTANCES:,} per pool "
+                    f"(roofline.boundary.limits MAX_POOL_INSTANCES); write tpTxN with N <= {MAX_POOL_INSTANCES:,}"
+                )
+            if max(p.tp, p.ep) > MAX_PARALLEL:
+                raise ScenarioError(
+                    f"--disagg {side}: tp{p.tp} ep{p.ep} is more than {MAX_PARALLEL:,} GPUs per instance "
+                    f"(roofline.boundary.limits MAX_PARALLEL); write tpT with T <= {MAX_PARALLEL:,}"
+                )
         if self.link_bytes_per_s is not None and not self.link_bytes_per_s > 0:
             raise ScenarioError(f"--disagg link must be a positive bandwidth, got {self.link_bytes_per_s}. {GRAMMAR}")
         if not self.latency_s >= 0:
@@ -106,6 +117,11 @@ class DisaggConfig:
             m = _POOL.match(kw[side])
             if not m:
                 raise ScenarioError(f"{option}: cannot read the {side} pool {kw[side]!r}; write HW:tpTxN. {GRAMMAR}")
+            if any(len(g) > 18 for g in m.groups()[1:] if g):  # int() of a 5,000-digit count is itself slow
+                raise ScenarioError(
+                    f"{option}: the {side} pool {kw[side][:40]!r}… has a count of more than 18 digits; write "
+                    f"tpTxN with N <= {MAX_POOL_INSTANCES:,}. {GRAMMAR}"
+                )
             pools[side] = Pool(m.group(1).lower(), int(m.group(2)), int(m.group(4) or 1), int(m.group(3) or 1))
         try:
             link = parse_quantity(kw["link"], "bytes_per_s") if "link" in kw else None

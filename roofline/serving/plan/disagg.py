@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from roofline.boundary.limits import MAX_PLAN_CELLS, MAX_PLAN_SIM_REQUESTS
 from roofline.engine.presets import EngineArg
-from roofline.errors import RooflineError
+from roofline.errors import RooflineError, ScenarioError
 from roofline.prediction import ModelArg
 from roofline.serving.simulate import simulate
 from roofline.serving.workload.arrivals import LengthArg
@@ -86,6 +87,7 @@ def plan_disagg(
     """Evaluate every P:D pair and co-located replica count (see the module docstring); percentile ∈ {50, 90, 99}."""
     if percentile not in (50, 90, 99):
         raise RooflineError(f"percentile must be 50, 90 or 99, got {percentile}")
+    _check_plan_size(p_max, d_max, n_max, num_requests)
     price = load_hardware(hardware).price
     usd = price.usd_per_gpu_hour if price is not None else None
     q = f"p{percentile}"
@@ -116,3 +118,25 @@ def plan_disagg(
         g = n * tp_colocated
         col.append(Candidate(f"{n}× tp{tp_colocated}", g, ttft, tpot, 0.0, bool(ok), None if usd is None else g * usd))
     return DisaggPlan(tuple(dis), tuple(col))
+
+
+def _check_plan_size(p_max: int, d_max: int, n_max: int, num_requests: int) -> None:
+    """At most MAX_PLAN_CELLS cells (P × D + N) and MAX_PLAN_SIM_REQUESTS requests in all (roofline.boundary.limits),
+    checked before the first cell is simulated."""
+    for name, v in (("p_max", p_max), ("d_max", d_max), ("n_max", n_max), ("num_requests", num_requests)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ScenarioError(f"{name}={v!r} must be a whole number >= 1")
+    cells = p_max * d_max + n_max
+    if cells > MAX_PLAN_CELLS:
+        raise ScenarioError(
+            f"p_max={p_max:,} × d_max={d_max:,} + n_max={n_max:,} is {cells:,} deployments to simulate, more than "
+            f"{MAX_PLAN_CELLS:,} (roofline.boundary.limits MAX_PLAN_CELLS): lower them; the defaults 4, 4 and 8 cover "
+            "a P:D ratio from 1:4 to 4:1"
+        )
+    total = cells * num_requests
+    if total > MAX_PLAN_SIM_REQUESTS:
+        raise ScenarioError(
+            f"{cells:,} deployments × num_requests={num_requests:,} is {total:,} simulated requests, more than "
+            f"{MAX_PLAN_SIM_REQUESTS:,} (roofline.boundary.limits MAX_PLAN_SIM_REQUESTS): lower num_requests or "
+            "p_max, d_max, n_max"
+        )

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from roofline.boundary.limits import MAX_SPEC_K, MAX_SPEC_POINTS
+from roofline.errors import ScenarioError
 from roofline.prediction import HardwareArg, ModelArg, predict
 from roofline.specs.speculative import SpeculativeConfig
 from roofline.speculation.decode import with_speculation
@@ -73,6 +75,17 @@ def search_k(
     ``predict_kw`` go to :func:`roofline.predict` (tp, weight_dtype, engine, …). Batches that do not fit
     in memory, and (batch, k) points whose drafter does not fit beside the batch, are skipped.
     """
+    if isinstance(k_max, bool) or not isinstance(k_max, int) or not 1 <= k_max <= MAX_SPEC_K:
+        raise ScenarioError(
+            f"k_max={k_max!r} must be a whole number from 1 to {MAX_SPEC_K} (roofline.boundary.limits MAX_SPEC_K): "
+            "published draft depths are at most 16, and τ(k) stops growing long before"
+        )
+    batches = list(batches)
+    if len(batches) * k_max > MAX_SPEC_POINTS:
+        raise ScenarioError(
+            f"{len(batches):,} batches × k_max={k_max} is {len(batches) * k_max:,} points, more than "
+            f"{MAX_SPEC_POINTS:,} (roofline.boundary.limits MAX_SPEC_POINTS): give fewer batches or a smaller k_max"
+        )
     cfg = SpeculativeConfig.parse(spec) if isinstance(spec, str) else spec
     points = []
     for b in batches:

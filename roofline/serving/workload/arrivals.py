@@ -21,7 +21,13 @@ from typing import Any
 import numpy as np
 
 from roofline.boundary.inputs import read_text
-from roofline.boundary.limits import MAX_DATA_FILE_BYTES, MAX_SEQUENCE_TOKENS
+from roofline.boundary.limits import (
+    MAX_ARRIVAL_CV,
+    MAX_DATA_FILE_BYTES,
+    MAX_SEQUENCE_TOKENS,
+    MAX_SIM_SPAN_S,
+    MIN_ARRIVAL_CV,
+)
 from roofline.errors import ScenarioError
 
 ARRIVALS = ("poisson", "gamma", "constant")
@@ -192,15 +198,34 @@ def arrival_times(n: int, rate: float, process: str, cv: float, rng: np.random.G
     if process not in ARRIVALS:
         raise ScenarioError(f"unknown arrival process {process!r}; known: {', '.join(ARRIVALS)}")
     _positive(rate, "qps", "the request rate")
-    if process == "constant":
-        gaps = np.full(n, 1.0 / rate)
-    elif process == "poisson":
-        gaps = rng.exponential(1.0 / rate, n)
-    else:
+    if process == "gamma":
         _positive(cv, "arrival_cv", "the coefficient of variation")
-        k = 1.0 / cv**2
-        gaps = rng.gamma(k, 1.0 / (k * rate), n)
-    t = np.empty(n)
-    t[0] = 0.0
-    np.cumsum(gaps[:-1], out=t[1:])
+        if not MIN_ARRIVAL_CV <= cv <= MAX_ARRIVAL_CV:
+            raise ScenarioError(
+                f"arrival_cv={cv:g} is outside [{MIN_ARRIVAL_CV:g}, {MAX_ARRIVAL_CV:g}] (roofline.boundary.limits "
+                "MIN_ARRIVAL_CV, MAX_ARRIVAL_CV): below, the gaps are constant (use arrival=constant); above, "
+                "nearly every gap is 0 and the run is not at the rate asked for"
+            )
+    _check_span((n - 1) / rate, n, rate)  # the mean span, before drawing
+    with np.errstate(over="ignore"):
+        if process == "constant":
+            gaps = np.full(n, 1.0 / rate)
+        elif process == "poisson":
+            gaps = rng.exponential(1.0 / rate, n)
+        else:
+            k = 1.0 / cv**2
+            gaps = rng.gamma(k, 1.0 / (k * rate), n)
+        t = np.empty(n)
+        t[0] = 0.0
+        np.cumsum(gaps[:-1], out=t[1:])
+    _check_span(float(t[-1]), n, rate)  # the drawn span (a heavy gamma tail)
     return t
+
+
+def _check_span(span: float, n: int, rate: float) -> None:
+    """Arrivals spanning at most MAX_SIM_SPAN_S seconds (roofline.boundary.limits): finite, and resolved by float64."""
+    if not span <= MAX_SIM_SPAN_S:
+        raise ScenarioError(
+            f"{n:,} requests at qps {rate:g} req/s arrive over {span:.3g} s, more than the {MAX_SIM_SPAN_S:g} s "
+            "(roofline.boundary.limits MAX_SIM_SPAN_S) the simulated clock resolves: raise qps or send fewer requests"
+        )

@@ -92,6 +92,8 @@ class Workload:
             raise ScenarioError("give exactly one of qps= (open loop), concurrency= (closed loop) or trace= (replay)")
         if not 0 <= self.prefix_share <= 1:
             raise ScenarioError(f"prefix_share must be between 0 and 1 (got {self.prefix_share})")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer) or self.seed < 0:
+            raise ScenarioError(f"seed must be >= 0 (got {self.seed!r}); give a whole number such as 0")
         if self.trace is not None:
             tr = load_trace(self.trace, self.trace_block_tokens)
             return Requests(tr.arrival_s, tr.prompt_tokens, tr.output_tokens, tr.hashes, self.trace_block_tokens)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from roofline.boundary.limits import MAX_SIM_REQUESTS
+from roofline.boundary.limits import MAX_SEQUENCE_TOKENS, MAX_SIM_REQUESTS, MAX_SIM_SPAN_S
 from roofline.errors import ScenarioError
 
 ARRIVAL_S = ("arrival_s", "arrival_time", "time_s")
@@ -62,6 +62,11 @@ def _number(v: object, where: str, field: str, integer: bool) -> float:
     if x != x or x in (float("inf"), float("-inf")) or x < 0 or (integer and (x < 1 or not x.is_integer())):
         need = "a whole number >= 1" if integer else "a finite number >= 0"
         raise ScenarioError(f"{where}: field {field!r} must be {need} (got {v!r})")
+    if integer and x > MAX_SEQUENCE_TOKENS:
+        raise ScenarioError(
+            f"{where}: field {field!r} is {x:g} tokens, more than {MAX_SEQUENCE_TOKENS:,} (roofline.boundary.limits "
+            "MAX_SEQUENCE_TOKENS), far beyond any model's context: check the column"
+        )
     return x
 
 
@@ -123,6 +128,12 @@ def load_trace(path: str | Path, hash_block_tokens: int = 512) -> Trace:
         raise ScenarioError(f"trace file {p} has no requests")
     order = np.argsort(np.asarray(arr), kind="stable")
     a0 = np.asarray(arr)[order]
+    if not a0[-1] - a0[0] <= MAX_SIM_SPAN_S:
+        raise ScenarioError(
+            f"trace file {p}: its arrivals span {a0[-1] - a0[0]:.3g} s, more than the {MAX_SIM_SPAN_S:g} s "
+            "(roofline.boundary.limits MAX_SIM_SPAN_S) the simulated clock resolves: check the arrival unit "
+            "(timestamp is milliseconds) or split the trace"
+        )
     hs = [hashes[i] for i in order] if any_hash else None
     return Trace(
         a0 - a0[0],
