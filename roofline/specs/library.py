@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from roofline.boundary.inputs import expand_user, parse_yaml, read_text
 from roofline.errors import RooflineError, SpecError, UnknownNameError, suggest
 from roofline.specs.hardware import HardwareSpec
+from roofline.specs.index import scan_names
 from roofline.specs.model import ModelSpec
 from roofline.specs.validation import validate_spec
 
@@ -65,10 +66,16 @@ def load_spec_file(cls: type[S], path: Path) -> S:
 
 @dataclass(frozen=True)
 class _Index:
-    """name or alias -> file (first directory wins), and the files that could not be indexed -> why."""
+    """name or alias -> file (first directory wins), and the files that could not be indexed -> why.
+
+    ``files`` holds what each indexed file was taken to declare and its (mtime_ns, size) then;
+    ``dirs`` the folders listed, with their mtime_ns (a changed folder or file rebuilds the index).
+    """
 
     names: dict[str, Path]
     broken: dict[Path, str]
+    files: dict[Path, tuple[tuple[str, ...], tuple[int, int]]] = field(default_factory=dict)
+    dirs: tuple[tuple[Path, int | None], ...] = ()
 
     def broken_note(self) -> str:
         """' (skipped unreadable spec files: a.yaml: why)' or ''."""
@@ -77,10 +84,13 @@ class _Index:
         items = "; ".join(f"{p}: {why}" for p, why in sorted(self.broken.items()))
         return f" Unreadable spec files were skipped (fix or remove them): {items}"
 
+    def fresh(self) -> bool:
+        """Whether every folder listed still has the mtime it had when the index was built."""
+        return all(_mtime_ns(d) == t for d, t in self.dirs)
 
-def _file_names(path: Path) -> list[str]:
-    """The name and aliases a spec file declares; SpecError (naming the file) when it cannot say."""
-    data = read_yaml(path)
+
+def _names_of(data: object, path: Path) -> list[str]:
+    """The name and aliases a parsed spec declares; SpecError (naming the file) when it cannot say."""
     if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"].strip():
         raise SpecError(f"{path} has no 'name' field; every spec needs a lowercase slug name")
     aliases = data.get("aliases") or []
@@ -91,40 +101,114 @@ def _file_names(path: Path) -> list[str]:
 
 @functools.lru_cache(maxsize=512)
 def _file_names_cached(path: Path, mtime_ns: int, size: int) -> tuple[tuple[str, ...], str | None]:
+    """The names by a full parse (cached while the file keeps its mtime and size), or () and why not."""
     try:
-        return tuple(_file_names(path)), None
+        return tuple(_names_of(_parsed(path, mtime_ns, size), path)), None
     except RooflineError as exc:
         return (), str(exc)
 
 
-@functools.lru_cache(maxsize=8)
-def _index(kind: Kind, search_key: str) -> _Index:
+@functools.lru_cache(maxsize=512)
+def _scanned_names(path: Path, mtime_ns: int, size: int) -> tuple[str, ...] | None:
+    """The names by a line scan (:mod:`roofline.specs.index`), or None when only a parse can tell."""
+    try:
+        return scan_names(read_text(path))
+    except RooflineError:
+        return None  # unreadable: the parse reports why
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(path: Path, mtime_ns: int, size: int) -> object:
+    """The YAML document of ``path`` (cached while it keeps its mtime and size; callers never mutate it)."""
+    return read_yaml(path)
+
+
+def _mtime_ns(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except (OSError, ValueError):
+        return None
+
+
+def _build_index(kind: Kind, lazy: bool) -> _Index:
     """Index every spec file; one that cannot be read is recorded in ``broken`` and breaks only lookups of it.
 
-    ``search_key`` keys the cache on ROOFLINE_SPECS_PATH. Each file is read within the limits of
-    :mod:`roofline.boundary.inputs` (size, aliases, depth), so no file can make indexing slow.
+    With ``lazy`` a file's names come from the line scan where it is sure (the file is parsed
+    when it is loaded), else from a full parse, as every file's without ``lazy``. Each file is
+    read within the limits of :mod:`roofline.boundary.inputs` (size, aliases, depth), so no file
+    can make indexing slow.
     """
     names: dict[str, Path] = {}
     broken: dict[Path, str] = {}
-    for d in reversed(_search_dirs(kind)):
+    files: dict[Path, tuple[tuple[str, ...], tuple[int, int]]] = {}
+    dirs = _search_dirs(kind)
+    watched = [expand_user(e) for e in filter(None, os.environ.get("ROOFLINE_SPECS_PATH", "").split(os.pathsep))]
+    for d in reversed(dirs):
         for path in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
             try:
                 st = path.stat()
             except OSError as exc:
                 broken[path] = f"cannot read it: {exc.strerror}"
                 continue
-            found, why = _file_names_cached(path, st.st_mtime_ns, st.st_size)
-            if why is not None:
-                broken[path] = why
-                names.setdefault(path.stem.lower(), path)  # a lookup of its stem reports its error
-                continue
+            stamp = (st.st_mtime_ns, st.st_size)
+            found = _scanned_names(path, *stamp) if lazy else None
+            if found is None:
+                found, why = _file_names_cached(path, *stamp)
+                if why is not None:
+                    broken[path] = why
+                    names.setdefault(path.stem.lower(), path)  # a lookup of its stem reports its error
+                    continue
+            files[path] = (found, stamp)
             for key in found:
                 names[str(key).strip().lower()] = path
-    return _Index(names, broken)
+    stamps = tuple((d, _mtime_ns(d)) for d in dict.fromkeys([*watched, *dirs]))
+    return _Index(names, broken, files, stamps)
+
+
+def _eager_index(kind: Kind) -> _Index:
+    """Every file's names by a full parse (each file's parse cached by mtime and size)."""
+    return _build_index(kind, lazy=False)
+
+
+_LAZY: dict[tuple[Kind, str], _Index] = {}
+
+
+def _lazy_index(kind: Kind) -> _Index:
+    """The scanned index for this ROOFLINE_SPECS_PATH, rebuilt when a folder listed has changed."""
+    key = (kind, os.environ.get("ROOFLINE_SPECS_PATH", ""))
+    idx = _LAZY.get(key)
+    if idx is None or not idx.fresh():
+        if len(_LAZY) >= 8:
+            _LAZY.clear()
+        idx = _LAZY[key] = _build_index(kind, lazy=True)
+    return idx
 
 
 def _lookup(kind: Kind, name: str) -> Path:
-    idx = _index(kind, os.environ.get("ROOFLINE_SPECS_PATH", ""))
+    """The file ``name`` resolves to: exactly what indexing every file by a full parse gives.
+
+    The scanned index names a candidate; it is parsed and kept when it declares just the names
+    the scan saw and has not changed since. Anything else (an unknown name, a broken file, a
+    scan the parse contradicts) is answered from the full index, with its suggestions and notes.
+    """
+    key = name.strip().lower()
+    idx = _lazy_index(kind)
+    path = idx.names.get(key)
+    if path is not None and path not in idx.broken:
+        declared, stamp = idx.files[path]
+        try:
+            st = path.stat()
+            now: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            now = None
+        if now == stamp and _file_names_cached(path, *stamp) == (declared, None):
+            return path
+        _LAZY.pop((kind, os.environ.get("ROOFLINE_SPECS_PATH", "")), None)
+    return _eager_lookup(kind, name)
+
+
+def _eager_lookup(kind: Kind, name: str) -> Path:
+    idx = _eager_index(kind)
     key = name.strip().lower()
     if key in idx.names:
         path = idx.names[key]
@@ -151,13 +235,13 @@ def _is_path(name: str) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def _load_cached(kind: Kind, path: Path, mtime: float) -> HardwareSpec | ModelSpec:
+def _load_cached(kind: Kind, path: Path, mtime_ns: int, size: int) -> HardwareSpec | ModelSpec:
     cls: type[HardwareSpec] | type[ModelSpec] = HardwareSpec if kind == "hardware" else ModelSpec
     if kind == "model" and path.suffix == ".json":
         from roofline.specs.hf_import import model_from_hf_config
 
         return model_from_hf_config(path)
-    return load_spec_file(cls, path)
+    return validate_spec(cls, _parsed(path, mtime_ns, size), str(path))
 
 
 def _resolve(kind: Kind, name_or_path: str | Path) -> HardwareSpec | ModelSpec:
@@ -166,7 +250,8 @@ def _resolve(kind: Kind, name_or_path: str | Path) -> HardwareSpec | ModelSpec:
     if not _exists(path):
         raise SpecError(f"spec file {path} does not exist; check the path or use a bundled name")
     try:
-        return _load_cached(kind, path.resolve(), path.stat().st_mtime)
+        st = path.stat()
+        return _load_cached(kind, path.resolve(), st.st_mtime_ns, st.st_size)
     except OSError as exc:
         raise SpecError(f"cannot read spec file {path}: {exc.strerror}; check the path") from None
 
@@ -190,16 +275,13 @@ def model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
 
 
 def _list(kind: Kind) -> list[str]:
-    idx = _index(kind, os.environ.get("ROOFLINE_SPECS_PATH", ""))
-    names = set()
-    for path in set(idx.names.values()) - set(idx.broken):
-        names.add(_file_names(path)[0])
-    return sorted(names)
+    idx = _eager_index(kind)
+    return sorted({idx.files[path][0][0] for path in set(idx.names.values()) - set(idx.broken)})
 
 
 def broken_specs(kind: Kind) -> dict[Path, str]:
     """Spec files of ``kind`` that could not be indexed, with the reason (``roofline … list`` reports them)."""
-    return dict(_index(kind, os.environ.get("ROOFLINE_SPECS_PATH", "")).broken)
+    return dict(_eager_index(kind).broken)
 
 
 def list_hardware() -> list[str]:
