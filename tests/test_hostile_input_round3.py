@@ -290,3 +290,37 @@ def test_api_names_as_flags() -> None:
 def test_engine_set_keeps_huge_numbers_as_floats() -> None:
     assert parse_engine_set(["request_overhead_s=1e300"]) == {"request_overhead_s": 1e300}
     assert parse_engine_set(["max_num_seqs=2k"]) == {"max_num_seqs": 2000}
+
+
+# --- the disaggregated link and plan-disagg's other options ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [("link=1e-300B/s", "MIN_LINK_BYTES_PER_S"), ("latency=1e300s", "MAX_OVERHEAD_S"),
+     ("latency=1e300s,first=decode", "MAX_OVERHEAD_S")],
+)  # fmt: skip
+def test_disagg_link_and_latency_are_bounded(monkeypatch: pytest.MonkeyPatch, extra: str, field: str) -> None:
+    """link=1e-300B/s: an infinite transfer time (exit 3, OverflowError); latency=1e300s: a TPOT of 10^297 s
+    and exit 0."""
+    must_not_run(monkeypatch, "roofline.serving.sim.disagg.run_disagg")
+    d = f"prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1,{extra}"
+    out = refused("simulate-disagg", M, "--disagg", d, "--qps", "2", "-N", "20", flag="--disagg " + extra[:4])
+    assert field in out
+    DisaggConfig.parse(f"prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1,link=1MB/s,latency={limits.MAX_OVERHEAD_S:g}s")
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [(["--ttft", "-5s"], "--ttft must be a positive"), (["--tpot", "5"], "--tpot: '5' has no unit"),
+     (["--percentile", "95"], "--percentile 95"), (["--tp-prefill", "0"], "--tp-prefill 0"),
+     (["--tp-colocated", "100000000"], "--tp-colocated 100000000"), (["--first", "bogus"], "--first")],
+)  # fmt: skip
+def test_plan_disagg_options(monkeypatch: pytest.MonkeyPatch, args: list[str], flag: str) -> None:
+    """A negative SLO ran every cell and ended 'no deployment meets the SLOs'; the others named --disagg."""
+    must_not_run(monkeypatch, "roofline.serving.plan.disagg.simulate")
+    refused("plan-disagg", M, HW, "--qps", "2", "-N", "20", *args, flag=flag)
+
+
+def test_replicas_out_of_range() -> None:
+    refused("simulate", M, HW, "--qps", "2", "-N", "20", "--replicas", "0", flag="--replicas 0")

@@ -110,10 +110,17 @@ MAX_SPEC_K = 256
 MAX_SPEC_POINTS = 10_000
 
 #: Mean front-end seconds per request and CPU seconds per engine step (EngineConfig ``request_overhead_s``,
-#: ``step_overhead_s``). Measured overheads are milliseconds; an hour is far above any, and keeps the
+#: ``step_overhead_s``), and the fixed seconds per KV transfer of a disaggregated deployment (``--disagg
+#: latency``, 0.1 ms by default). Measured overheads are milliseconds; an hour is far above any, and keeps the
 #: per-request gamma draws and every time sum exact to well under a microsecond (at 10^300 the sum
 #: send + overhead lost the send time and TTFT came out negative).
 MAX_OVERHEAD_S = 3600.0
+
+#: Bytes per second per GPU of the link between disaggregated pools (``--disagg link``). A 1 Gb/s Ethernet
+#: port is 1.25 × 10^8; NVLink 5 is 1.8 × 10^12. Below 10^6 a 1,024-token prompt of a 70B model (320 MiB of
+#: KV) takes five minutes to move, and at 10^-300 the transfer time is infinite.
+MIN_LINK_BYTES_PER_S = 1e6
+MAX_LINK_BYTES_PER_S = 1e15
 
 #: Candidates (hardware × precision × tp) one plan evaluates. The default plan has 18 × 1 × 4;
 #: measured: 180,000 candidates (``--tp 1..10000:1``) took 31 s and 1.7 GB.

@@ -159,9 +159,11 @@ def plan_disagg_cmd(
     """Size the P:D ratio for a load and SLOs and compare with co-located replicas (GPUs, $/h, KV transfer)."""
     from dataclasses import asdict
 
+    from roofline.cli.options import parse_duration_opt
     from roofline.serving.plan.disagg import plan_disagg
-    from roofline.units import parse_duration
 
+    if first not in ("prefill", "decode"):
+        raise OptionError(f"--first must be prefill or decode, got {first!r}")
     pl = plan_disagg(
         model,
         hardware,
@@ -172,8 +174,8 @@ def plan_disagg_cmd(
         p_max=p_max,
         d_max=d_max,
         n_max=n_max,
-        ttft_slo_s=parse_duration(ttft),
-        tpot_slo_s=parse_duration(tpot),
+        ttft_slo_s=parse_duration_opt(ttft, "--ttft"),
+        tpot_slo_s=parse_duration_opt(tpot, "--tpot"),
         percentile=percentile,
         first_token=first,
         prompt_len=length_opt(prompt, "--prompt"),

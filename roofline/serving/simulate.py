@@ -121,7 +121,7 @@ def simulate(
     given = {name: value for name, value in locals().items() if name in WORKLOAD_FIELDS}  # the keyword workload
     wl = _the_workload(workload, given)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= MAX_REPLICAS:
-        raise ScenarioError(f"replicas must be a whole number from 1 to {MAX_REPLICAS} (got {replicas!r})")
+        raise ScenarioError(f"replicas={replicas!r} must be a whole number from 1 to {MAX_REPLICAS}")
     if replicas > 1 and wl.trace is None:
         _check_replica_requests(replicas, wl.num_requests)
     spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative

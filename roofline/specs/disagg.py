@@ -26,7 +26,13 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from roofline.boundary.limits import MAX_PARALLEL, MAX_POOL_INSTANCES
+from roofline.boundary.limits import (
+    MAX_LINK_BYTES_PER_S,
+    MAX_OVERHEAD_S,
+    MAX_PARALLEL,
+    MAX_POOL_INSTANCES,
+    MIN_LINK_BYTES_PER_S,
+)
 from roofline.errors import ScenarioError
 from roofline.units import UnitError, parse_duration, parse_quantity
 
@@ -83,10 +89,18 @@ class DisaggConfig:
                     f"--disagg {side}: tp{p.tp} ep{p.ep} is more than {MAX_PARALLEL:,} GPUs per instance "
                     f"(roofline.boundary.limits MAX_PARALLEL); write tpT with T <= {MAX_PARALLEL:,}"
                 )
-        if self.link_bytes_per_s is not None and not self.link_bytes_per_s > 0:
-            raise ScenarioError(f"--disagg link must be a positive bandwidth, got {self.link_bytes_per_s}. {GRAMMAR}")
-        if not self.latency_s >= 0:
-            raise ScenarioError(f"--disagg latency must be >= 0, got {self.latency_s}. {GRAMMAR}")
+        link = self.link_bytes_per_s
+        if link is not None and not MIN_LINK_BYTES_PER_S <= link <= MAX_LINK_BYTES_PER_S:
+            raise ScenarioError(
+                f"--disagg link must be a bandwidth from {MIN_LINK_BYTES_PER_S / 1e6:g} MB/s to "
+                f"{MAX_LINK_BYTES_PER_S / 1e12:g} TB/s per GPU (roofline.boundary.limits MIN_LINK_BYTES_PER_S, "
+                f"MAX_LINK_BYTES_PER_S), got {link:g} B/s; e.g. link=50GB/s. {GRAMMAR}"
+            )
+        if not 0 <= self.latency_s <= MAX_OVERHEAD_S:
+            raise ScenarioError(
+                f"--disagg latency must be from 0 to {MAX_OVERHEAD_S:g} s (roofline.boundary.limits MAX_OVERHEAD_S), "
+                f"got {self.latency_s:g} s; e.g. latency=0.1ms. {GRAMMAR}"
+            )
         if self.first_token not in ("prefill", "decode"):
             raise ScenarioError(f"--disagg first must be prefill or decode, got {self.first_token!r}. {GRAMMAR}")
 

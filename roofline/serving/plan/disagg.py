@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from roofline.boundary.limits import MAX_PLAN_CELLS, MAX_PLAN_SIM_REQUESTS
+from roofline.boundary.limits import MAX_PARALLEL, MAX_PLAN_CELLS, MAX_PLAN_SIM_REQUESTS
 from roofline.engine.presets import EngineArg
-from roofline.errors import RooflineError, ScenarioError
+from roofline.errors import ScenarioError
 from roofline.prediction import ModelArg
 from roofline.serving.simulate import simulate
 from roofline.serving.workload.arrivals import LengthArg
@@ -86,7 +86,18 @@ def plan_disagg(
 ) -> DisaggPlan:
     """Evaluate every P:D pair and co-located replica count (see the module docstring); percentile ∈ {50, 90, 99}."""
     if percentile not in (50, 90, 99):
-        raise RooflineError(f"percentile must be 50, 90 or 99, got {percentile}")
+        raise ScenarioError(f"percentile={percentile!r} must be 50, 90 or 99")
+    for name, tp in (("tp_prefill", tp_prefill), ("tp_decode", tp_decode), ("tp_colocated", tp_colocated)):
+        if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_PARALLEL:
+            raise ScenarioError(
+                f"{name}={tp!r} must be a whole number from 1 to {MAX_PARALLEL:,} "
+                "(roofline.boundary.limits MAX_PARALLEL)"
+            )
+    if first_token not in ("prefill", "decode"):
+        raise ScenarioError(f"first_token={first_token!r} must be prefill or decode")
+    for name, slo in (("ttft_slo_s", ttft_slo_s), ("tpot_slo_s", tpot_slo_s)):
+        if not (isinstance(slo, int | float) and 0 < slo < float("inf")):
+            raise ScenarioError(f"{name}={slo!r} must be a positive number of seconds")
     _check_plan_size(p_max, d_max, n_max, num_requests)
     price = load_hardware(hardware).price
     usd = price.usd_per_gpu_hour if price is not None else None
