@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from roofline.boundary.limits import MAX_API_SWEEP_POINTS
-from roofline.costs import latencies, scenario_costs
+from roofline.costs import PhaseCost, latencies, scenario_costs
 from roofline.engine.config import check_engine_options
 from roofline.engine.presets import EngineArg, overrides_map
 from roofline.errors import ScenarioError
+from roofline.evaluate import BOUNDS, bound_codes
 from roofline.memory import memory_budget
 from roofline.prediction import HardwareArg, ModelArg, ProfileArg, check_batch_cap, resolve
 from roofline.profile import CalibrationProfile
@@ -111,38 +112,57 @@ def _axis(x: Any, name: str) -> np.ndarray:
 def _grid_frame(
     m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: CalibrationProfile, b: np.ndarray, p: np.ndarray, o: np.ndarray
 ) -> pd.DataFrame:
+    """One frame of the grid: numeric columns as numpy arrays, text columns as Categoricals (issue #28).
+
+    ``model`` and ``hardware`` hold one category each and the bound columns index the fixed
+    :data:`~roofline.evaluate.BOUNDS` labels, so no column holds a Python object per point and
+    frames of one sweep concatenate without losing the category dtype.
+    """
     import pandas as pd
 
     costs = scenario_costs(m, sc, hw, prof)
     lat = latencies(costs, sc)
     mem = memory_budget(m, hw, sc)
     shape = np.broadcast_shapes(b.shape, p.shape, o.shape)
-    full = [np.broadcast_to(x, shape).ravel() for x in (b, p, o)]
-    fits = np.broadcast_to(mem.fits, shape).ravel()
-    nan = np.nan
+    n = math.prod(shape)
+
+    def flat(x: Any, dtype: Any = None) -> np.ndarray:
+        """``x`` broadcast to the grid, one point per element: a fresh, writable array (the frame keeps it)."""
+        out = np.empty(shape, dtype=np.asarray(x).dtype if dtype is None else dtype)
+        out[...] = x
+        return out.reshape(n)
+
+    fits = flat(mem.fits)
 
     def col(x: np.ndarray) -> np.ndarray:
-        return np.where(fits, np.broadcast_to(x, shape).ravel(), nan)
+        return np.where(fits, np.broadcast_to(x, shape).reshape(n), np.nan)
 
-    return pd.DataFrame(
-        {
-            "model": m.name,
-            "hardware": hw.name,
-            "tp": sc.tp,
-            "batch": full[0].astype(np.int64),
-            "prompt_len": full[1].astype(np.int64),
-            "output_len": full[2].astype(np.int64),
-            "fits": fits,
-            "missing_bytes": np.broadcast_to(mem.missing_bytes, shape).ravel(),
-            "ttft_s": col(lat.ttft_s),
-            "tpot_s": col(lat.tpot_s),
-            "e2e_s": col(lat.e2e_s),
-            "throughput_tok_s": col(lat.throughput_tok_s),
-            "throughput_tok_s_per_gpu": col(lat.throughput_tok_s_per_gpu),
-            "kv_bytes_per_gpu": np.broadcast_to(mem.kv_bytes, shape).ravel(),
-            "weight_bytes_per_gpu": mem.weight_bytes,
-            "max_batch": np.broadcast_to(mem.max_batch, shape).ravel(),
-            "bound_prefill": np.broadcast_to(costs.prefill.bound, shape).ravel(),
-            "bound_decode": np.broadcast_to(costs.decode.bound, shape).ravel(),
-        }
-    )
+    def label(text: str) -> pd.Categorical[str]:
+        return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([text]))
+
+    def bound(cost: PhaseCost) -> pd.Categorical[str]:
+        codes = bound_codes(*(cost.bound_time_s[k] for k in BOUNDS))
+        return pd.Categorical.from_codes(flat(codes, np.int8), categories=pd.Index(BOUNDS.tolist()))
+
+    columns: dict[str, Any] = {
+        "model": label(m.name),
+        "hardware": label(hw.name),
+        "tp": sc.tp,
+        "batch": flat(b, np.int64),
+        "prompt_len": flat(p, np.int64),
+        "output_len": flat(o, np.int64),
+        "fits": fits,
+        "missing_bytes": flat(mem.missing_bytes),
+        "ttft_s": col(lat.ttft_s),
+        "tpot_s": col(lat.tpot_s),
+        "e2e_s": col(lat.e2e_s),
+        "throughput_tok_s": col(lat.throughput_tok_s),
+        "throughput_tok_s_per_gpu": col(lat.throughput_tok_s_per_gpu),
+        "kv_bytes_per_gpu": flat(mem.kv_bytes),
+        "weight_bytes_per_gpu": mem.weight_bytes,
+        "max_batch": flat(mem.max_batch),
+        "bound_prefill": bound(costs.prefill),
+        "bound_decode": bound(costs.decode),
+    }
+    # every array above is fresh and owned by this frame: no copy into consolidated blocks
+    return pd.DataFrame(columns, copy=False)
