@@ -324,3 +324,32 @@ def test_plan_disagg_options(monkeypatch: pytest.MonkeyPatch, args: list[str], f
 
 def test_replicas_out_of_range() -> None:
     refused("simulate", M, HW, "--qps", "2", "-N", "20", "--replicas", "0", flag="--replicas 0")
+
+
+# --- files a workload reads ---------------------------------------------------------------------------------------
+
+
+def test_trace_file_size_is_bounded(tmp_path: Path) -> None:
+    path = tmp_path / "big.jsonl"
+    with path.open("wb") as fh:  # sparse: no disk used, nothing read
+        fh.truncate(limits.MAX_TRACE_FILE_BYTES + 1)
+    out = refused("simulate", M, HW, "--trace", str(path), flag="big.jsonl")
+    assert "MAX_TRACE_FILE_BYTES" in out
+
+
+def test_npy_length_file_is_bounded_and_never_unpickled(tmp_path: Path) -> None:
+    big = tmp_path / "big.npy"
+    with big.open("wb") as fh:
+        fh.truncate(limits.MAX_DATA_FILE_BYTES + 1)
+    out = refused("simulate", M, HW, "--qps", "2", "-N", "5", "--prompt", f"file:{big}", flag="prompt_len")
+    assert "limit" in out
+    obj = tmp_path / "obj.npy"
+    np.save(obj, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    refused("simulate", M, HW, "--qps", "2", "-N", "5", "--prompt", f"file:{obj}", flag="prompt_len")
+    junk = tmp_path / "junk.npy"
+    junk.write_bytes(b"not an array")
+    refused("simulate", M, HW, "--qps", "2", "-N", "5", "--prompt", f"file:{junk}", flag="prompt_len")
+    good = tmp_path / "good.npy"
+    np.save(good, np.array([100, 200]))
+    s = simulate(M, HW, qps=2.0, num_requests=4, prompt_len=f"file:{good}", output_len=4)
+    assert list(s.requests["prompt_tokens"]) == [100, 200, 100, 200]

@@ -31,6 +31,11 @@ MAX_YAML_NODES = 100_000
 #: Nesting depth of a YAML or JSON document. Specs nest 3 levels; profiles 4.
 MAX_YAML_DEPTH = 50
 
+#: Bytes of a JSONL request trace (``--trace``). 2,000,000 requests (MAX_SIM_REQUESTS) of ~100 bytes a line
+#: are ~200 MB; measured, a 35 MiB trace of 5,000 prompts carrying their 1,024 token ids grows memory by
+#: 213 MiB (6 × the file), so 256 MiB bound a trace's load to about 1.5 GB.
+MAX_TRACE_FILE_BYTES = 256 * 2**20
+
 #: Decoder layers of a model spec (YAML or config.json). The deepest published LLMs have
 #: 126 (Llama-3.1-405B) to 160 layers.
 MAX_LAYERS = 10_000

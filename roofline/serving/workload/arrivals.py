@@ -14,13 +14,14 @@ cyclically when shorter than the run). Drawn values are rounded to whole tokens 
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from roofline.boundary.inputs import read_text
+from roofline.boundary.inputs import read_bytes, read_text
 from roofline.boundary.limits import (
     MAX_ARRIVAL_CV,
     MAX_DATA_FILE_BYTES,
@@ -180,10 +181,11 @@ def _make(dist: str, params: list[float], name: str) -> LengthSpec:
 def _from_file(path: Path, name: str) -> LengthSpec:
     if not path.is_file():
         raise ScenarioError(f"{name}: length file {path} does not exist")
-    if path.suffix == ".npy":
-        return _parse(np.load(path), name)
+    what = f"{name} length file"
+    if path.suffix == ".npy":  # bounded like a text file (MAX_DATA_FILE_BYTES: 8M int64 lengths), never unpickled
+        return _parse(np.load(io.BytesIO(read_bytes(path, what, MAX_DATA_FILE_BYTES, ScenarioError))), name)
     vals = []
-    text = read_text(path, f"{name} length file", MAX_DATA_FILE_BYTES, ScenarioError)
+    text = read_text(path, what, MAX_DATA_FILE_BYTES, ScenarioError)
     for i, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:

@@ -23,7 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from roofline.boundary.limits import MAX_SEQUENCE_TOKENS, MAX_SIM_REQUESTS, MAX_SIM_SPAN_S
+from roofline.boundary.limits import (
+    MAX_SEQUENCE_TOKENS,
+    MAX_SIM_REQUESTS,
+    MAX_SIM_SPAN_S,
+    MAX_TRACE_FILE_BYTES,
+    human_bytes,
+)
 from roofline.errors import ScenarioError
 
 ARRIVAL_S = ("arrival_s", "arrival_time", "time_s")
@@ -75,6 +81,12 @@ def load_trace(path: str | Path, hash_block_tokens: int = 512) -> Trace:
     p = Path(path)
     if not p.is_file():
         raise ScenarioError(f"trace file {p} does not exist; give a JSONL file with one request per line")
+    size = p.stat().st_size
+    if size > MAX_TRACE_FILE_BYTES:
+        raise ScenarioError(
+            f"trace file {p} is {size:,} bytes, more than the {human_bytes(MAX_TRACE_FILE_BYTES)} limit "
+            "(roofline.boundary.limits MAX_TRACE_FILE_BYTES); split it or drop its prompt_token_ids"
+        )
     arr: list[float] = []
     pro: list[float] = []
     out: list[float] = []
