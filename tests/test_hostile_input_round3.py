@@ -244,10 +244,12 @@ def test_arrival_cv_bounds_run() -> None:
 
 @pytest.mark.parametrize(
     ("length", "flag"),
-    [("normal:1024:inf", "prompt_len"), ("uniform:1:inf", "prompt_len"), ("lognormal:1024:nan", "prompt_len")],
-)
+    [("normal:1024:inf", "--prompt: the spread inf"), ("uniform:1:inf", "--prompt: HIGH must be a finite"),
+     ("lognormal:1024:nan", "--prompt: the spread nan")],
+)  # fmt: skip
 def test_infinite_length_parameters(length: str, flag: str) -> None:
     refused("simulate", M, HW, "--qps", "2", "-N", "50", "--prompt", length, flag=flag)
+    refused("simulate", M, HW, "--qps", "2", "-N", "50", "--output", length, flag=flag.replace("prompt", "output"))
 
 
 def test_negative_seed() -> None:
@@ -285,6 +287,10 @@ def test_api_names_as_flags() -> None:
     assert as_flags("p_max=3 × d_max=4 + n_max=5; lower k_max") == "--p-max 3 × --d-max 4 + --n-max 5; lower --k-max"
     assert as_flags("seed must be >= 0; seeded replicas") == "--seed must be >= 0; seeded replicas"
     assert as_flags("arrival_cv=0 (use arrival=constant)") == "--arrival-cv 0 (use --arrival constant)"
+    assert as_flags("prompt_len: the spread inf") == "--prompt: the spread inf"
+    assert as_flags("output_len='x' is not a length") == "--output='x' is not a length"
+    assert as_flags("the prompt_len: kept inside a sentence") == "the prompt_len: kept inside a sentence"
+    assert as_flags("prompt_len + output_len = 9 tokens") == "prompt_len + output_len = 9 tokens"
 
 
 def test_engine_set_keeps_huge_numbers_as_floats() -> None:
@@ -341,14 +347,14 @@ def test_npy_length_file_is_bounded_and_never_unpickled(tmp_path: Path) -> None:
     big = tmp_path / "big.npy"
     with big.open("wb") as fh:
         fh.truncate(limits.MAX_DATA_FILE_BYTES + 1)
-    out = refused("simulate", M, HW, "--qps", "2", "-N", "5", "--prompt", f"file:{big}", flag="prompt_len")
+    out = refused("simulate", M, HW, "--qps", "2", "-N", "5", "--prompt", f"file:{big}", flag="--prompt")
     assert "limit" in out
     obj = tmp_path / "obj.npy"
     np.save(obj, np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    refused("simulate", M, HW, "--qps", "2", "-N", "5", "--prompt", f"file:{obj}", flag="prompt_len")
+    refused("simulate", M, HW, "--qps", "2", "-N", "5", "--prompt", f"file:{obj}", flag="--prompt")
     junk = tmp_path / "junk.npy"
     junk.write_bytes(b"not an array")
-    refused("simulate", M, HW, "--qps", "2", "-N", "5", "--prompt", f"file:{junk}", flag="prompt_len")
+    refused("simulate", M, HW, "--qps", "2", "-N", "5", "--prompt", f"file:{junk}", flag="--prompt")
     good = tmp_path / "good.npy"
     np.save(good, np.array([100, 200]))
     s = simulate(M, HW, qps=2.0, num_requests=4, prompt_len=f"file:{good}", output_len=4)

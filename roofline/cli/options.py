@@ -309,6 +309,8 @@ _AS_FLAGS = (
       "num_requests": "--num-requests", "p_max": "--p-max", "d_max": "--d-max", "n_max": "--n-max",
       "k_max": "--k-max"}),
 )  # fmt: skip
+#: A length's own messages begin with its API name (``prompt_len: the spread inf exceeds …``).
+_LENGTH_FLAGS = re.compile(r"^(prompt_len|output_len)(?=[:=]| length file)")
 
 
 def as_flags(message: str) -> str:
@@ -317,4 +319,5 @@ def as_flags(message: str) -> str:
     message = value_pat.sub(lambda m: f"--{m.group(1).replace('_', '-')} {m.group(2)}", message)
     name_pat, names = _AS_FLAGS[1]
     assert names is not None
+    message = _LENGTH_FLAGS.sub(lambda m: "--prompt" if m.group(1) == "prompt_len" else "--output", message)
     return name_pat.sub(lambda m: names[m.group(1)], message)
