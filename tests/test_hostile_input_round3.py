@@ -359,3 +359,17 @@ def test_npy_length_file_is_bounded_and_never_unpickled(tmp_path: Path) -> None:
     np.save(good, np.array([100, 200]))
     s = simulate(M, HW, qps=2.0, num_requests=4, prompt_len=f"file:{good}", output_len=4)
     assert list(s.requests["prompt_tokens"]) == [100, 200, 100, 200]
+
+
+@pytest.mark.parametrize("c", [float("inf"), float("nan"), 3.5, -2.0, True, "4"])
+def test_concurrency_must_be_a_whole_number(c: object) -> None:
+    """concurrency=inf raised OverflowError and nan ValueError from int() (API), not a ScenarioError."""
+    with pytest.raises(ScenarioError, match="concurrency must be a whole number"):
+        Workload(concurrency=c).draw()  # type: ignore[arg-type]
+
+
+def test_concurrency_as_a_whole_float_runs() -> None:
+    """4.0 passed the check and then failed inside the engine (TypeError); it is 4 clients."""
+    assert Workload(concurrency=4.0).concurrency == 4  # type: ignore[arg-type]
+    s = simulate(M, HW, concurrency=np.int64(4), num_requests=8, **SMALL)  # type: ignore[arg-type]
+    assert len(s.requests) == 8

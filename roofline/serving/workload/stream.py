@@ -77,6 +77,11 @@ class Workload:
     prefix_share: float = 0.0
     trace_block_tokens: int = TRACE_BLOCK_TOKENS
 
+    def __post_init__(self) -> None:
+        c = self.concurrency  # 4.0 or numpy's 4 → 4: the engine counts clients in whole numbers
+        if isinstance(c, float | np.floating | np.integer) and np.isfinite(c) and float(c).is_integer() and c >= 1:
+            object.__setattr__(self, "concurrency", int(c))
+
     @property
     def closed_loop(self) -> bool:
         """True for ``concurrency`` clients (closed loop)."""
@@ -111,7 +116,7 @@ class Workload:
         c = self.concurrency
         if self.qps is not None:
             send = arrival_times(n, float(self.qps), self.arrival, self.arrival_cv, rng)
-        elif c is None or isinstance(c, bool) or int(c) != c or c < 1:
+        elif c is None or isinstance(c, bool) or not isinstance(c, int) or c < 1:  # floats: see __post_init__
             raise ScenarioError(f"concurrency must be a whole number >= 1 (got {c!r})")
         return Requests(send, pl.sample(n, rng), ol.sample(n, rng), None, self.trace_block_tokens)
 
