@@ -32,7 +32,7 @@ from roofline.specs.library import hardware
 
 runner = CliRunner()
 M, HW = "llama-3.1-8b", "h100-sxm"
-SMALL = dict(prompt_len=128, output_len=8)
+SMALL: dict[str, Any] = {"prompt_len": 128, "output_len": 8}
 
 
 def refused(*args: str, flag: str, code: int = 2) -> str:
