@@ -5,6 +5,13 @@ Names are stable lowercase slugs with exact-match aliases; nothing is matched fu
 ``ROOFLINE_SPECS_PATH`` environment variable (``os.pathsep``-separated; each may hold
 ``hardware/`` and ``models/`` subfolders or YAML files directly) take precedence over
 the bundled specs.
+
+A name resolves by parsing only the file it names (issue #28): every file's ``name`` and
+``aliases`` are read by a line scan (:mod:`roofline.specs.index`; a file it is unsure of is
+parsed), the chosen file is parsed and its names checked against the scan, and anything else
+(an unknown name, a broken file, a file the scan misread, a change on disk) is answered from
+the index a full parse of every file gives, so lookups, errors and suggestions are exactly
+those of a full parse. ``list_hardware()``/``list_models()`` parse every file.
 """
 
 from __future__ import annotations
@@ -117,9 +124,11 @@ def _scanned_names(path: Path, mtime_ns: int, size: int) -> tuple[str, ...] | No
         return None  # unreadable: the parse reports why
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=8)
 def _parsed(path: Path, mtime_ns: int, size: int) -> object:
-    """The YAML document of ``path`` (cached while it keeps its mtime and size; callers never mutate it)."""
+    """The YAML document of ``path`` (cached while it keeps its mtime and size; callers never mutate it).
+
+    Small: it only lets a lookup's check of a file and the load that follows share one parse."""
     return read_yaml(path)
 
 
