@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -175,6 +176,15 @@ def test_an_edited_file_is_indexed_again(tmp_path: Path, monkeypatch: pytest.Mon
     assert roofline.hardware("new").name == "new"
 
 
+def test_a_no_break_space_before_a_hash_is_part_of_the_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # YAML starts a comment after a space or tab only: 'a\u00a0#x' is the whole name. Read as 'a' plus a
+    # comment, the scan would miss it in f1.yaml and the lookup would stop at f0.yaml, which the parser reads.
+    _user(tmp_path, monkeypatch, {"f0.yaml": "name: a\u00a0#x\naliases: ['d']\n", "f1.yaml": "name: a\u00a0#x\n"})
+    assert scan_names("name: a\u00a0#x\n") is None
+    assert library._lookup("model", "a\u00a0#x") == tmp_path / "f1.yaml"
+    _same_as_eager("model", ["a\u00a0#x", "a", "d"])
+
+
 def test_hostile_user_files_are_refused_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prev = ["", *"abcdefg"]
     bomb = "".join(
@@ -209,6 +219,7 @@ LINES = [
     'q"', '  q"', "  nested: 1", "k: |", "  text", "k: [a,", "  b]", "b]", "<<: {name: m}", "---", "\tname: t",
     "name:\tz", "  name: i", "? name", "name : s", "k: 'it''s'", 'k: "a\\"b"', "aliases: !!seq [x]", "x:", "  y: 'p",
     "name: m'", "aliases: [x, [y]]", "k: {a: 1}", "K: 1", "name: A-b.c/d", "...", "- name: n",
+    "name: a\u00a0#x", "aliases: [x]\u00a0# c", "\u00a0", "\u00a0name: n", "name: a\x0c", "  \u00a0b", "name: a\u2028b",
 ]  # fmt: skip
 
 
@@ -226,3 +237,28 @@ def test_scan_claims_at_least_what_the_yaml_declares(lines: list[str], newline: 
         return  # the parser refuses it: a lookup that picks it falls back to the full index
     assert names[0] == scanned[0]
     assert set(names[1:]) <= set(scanned[1:])
+
+
+FILE_LINES = [
+    "name: a", "name: b", "name: c", "aliases: [b]", "aliases: [c, d]", "aliases:", "  - a", "  - d", "k: v",
+    "x:", '  y: "p', 'aliases: [a, d]', 'zz: q"', "name: [oops", "aliases: 5", "name: a\u00a0#x", "aliases: ['d']",
+    "k: v\nk: w", "",
+]  # fmt: skip
+
+
+@settings(max_examples=150, derandomize=True, database=None, deadline=None)
+@given(files=st.lists(st.lists(st.sampled_from(FILE_LINES), max_size=6), min_size=1, max_size=4))
+def test_lookups_in_random_folders_answer_as_a_full_parse(files: list[list[str]], tmp_path_factory: Any) -> None:
+    folder = tmp_path_factory.mktemp("specs")
+    for i, lines in enumerate(files):
+        (folder / f"f{i}.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    old = os.environ.get("ROOFLINE_SPECS_PATH")
+    os.environ["ROOFLINE_SPECS_PATH"] = str(folder)
+    try:
+        _clear()
+        _same_as_eager("model", ["a", "b", "c", "d", "A", "a\u00a0#x", "f0", "f1", "f2", "f3", "llama-2-7b"])
+    finally:
+        if old is None:
+            os.environ.pop("ROOFLINE_SPECS_PATH", None)
+        else:
+            os.environ["ROOFLINE_SPECS_PATH"] = old

@@ -31,7 +31,7 @@ _KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?: +(.*))?\Z")
 _ITEM = re.compile(r"( *)- +(.*)\Z")
 _PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9._/+-]*\Z")
 _QUOTED = re.compile(r"\"([A-Za-z0-9._/+-]+)\"\Z|'([A-Za-z0-9._/+-]+)'\Z")
-_COMMENT = re.compile(r"(?:\A|\s+)#.*\Z")
+_COMMENT = re.compile(r"(?:\A| +)#.*\Z")  # YAML separates a comment by a space (tabs are refused)
 #: plain words YAML 1.1's safe loader reads as booleans or null, not strings
 _NOT_STRINGS = frozenset({"yes", "no", "true", "false", "on", "off", "null"})
 _OPENERS = ("'", '"', "[", "{")
@@ -48,7 +48,7 @@ def _token(text: str) -> str | None:
 
 def _value(raw: str | None) -> str:
     """A key's value with a trailing comment removed ('' for none)."""
-    return _COMMENT.sub("", raw or "").strip()
+    return _COMMENT.sub("", raw or "").strip(" ")
 
 
 def _closed_on_line(value: str) -> bool:
@@ -77,7 +77,7 @@ def scan_names(text: str) -> tuple[str, ...] | None:
     state = ""  # "name" / "flow": only blank or comment lines may follow; "block": '- alias' items
     item_indent: int | None = None
     for line in text.split("\n"):
-        stripped = line.strip()
+        stripped = line.strip(" ")  # YAML's white space here is the space alone (tabs are refused above)
         if not stripped or stripped.startswith("#"):
             continue
         if line[0] == " ":  # indented: part of the current key's value
@@ -125,9 +125,9 @@ def scan_names(text: str) -> tuple[str, ...] | None:
             if not value:
                 state = "block"
             elif value.startswith("[") and value.endswith("]"):
-                inner = value[1:-1].strip()
+                inner = value[1:-1].strip(" ")
                 for part in inner.split(",") if inner else []:
-                    alias = _token(part.strip())
+                    alias = _token(part.strip(" "))
                     if alias is None:
                         return None
                     aliases.append(alias)
