@@ -123,8 +123,9 @@ def test_spec_plan_k_max_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     args = ("spec-plan", M, HW, "--spec", "eagle:alpha=0.7", "--batch", "1")
     out = refused(*args, "--k-max", "100000000", flag="--k-max")
     assert "MAX_SPEC_K" in out
-    out = refused("spec-plan", M, HW, "--spec", "eagle:alpha=0.7", "--batch", "1..10000:1", "--k-max", "200",
-                  flag="--k-max 200")  # fmt: skip
+    out = refused(
+        "spec-plan", M, HW, "--spec", "eagle:alpha=0.7", "--batch", "1..10000:1", "--k-max", "200", flag="--k-max 200"
+    )
     assert "MAX_SPEC_POINTS" in out and "2,000,000 points" in out
 
 
@@ -148,8 +149,7 @@ def test_spec_plan_largest_k_runs() -> None:
 def test_replicas_times_requests_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """64 replicas × 20,000 requests took over two minutes; now refused before the first replica runs."""
     must_not_run(monkeypatch, "roofline.serving.simulate.run_replica")
-    out = refused("simulate", M, HW, "--qps", "15", "-N", "20000", "--replicas", "64",
-                  flag="--replicas 64")  # fmt: skip
+    out = refused("simulate", M, HW, "--qps", "15", "-N", "20000", "--replicas", "64", flag="--replicas 64")
     assert "--num-requests 20,000" in out and "MAX_REPLICA_REQUESTS" in out and "at most 25 replicas" in out
 
 
@@ -169,8 +169,9 @@ def test_replicas_of_a_long_trace_are_bounded(tmp_path: Path, monkeypatch: pytes
     """A trace's length is known once read: the first replica runs, the others are refused by count."""
     monkeypatch.setattr("roofline.serving.simulate.MAX_REPLICA_REQUESTS", 5)
     path = tmp_path / "t.jsonl"
-    path.write_text("".join(json.dumps({"arrival_s": i, "prompt_tokens": 64, "output_tokens": 4}) + "\n"
-                            for i in range(3)))  # fmt: skip
+    path.write_text(
+        "".join(json.dumps({"arrival_s": i, "prompt_tokens": 64, "output_tokens": 4}) + "\n" for i in range(3))
+    )
     with pytest.raises(ScenarioError, match="replicas=2 × num_requests=3"):
         simulate(M, HW, trace=path, replicas=2)
 
@@ -182,8 +183,17 @@ def test_tiny_qps_is_refused_not_truncated() -> None:
     """--qps 1e-308: the gaps overflowed to infinity and 45 of 50 requests never arrived (exit 0)."""
     out = refused("simulate", M, HW, "--qps", "1e-308", "-N", "50", flag="--qps")
     assert "MAX_SIM_SPAN_S" in out and "inf s" in out
-    refused("simulate-disagg", M, "--disagg", "prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1", "--qps", "1e-308",
-            "-N", "50", flag="--qps")  # fmt: skip
+    refused(
+        "simulate-disagg",
+        M,
+        "--disagg",
+        "prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1",
+        "--qps",
+        "1e-308",
+        "-N",
+        "50",
+        flag="--qps",
+    )
 
 
 def test_arrival_span_bound() -> None:
@@ -209,8 +219,19 @@ def test_slow_arrivals_within_the_span_all_count() -> None:
 
 def test_request_overhead_is_bounded() -> None:
     """request_overhead_s=1e300 with CV 10 gave negative TTFTs (send time lost in the sum) and exit 0."""
-    args = ("simulate", M, HW, "--qps", "2", "-N", "50", "--engine-set", "request_overhead_s=1e300",
-            "--engine-set", "request_overhead_cv=10")  # fmt: skip
+    args = (
+        "simulate",
+        M,
+        HW,
+        "--qps",
+        "2",
+        "-N",
+        "50",
+        "--engine-set",
+        "request_overhead_s=1e300",
+        "--engine-set",
+        "request_overhead_cv=10",
+    )
     out = refused(*args, flag="request_overhead_s")
     assert "MAX_OVERHEAD_S" in out and "(got 1e+300)" in out  # the value as given, not a 300-digit integer
     e = engine_preset("vllm", hardware(HW))
@@ -230,8 +251,9 @@ def test_largest_request_overhead_keeps_ttft_finite_and_non_negative() -> None:
 @pytest.mark.parametrize("cv", ["1e-300", "1e300", "1000"])
 def test_arrival_cv_out_of_range(cv: str) -> None:
     """--arrival-cv 1e-300: k = 1/CV² divided by zero (exit 3, internal error)."""
-    out = refused("simulate", M, HW, "--qps", "2", "-N", "50", "--arrival", "gamma", "--arrival-cv", cv,
-                  flag="--arrival-cv")  # fmt: skip
+    out = refused(
+        "simulate", M, HW, "--qps", "2", "-N", "50", "--arrival", "gamma", "--arrival-cv", cv, flag="--arrival-cv"
+    )
     assert "ARRIVAL_CV" in out
 
 
@@ -244,9 +266,12 @@ def test_arrival_cv_bounds_run() -> None:
 
 @pytest.mark.parametrize(
     ("length", "flag"),
-    [("normal:1024:inf", "--prompt: the spread inf"), ("uniform:1:inf", "--prompt: HIGH must be a finite"),
-     ("lognormal:1024:nan", "--prompt: the spread nan")],
-)  # fmt: skip
+    [
+        ("normal:1024:inf", "--prompt: the spread inf"),
+        ("uniform:1:inf", "--prompt: HIGH must be a finite"),
+        ("lognormal:1024:nan", "--prompt: the spread nan"),
+    ],
+)
 def test_infinite_length_parameters(length: str, flag: str) -> None:
     refused("simulate", M, HW, "--qps", "2", "-N", "50", "--prompt", length, flag=flag)
     refused("simulate", M, HW, "--qps", "2", "-N", "50", "--output", length, flag=flag.replace("prompt", "output"))
@@ -256,8 +281,15 @@ def test_negative_seed() -> None:
     """--seed -1 said numpy's 'expected non-negative integer'."""
     out = refused("simulate", M, HW, "--qps", "2", "-N", "5", "--seed", "-1", flag="--seed must be >= 0")
     assert "non-negative integer" not in out
-    refused("simulate-disagg", M, "--disagg", "prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1", "--seed", "-1",
-            flag="--seed must be >= 0")  # fmt: skip
+    refused(
+        "simulate-disagg",
+        M,
+        "--disagg",
+        "prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1",
+        "--seed",
+        "-1",
+        flag="--seed must be >= 0",
+    )
     with pytest.raises(ScenarioError, match="seed must be >= 0"):
         Workload(qps=1.0, seed=-1).draw()
     with pytest.raises(ScenarioError, match="seed must be >= 0"):
@@ -270,12 +302,16 @@ def test_trace_lengths_and_span_are_bounded(tmp_path: Path) -> None:
     path.write_text('{"arrival_s": 0, "prompt_tokens": 1e300, "output_tokens": 5}\n')
     with pytest.raises(ScenarioError, match=r"line 1: field 'prompt_tokens'.*MAX_SEQUENCE_TOKENS"):
         load_trace(path)
-    path.write_text('{"arrival_s": 0, "prompt_tokens": 8, "output_tokens": 5}\n'
-                    '{"arrival_s": 1e300, "prompt_tokens": 8, "output_tokens": 5}\n')  # fmt: skip
+    path.write_text(
+        '{"arrival_s": 0, "prompt_tokens": 8, "output_tokens": 5}\n'
+        '{"arrival_s": 1e300, "prompt_tokens": 8, "output_tokens": 5}\n'
+    )
     with pytest.raises(ScenarioError, match="MAX_SIM_SPAN_S"):
         load_trace(path)
-    path.write_text('{"timestamp": 1.7e12, "prompt_tokens": 8, "output_tokens": 5}\n'
-                    '{"timestamp": 1.7e12, "prompt_tokens": 8, "output_tokens": 5}\n')  # fmt: skip
+    path.write_text(
+        '{"timestamp": 1.7e12, "prompt_tokens": 8, "output_tokens": 5}\n'
+        '{"timestamp": 1.7e12, "prompt_tokens": 8, "output_tokens": 5}\n'
+    )
     assert list(load_trace(path).arrival_s) == [0.0, 0.0]  # epoch milliseconds: only the span counts
 
 
@@ -303,9 +339,12 @@ def test_engine_set_keeps_huge_numbers_as_floats() -> None:
 
 @pytest.mark.parametrize(
     ("extra", "field"),
-    [("link=1e-300B/s", "MIN_LINK_BYTES_PER_S"), ("latency=1e300s", "MAX_OVERHEAD_S"),
-     ("latency=1e300s,first=decode", "MAX_OVERHEAD_S")],
-)  # fmt: skip
+    [
+        ("link=1e-300B/s", "MIN_LINK_BYTES_PER_S"),
+        ("latency=1e300s", "MAX_OVERHEAD_S"),
+        ("latency=1e300s,first=decode", "MAX_OVERHEAD_S"),
+    ],
+)
 def test_disagg_link_and_latency_are_bounded(monkeypatch: pytest.MonkeyPatch, extra: str, field: str) -> None:
     """link=1e-300B/s: an infinite transfer time (exit 3, OverflowError); latency=1e300s: a TPOT of 10^297 s
     and exit 0."""
@@ -318,10 +357,15 @@ def test_disagg_link_and_latency_are_bounded(monkeypatch: pytest.MonkeyPatch, ex
 
 @pytest.mark.parametrize(
     ("args", "flag"),
-    [(["--ttft", "-5s"], "--ttft must be a positive"), (["--tpot", "5"], "--tpot: '5' has no unit"),
-     (["--percentile", "95"], "--percentile 95"), (["--tp-prefill", "0"], "--tp-prefill 0"),
-     (["--tp-colocated", "100000000"], "--tp-colocated 100000000"), (["--first", "bogus"], "--first")],
-)  # fmt: skip
+    [
+        (["--ttft", "-5s"], "--ttft must be a positive"),
+        (["--tpot", "5"], "--tpot: '5' has no unit"),
+        (["--percentile", "95"], "--percentile 95"),
+        (["--tp-prefill", "0"], "--tp-prefill 0"),
+        (["--tp-colocated", "100000000"], "--tp-colocated 100000000"),
+        (["--first", "bogus"], "--first"),
+    ],
+)
 def test_plan_disagg_options(monkeypatch: pytest.MonkeyPatch, args: list[str], flag: str) -> None:
     """A negative SLO ran every cell and ended 'no deployment meets the SLOs'; the others named --disagg."""
     must_not_run(monkeypatch, "roofline.serving.plan.disagg.simulate")

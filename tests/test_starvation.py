@@ -38,14 +38,16 @@ def test_a_prompt_that_fits_next_to_one_decode_is_not_starved() -> None:
 
 
 def test_a_prefill_first_scheduler_is_not_flagged_for_unchunked_prompts() -> None:
-    s = roofline.simulate(M, HW, "sglang", concurrency=4, prompt_len=2048, output_len=32, num_requests=24,
-                          engine_overrides=UNCHUNKED)  # fmt: skip
+    s = roofline.simulate(
+        M, HW, "sglang", concurrency=4, prompt_len=2048, output_len=32, num_requests=24, engine_overrides=UNCHUNKED
+    )
     assert s.config["starvation"] is None
 
 
 def test_a_batch_capped_below_the_clients_names_max_num_seqs() -> None:
-    s = roofline.simulate(M, HW, concurrency=32, prompt_len=256, output_len=64, num_requests=200,
-                          engine_overrides={"max_num_seqs": 2})  # fmt: skip
+    s = roofline.simulate(
+        M, HW, concurrency=32, prompt_len=256, output_len=64, num_requests=200, engine_overrides={"max_num_seqs": 2}
+    )
     assert s.summary["mean_batch"] <= 2.0 + 1e-9
     assert "max_num_seqs=2 admits fewer than the 32 clients" in s.config["starvation"]
     assert "--engine-set max_num_seqs=32" in s.config["starvation"]
@@ -57,8 +59,25 @@ def test_an_ordinary_run_has_no_statement_and_the_cli_prints_one_when_starved() 
     from roofline.cli.app import app
 
     assert roofline.simulate(M, HW, qps=5.0, num_requests=50).config["starvation"] is None
-    args = ["simulate", M, HW, "-e", "trtllm", "--concurrency", "4", "-p", "2048", "-n", "32", "-N", "12",
-            "--engine-set", "chunked_prefill=false", "--engine-set", "max_num_batched_tokens=2048"]  # fmt: skip
+    args = [
+        "simulate",
+        M,
+        HW,
+        "-e",
+        "trtllm",
+        "--concurrency",
+        "4",
+        "-p",
+        "2048",
+        "-n",
+        "32",
+        "-N",
+        "12",
+        "--engine-set",
+        "chunked_prefill=false",
+        "--engine-set",
+        "max_num_batched_tokens=2048",
+    ]
     out = CliRunner().invoke(app, args)
     assert out.exit_code == 0, out.output
     assert "starved" in out.output and "max_num_batched_tokens=2,052" in out.output

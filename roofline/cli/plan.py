@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -88,6 +89,10 @@ MinHeadroomOpt = Annotated[
         help="Spare capacity each candidate keeps, e.g. 20% or 0.2, or 'error' for the model's 80 % error bound.",
     ),
 ]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option("--jobs", "-j", metavar="N", help="Processes for --simulate (default: every core; 1: in turn)."),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")]
 SimulateOpt = Annotated[
     bool,
@@ -120,6 +125,7 @@ def plan_cmd(
     min_headroom: MinHeadroomOpt = None,
     json: JsonOpt = False,
     simulate: SimulateOpt = False,
+    jobs: JobsOpt = None,
 ) -> None:
     """How many GPUs of which kind serve --qps requests within the TTFT and TPOT SLOs, cheapest first.
 
@@ -156,7 +162,9 @@ def plan_cmd(
     )
     pcts = (ttft_pct, tpot_pct)
     sized = (
-        _simulated(model, res, engine, overrides, calibration, confidence, pcts) if simulate and res.recommended else []
+        _simulated(model, res, engine, overrides, calibration, confidence, pcts, jobs)
+        if simulate and res.recommended
+        else []
     )
     if json:
         doc = res.to_dict()
@@ -177,36 +185,41 @@ def _simulated(
     calibration: str | None,
     confidence: str | None,
     pcts: tuple[float, float],
+    jobs: int | None = None,
 ) -> list[Finalist]:
     """size_finalist for the 3 cheapest feasible candidates (roofline.serving.plan.finalists), every
-    ``--engine-set`` option applied."""
+    ``--engine-set`` option applied, on up to ``jobs`` processes (results as in turn)."""
+    from functools import partial
+
     from roofline.cli.predict import parse_level
     from roofline.serving.plan.finalists import size_finalist
-    from roofline.specs.library import hardware as load_hardware
+    from roofline.serving.plan.parallel import map_jobs
 
     level = parse_level(confidence, "--confidence") if confidence is not None else 0.8
-    out = []
-    for c in [c for c in res.candidates if c.feasible][:3]:
-        out.append(
-            size_finalist(
-                model,
-                c,
-                qps=res.qps,
-                prompt_len=res.prompt_len,
-                output_len=res.output_len,
-                ttft_slo_s=res.ttft_slo_s,
-                tpot_slo_s=res.tpot_slo_s,
-                ttft_pct=pcts[0],
-                tpot_pct=pcts[1],
-                confidence=level,
-                engine=engine,
-                engine_overrides=overrides,
-                calibration=calibration,
-                tdp_watts=load_hardware(c.hardware).tdp_watts,
-                curve=False,
-            )
-        )
-    return out
+    size = partial(
+        size_finalist,
+        model,
+        qps=res.qps,
+        prompt_len=res.prompt_len,
+        output_len=res.output_len,
+        ttft_slo_s=res.ttft_slo_s,
+        tpot_slo_s=res.tpot_slo_s,
+        ttft_pct=pcts[0],
+        tpot_pct=pcts[1],
+        confidence=level,
+        engine=engine,
+        engine_overrides=overrides,
+        calibration=calibration,
+        curve=False,
+    )
+    return map_jobs(partial(_sized_with_tdp, size), [c for c in res.candidates if c.feasible][:3], jobs)
+
+
+def _sized_with_tdp(size: Callable[..., Finalist], c: Candidate) -> Finalist:
+    """One finalist sized with its hardware's board power (a worker process's task)."""
+    from roofline.specs.library import hardware as load_hardware
+
+    return size(c, tdp_watts=load_hardware(c.hardware).tdp_watts)
 
 
 def _sized_dict(f: Finalist) -> dict[str, Any]:

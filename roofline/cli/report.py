@@ -62,6 +62,10 @@ ElectricityPriceOpt = Annotated[
 OutOpt = Annotated[
     Path | None, typer.Option("--out", "-o", help="HTML file to write (default reports/MODEL-WORKLOAD.html).")
 ]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option("--jobs", "-j", metavar="N", help="Processes for the simulations (default: every core; 1: in turn)."),
+]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
 
 
@@ -87,6 +91,7 @@ def report_command(
     electricity_price: ElectricityPriceOpt = None,
     out: OutOpt = None,
     force: ForceOpt = False,
+    jobs: JobsOpt = None,
 ) -> None:
     """Write a self-contained HTML capacity report for MODEL on --hardware.
 
@@ -132,6 +137,7 @@ def report_command(
         kv_dtype=kv_dtype,
         engine=engine,
         engine_overrides=parse_engine_set(engine_set),
+        jobs=jobs,
         output_path=path,
         confidence=parse_float_opt(confidence, "--confidence"),
         min_headroom=parse_float_opt(min_headroom, "--min-headroom") if min_headroom is not None else None,

@@ -13,6 +13,7 @@ from roofline.profile import CalibrationProfile
 from roofline.report.content import (
     COLUMNS,
     ReportData,
+    ReportInputs,
     checkpoint_note,
     hardware_rows,
     model_facts,
@@ -52,6 +53,7 @@ class BuildOptions(TypedDict, total=False):
     min_headroom: float | None
     usd_per_kwh: float | None
     output_path: str | Path | None
+    jobs: int | None
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,7 @@ def build(
     min_headroom: float | None = None,
     usd_per_kwh: float | None = None,
     output_path: str | Path | None = None,
+    jobs: int | None = None,
 ) -> Report:
     """Plan ``model`` for ``workload`` on each ``hardware`` and render the full HTML report.
 
@@ -114,7 +117,9 @@ def build(
     at whose upper error bound the simulated percentile SLOs must hold; ``min_headroom`` the least spare
     capacity (None: the model's 80 % error bound on throughput); ``usd_per_kwh`` adds electricity
     (board power × time, an upper bound) to the cost.
-    ``output_path`` only names the file in the report's "Reproduce" command.
+    ``output_path`` only names the file in the report's "Reproduce" command. ``jobs``: processes for the
+    independent simulations (hardware, sensitivity variants, what-ifs); None uses every core, 1 runs them in
+    turn; the report is the same either way.
     """
     t0 = time.perf_counter()
     wl = resolve_workload(
@@ -136,29 +141,36 @@ def build(
         min_headroom=_headroom(min_headroom),
         usd_per_kwh=_kwh(usd_per_kwh),
     )
+    data = report_data(inp, output_path, jobs)
+    html = _html(data, t0)
+    return Report(replace(data, seconds=time.perf_counter() - t0), html)
+
+
+def report_data(inp: ReportInputs, output_path: str | Path | None, jobs: int | None) -> ReportData:
+    """Everything the report shows: the plan, each hardware's simulator-sized deployment, the recommendation, its
+    risks, what-ifs and sensitivity (their simulations on up to ``jobs`` processes), evidence and how to reproduce."""
     from roofline.report.evidence import evidence, reproduce
     from roofline.report.risks import risks
     from roofline.report.sensitivity import sensitivity
-
-    plan = run_plan(inp)
-    rows = hardware_rows(inp, plan)
-    rec = recommended_row(rows)
-    sens = sensitivity(inp, plan, rec.finalist if rec is not None else None)
     from roofline.report.whatif import what_ifs
+    from roofline.serving.plan.parallel import check_jobs
 
-    data = ReportData(
+    n = check_jobs(jobs)
+    plan = run_plan(inp)
+    rows = hardware_rows(inp, plan, n)
+    rec = recommended_row(rows)
+    sens = sensitivity(inp, plan, rec.finalist if rec is not None else None, n)
+    return ReportData(
         inputs=inp,
         plan=plan,
         rows=rows,
         recommended=rec,
         risks=tuple(risks(rows, rec, inp, sens)),
-        whatifs=what_ifs(inp, rec),
+        whatifs=what_ifs(inp, rec, n),
         sensitivity=sens,
         evidence=evidence(inp),
         reproduce=reproduce(inp, output_path),
     )
-    html = _html(data, t0)
-    return Report(replace(data, seconds=time.perf_counter() - t0), html)
 
 
 def _level(x: float) -> float:

@@ -254,14 +254,16 @@ def row_values(inp: ReportInputs, f: Finalist) -> dict[str, float]:
     }
 
 
-def hardware_rows(inp: ReportInputs, plan_result: PlanResult) -> tuple[HardwareRow, ...]:
-    """One row per hardware: its cheapest simulator-sized deployment (see :mod:`roofline.report.sizing`)."""
-    from roofline.report.sizing import rank_key, size_hardware
+def hardware_rows(inp: ReportInputs, plan_result: PlanResult, jobs: int | None = 1) -> tuple[HardwareRow, ...]:
+    """One row per hardware: its cheapest simulator-sized deployment (see :mod:`roofline.report.sizing`), the
+    hardware sized on up to ``jobs`` processes (:func:`roofline.serving.plan.parallel.map_jobs`)."""
+    from functools import partial
 
-    sized = {
-        hw.name: size_hardware(inp, hw, [c for c in plan_result.candidates if hw_name(c.hardware) == hw.name])
-        for hw in inp.hardware
-    }
+    from roofline.report.sizing import rank_key
+    from roofline.serving.plan.parallel import map_jobs
+
+    results = map_jobs(partial(_size_on, inp, plan_result.candidates), list(inp.hardware), jobs)
+    sized = {hw.name: r for hw, r in zip(inp.hardware, results, strict=True)}
     rows = []
     for hw in inp.hardware:
         f, why = sized[hw.name]
@@ -277,6 +279,13 @@ def hardware_rows(inp: ReportInputs, plan_result: PlanResult) -> tuple[HardwareR
     ranks = {r.hardware.name: i + 1 for i, r in enumerate(order)}
     rows = [replace(r, rank=ranks.get(r.hardware.name, 0)) for r in rows]
     return _mark_best(rows)
+
+
+def _size_on(inp: ReportInputs, cands: Sequence[Candidate], hw: HardwareSpec) -> tuple[Finalist | None, str]:
+    """The cheapest simulator-sized deployment on ``hw`` from its planner candidates (a worker process's task)."""
+    from roofline.report.sizing import size_hardware
+
+    return size_hardware(inp, hw, [c for c in cands if hw_name(c.hardware) == hw.name])
 
 
 def recommended_row(rows: Sequence[HardwareRow]) -> HardwareRow | None:

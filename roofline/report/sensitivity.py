@@ -147,14 +147,26 @@ def best_sized(inp: ReportInputs, plan: PlanResult) -> Finalist | None:
     return best
 
 
-def sensitivity(inp: ReportInputs, base_plan: PlanResult, base: Finalist | None = None) -> tuple[SensitivityRow, ...]:
-    """The baseline row (``base``: the report's recommended Finalist) and one re-sized row per variant."""
-    from dataclasses import replace
+def sensitivity(
+    inp: ReportInputs, base_plan: PlanResult, base: Finalist | None = None, jobs: int | None = 1
+) -> tuple[SensitivityRow, ...]:
+    """The baseline row (``base``: the report's recommended Finalist) and one re-sized row per variant, the
+    variants on up to ``jobs`` processes (:func:`roofline.serving.plan.parallel.map_jobs`, results as in turn)."""
+    from functools import partial
+
+    from roofline.serving.plan.parallel import map_jobs
 
     names = {h.name: h.display_name for h in inp.hardware}
     base_key = _key(base)
     rows = [_row("baseline", f"profile '{inp.profile.name}' as given", base, names, base_key, True)]
-    for label, desc, prof in variants(inp.profile):
-        var = replace(inp, profile=prof)
-        rows.append(_row(label, desc, best_sized(var, run_plan(inp, prof)), names, base_key, False))
+    vs = list(variants(inp.profile))
+    sized = map_jobs(partial(_resized, inp), [prof for _, _, prof in vs], jobs)
+    rows += [_row(label, desc, f, names, base_key, False) for (label, desc, _), f in zip(vs, sized, strict=True)]
     return tuple(rows)
+
+
+def _resized(inp: ReportInputs, prof: CalibrationProfile) -> Finalist | None:
+    """The best simulator-sized deployment with ``prof`` in place of the report's profile."""
+    from dataclasses import replace
+
+    return best_sized(replace(inp, profile=prof), run_plan(inp, prof))

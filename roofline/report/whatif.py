@@ -191,25 +191,40 @@ def _row(label: str, desc: str, f: Any, why: str, rec: HardwareRow) -> WhatIf:
     )
 
 
-def what_ifs(inp: ReportInputs, rec: HardwareRow | None) -> tuple[WhatIf, ...]:
-    """One row per lever against the recommended deployment (empty without a recommendation)."""
-    from roofline.report.content import run_plan
-    from roofline.report.sizing import size_hardware
+def what_ifs(inp: ReportInputs, rec: HardwareRow | None, jobs: int | None = 1) -> tuple[WhatIf, ...]:
+    """One row per lever against the recommended deployment (empty without a recommendation); the levers are
+    sized on up to ``jobs`` processes (:func:`roofline.serving.plan.parallel.map_jobs`, results as in turn)."""
+    from functools import partial
+
+    from roofline.serving.plan.parallel import map_jobs
 
     if rec is None or rec.finalist is None or rec.candidate is None:
         return ()
-    nan = math.nan
-    rows = []
-    for label, desc, mod, note in _levers(inp, rec):
-        if mod is None:
-            rows.append(WhatIf(label, desc, 0, nan, nan, nan, nan, nan, nan, note))
-            continue
-        try:
-            plan = run_plan(mod)
-            f, why = size_hardware(mod, rec.hardware, plan.candidates, curve=False)
-        except RooflineError as exc:
-            f, why = None, str(exc)
-        rows.append(_row(label, desc, f, why, rec))
-    rows.append(_speculative(inp, rec))
-    rows.append(_disaggregated(inp, rec))
-    return tuple(rows)
+    tasks: list[WhatIfTask] = [("lever", *lever) for lever in _levers(inp, rec)]
+    tasks += [("speculative", "", "", None, ""), ("disaggregation", "", "", None, "")]
+    row = replace(rec, prediction=None)  # what the levers compare against; the prediction stays here (not picklable)
+    return tuple(map_jobs(partial(_what_if, inp, row), tasks, jobs))
+
+
+#: (kind, label, description, modified inputs or None, note) of one what-if row.
+WhatIfTask = tuple[str, str, str, "ReportInputs | None", str]
+
+
+def _what_if(inp: ReportInputs, rec: HardwareRow, task: WhatIfTask) -> WhatIf:
+    """One what-if row (a module-level function, so a worker process can run it)."""
+    from roofline.report.content import run_plan
+    from roofline.report.sizing import size_hardware
+
+    kind, label, desc, mod, note = task
+    if kind == "speculative":
+        return _speculative(inp, rec)
+    if kind == "disaggregation":
+        return _disaggregated(inp, rec)
+    if mod is None:
+        nan = math.nan
+        return WhatIf(label, desc, 0, nan, nan, nan, nan, nan, nan, note)
+    try:
+        f, why = size_hardware(mod, rec.hardware, run_plan(mod).candidates, curve=False)
+    except RooflineError as exc:
+        f, why = None, str(exc)
+    return _row(label, desc, f, why, rec)

@@ -172,10 +172,10 @@ def run_disagg(
     }
     gpus = cfg.prefill.gpus + cfg.decode.gpus
     summary = _summary(arrays, dec, busy, np.maximum(b_send, b_recv), gpus)
-    config = {"label": f"{rp.model.name}: {cfg.label()}", "disagg": cfg, "ratio": cfg.ratio, "gpus": gpus,
-              "link_bytes_per_s": link, "engine": rp.engine.label, "wall_s": wall, "num_requests": n,
-              "model": rp.model.name, "seed": wl.seed, "workload": wl.describe(),
-              "evidence": tuple(dict.fromkeys((*rp.evidence, *rd.evidence)))}  # fmt: skip
+    config = {"disagg": cfg, "ratio": cfg.ratio, "gpus": gpus, "link_bytes_per_s": link, "wall_s": wall}
+    config |= {"label": f"{rp.model.name}: {cfg.label()}", "engine": rp.engine.label, "num_requests": n}
+    config |= {"model": rp.model.name, "seed": wl.seed, "workload": wl.describe()}
+    config["evidence"] = tuple(dict.fromkeys((*rp.evidence, *rd.evidence)))
     return disagg_result(summary, config, arrays)
 
 
