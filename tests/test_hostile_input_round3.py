@@ -417,3 +417,18 @@ def test_concurrency_as_a_whole_float_runs() -> None:
     assert Workload(concurrency=4.0).concurrency == 4  # type: ignore[arg-type]
     s = simulate(M, HW, concurrency=np.int64(4), num_requests=8, **SMALL)  # type: ignore[arg-type]
     assert len(s.requests) == 8
+
+
+def test_a_burst_states_the_engines_busy_rate_not_its_first_microseconds() -> None:
+    """Every request sent within microseconds (--qps 1e9): the window up to the last arrival saw almost no work, so
+    the stated sustainable rate is the whole run's busy-time rate, of the order of the screening tier's estimate
+    (it stated 0.413 requests/s against the screening tier's 82.8 before)."""
+    import re
+
+    import roofline
+
+    s = roofline.simulate("llama-3.1-8b", "h100-sxm", qps=1e9, num_requests=2000, prompt_len=16)
+    assert s.saturated is not None
+    rate = float(re.findall(r"about ([0-9.e+]+) requests/s", s.saturated)[0])
+    screened = float(re.findall(r"sustainable rate at ([0-9.e+]+) requests/s", s.saturated)[0])
+    assert screened / 3 < rate < screened * 3

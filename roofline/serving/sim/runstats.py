@@ -104,7 +104,8 @@ class RunStats:
 
     def final_check(self) -> None:
         """After an open-loop run: saturated when, at the last arrival, 5 % of the requests still waited
-        and the engine served clearly less than the offered rate."""
+        and the engine served clearly less than the offered rate; the rate it states is the larger of that window's
+        and the whole run's busy-time rate (output tokens / busy seconds / mean output tokens)."""
         if self.closed or self.saturated or self.last_send is None or self.n < 20:
             return
         t, queued, work = self.last_send
@@ -112,4 +113,7 @@ class RunStats:
             return
         offered, served = self.n / t, work / t / self.work_per_req
         if served < 0.95 * offered:
-            self.saturated = self._statement(offered, served, t, queued, early=False)
+            # the rate to state is the engine's while busy over the whole run: the window up to the last arrival
+            # can be far too short to measure it (every request sent within microseconds at --qps 1e9)
+            capacity = self._work() / self.busy_s / self.work_per_req if self.busy_s > 0 else served
+            self.saturated = self._statement(offered, max(served, capacity), t, queued, early=False)
