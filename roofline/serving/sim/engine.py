@@ -304,9 +304,7 @@ class EngineSim(Admission, RunStats):
             )
         span = self._spans()[0] if d else (0.0,) * len(self.step.windows)
         if chunks:
-            new = np.fromiter((c for _, c in chunks), np.float64, len(chunks))
-            past = np.fromiter((r.computed for r, _ in chunks), np.float64, len(chunks))
-            dt = self.step.step_time(d, span, new, past)
+            dt = self.step.step_time(d, span, [c for _, c in chunks], [r.computed for r, _ in chunks])
         else:
             dt = self.step.step_time(d, span)
         end = now + dt

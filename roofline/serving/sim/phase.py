@@ -7,7 +7,8 @@ Every term prices a scalar step (the simulator's step-by-step path) or an array 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from bisect import bisect_right
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import numpy as np
@@ -31,6 +32,35 @@ def _larger(a: Sec, b: Sec) -> Sec:
     return a if a > b else b
 
 
+_LOG2: dict[float, float] = {}  # numpy's log2 of whole spans (bounded by the contexts a run meets)
+
+
+def _log2(x: float) -> float:
+    """``float(np.log2(max(x, 1e-30)))`` for a float: numpy's own log2 (which can differ from ``math.log2`` in
+    the last bit), memoised for whole numbers below 2**24, the spans of prefill chunks."""
+    x = x if x > 1e-30 else 1e-30
+    v = _LOG2.get(x)
+    if v is None:
+        v = float(np.log2(x))
+        if x < 16777216.0 and x == int(x):
+            _LOG2[x] = v
+    return v
+
+
+def _interp(x: float, xp: tuple[float, ...], fp: tuple[float, ...]) -> float:
+    """``np.interp(x, xp, fp)`` for one finite float, by numpy's formula (``arr_interp``): clamped at both ends,
+    a knot's own value on a knot, else slope·(x − xp[j]) + fp[j] with slope = (fp[j+1] − fp[j]) / (xp[j+1] − xp[j])."""
+    n = len(xp)
+    if x <= xp[0]:
+        return fp[0]
+    if x >= xp[n - 1]:
+        return fp[n - 1]
+    j = bisect_right(xp, x) - 1
+    if xp[j] == x:
+        return fp[j]
+    return (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j]) * (x - xp[j]) + fp[j]
+
+
 @dataclass(frozen=True)
 class AttnTerm:
     """One attention kernel kind: time = count·(max(fpp·pairs/C, (apt·M + kvb·span)/B) + fixed_s)."""
@@ -45,6 +75,25 @@ class AttnTerm:
     fixed_s: float
     prefill_peak_flops_per_s: float = 0.0
     prefill_curve: Curve | None = None
+    #: the prefill curve's knots (log2 of its sizes, its values) as floats, for :meth:`ceiling_at`; () without one
+    knots: tuple[tuple[float, ...], tuple[float, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        knots: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+        if self.prefill_curve is not None and self.prefill_peak_flops_per_s:
+            lx = np.log2(np.asarray(self.prefill_curve.x, dtype=np.float64))  # as interp_log2 reads the knots
+            knots = (tuple(lx.tolist()), tuple(np.asarray(self.prefill_curve.y, dtype=np.float64).tolist()))
+        object.__setattr__(self, "knots", knots)
+
+    def ceiling_at(self, span: float) -> float:
+        """:meth:`compute_ceiling` at one finite span, as a float and without a numpy call per step (the same
+        value to the last bit: numpy's log2 and numpy's interpolation formula)."""
+        xp, fp = self.knots
+        cap = self.compute_flops_per_s
+        if not xp:
+            return cap
+        v = self.prefill_peak_flops_per_s * _interp(_log2(span), xp, fp)
+        return v if v < cap else cap
 
     def compute_ceiling(self, span: np.ndarray | float) -> np.ndarray:
         """FLOP/s at an attended span: the cap, or the prefill flash-attention curve of the profile

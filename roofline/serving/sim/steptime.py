@@ -30,6 +30,7 @@ max(p + q·j, u + v·j) in the step index j, so a whole stretch sums in closed f
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -41,6 +42,10 @@ from roofline.serving.sim.stretch import DecodeStretch
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.scenario import Scenario
+
+#: Prefill chunks a step prices in plain float arithmetic (numpy's pairwise summation adds fewer than 8 values in
+#: order, so the float loops give its sums to the last bit); more go through numpy.
+SCALAR_ROWS = 7
 
 
 class StepModel:
@@ -68,6 +73,11 @@ class StepModel:
         self.decode = compile_phase(model, sc, hw, prof, "decode", self.max_tokens, self.max_rows, gpu_overhead)
         self.windows = tuple(t.window for t in self.decode.attn)
         self.has_window = any(math.isfinite(w) for w in self.windows)
+        # hot-path copies: the tables as float lists ([decode, prefill]), the widest term, per-term zeros
+        self._tables = tuple((pm.token_s.tolist(), pm.seq_s.tolist()) for pm in (self.decode, self.prefill))
+        self._full = max(range(len(self.windows)), key=lambda a: self.windows[a]) if self.windows else None
+        self._zeros: list[float] = [0.0] * len(self.windows)
+        self._nones: list[float | None] = [None] * len(self.windows)
 
     def finish(self, gpu_s: float) -> float:
         """Step seconds from the GPU seconds: the engine's CPU part combined by :func:`step_seconds`."""
@@ -77,8 +87,8 @@ class StepModel:
         self,
         decode_rows: int,
         decode_span: tuple[float, ...],
-        prefill_new: np.ndarray | None = None,
-        prefill_past: np.ndarray | None = None,
+        prefill_new: Sequence[float] | np.ndarray | None = None,
+        prefill_past: Sequence[float] | np.ndarray | None = None,
     ) -> float:
         """Seconds of one step: :meth:`gpu_time` with the engine's CPU part (:meth:`finish`)."""
         return self.finish(self.gpu_time(decode_rows, decode_span, prefill_new, prefill_past))
@@ -87,57 +97,125 @@ class StepModel:
         self,
         decode_rows: int,
         decode_span: tuple[float, ...],
-        prefill_new: np.ndarray | None = None,
-        prefill_past: np.ndarray | None = None,
+        prefill_new: Sequence[float] | np.ndarray | None = None,
+        prefill_past: Sequence[float] | np.ndarray | None = None,
     ) -> float:
         """GPU seconds of one step (the engine's CPU part apart).
 
         ``decode_span[a]`` = Σ over decode rows of min(L, W_a) (L = attended context incl. the new
         token) for attention term a; ``prefill_new``/``prefill_past``: one entry per prefill chunk.
+        Up to :data:`SCALAR_ROWS` chunks are priced in plain float arithmetic (:meth:`_prefill_scalar`),
+        more with numpy (:meth:`_prefill_arrays`): the same formulas and the same value to the last bit.
         """
-        m = float(decode_rows)
-        rows = decode_rows
-        rows_past = float(decode_rows)
-        pm = self.decode
-        pre_pairs: list[float] = [0.0] * len(self.windows)
-        pre_span: list[float] = [0.0] * len(self.windows)
-        pre_compute: list[float | None] = [None] * len(self.windows)
-        if prefill_new is not None and len(prefill_new):
+        n_pre = 0 if prefill_new is None else len(prefill_new)
+        if not n_pre:
+            pm = self.decode
+            m, rows, rows_past = float(decode_rows), decode_rows, float(decode_rows)
+            zeros = self._zeros
+            pre_pairs, pre_span, pre_compute, total = zeros, zeros, self._nones, 0.0
+        else:
+            assert prefill_new is not None and prefill_past is not None
             pm = self.prefill
-            new = np.asarray(prefill_new, dtype=np.float64)
-            past = np.asarray(prefill_past, dtype=np.float64)
-            m += float(new.sum())
-            rows += len(new)
-            rows_past += float(np.count_nonzero(past))
-            for a, w in enumerate(self.windows):
-                pairs_r = causal_pairs(past, new, w)
-                span_r = np.minimum(past + new, w + new - 1)
-                pre_pairs[a] = float(pairs_r.sum())
-                pre_span[a] = float(span_r.sum())
-                term = pm.attn[a]
-                if term.prefill_curve is not None:  # per-row ceiling; decode rows at their mean span
-                    flops = term.flops_per_pair * pairs_r / term.compute_ceiling(span_r)
-                    s = decode_span[a] if decode_rows else 0.0
-                    dec = term.flops_per_pair * s / float(term.compute_ceiling(s / decode_rows)) if s else 0.0
-                    pre_compute[a] = float(flops.sum()) + dec
+            prefill = self._prefill_scalar if n_pre <= SCALAR_ROWS else self._prefill_arrays
+            m, rows_past, total, pre_pairs, pre_span, pre_compute = prefill(
+                decode_rows, decode_span, prefill_new, prefill_past
+            )
+            rows = decode_rows + n_pre
         mi = int(m)
         if mi > self.max_tokens or rows > self.max_rows:
             raise ValueError(
                 f"step of {mi} tokens / {rows} rows exceeds the compiled {self.max_tokens}/{self.max_rows}"
             )
-        gpu = pm.overhead_s + float(pm.token_s[mi]) + float(pm.seq_s[rows])
-        if pm.span and prefill_new is not None and len(prefill_new):
+        tok, seq = self._tables[pm is self.prefill]
+        gpu = pm.overhead_s + tok[mi] + seq[rows]
+        if pm.span and n_pre:
             # Σ attended tokens: chunks attend past + new; decode rows their context (the widest term's span)
-            full = max(range(len(self.windows)), key=lambda a: self.windows[a]) if self.windows else None
-            dec = decode_span[full] if decode_rows and full is not None else 0.0
-            total = float(np.sum(np.asarray(prefill_past) + np.asarray(prefill_new))) + dec
-            gpu += sum(s.time_s(total) for s in pm.span)
+            dec = decode_span[self._full] if decode_rows and self._full is not None else 0.0
+            gpu += sum(s.time_s(total + dec) for s in pm.span)
         if pm.state:
             gpu += pm.state_s(m, rows, rows_past)
         for a, term in enumerate(pm.attn):
             s = decode_span[a] if decode_rows else 0.0
             gpu += term.time_s(m, s + pre_pairs[a], s + pre_span[a], pre_compute[a])
         return gpu
+
+    def _prefill_scalar(
+        self,
+        decode_rows: int,
+        decode_span: tuple[float, ...],
+        new_s: Sequence[float] | np.ndarray,
+        past_s: Sequence[float] | np.ndarray,
+    ) -> tuple[float, float, float, list[float], list[float], list[float | None]]:
+        """(tokens, rows continuing from a cache, Σ(past + new), Σpairs_a, Σspan_a, FLOP seconds_a) of a step's
+        prefill chunks (and its decode rows' tokens) in float arithmetic: :meth:`_prefill_arrays` to the last bit
+        (numpy sums fewer than 8 values in order, as these loops do)."""
+        new = [float(x) for x in new_s]
+        past = [float(x) for x in past_s]
+        tokens = continuing = total = 0.0
+        for x in new:
+            tokens += x
+        for x in past:
+            if x != 0.0:
+                continuing += 1.0
+        m, rows_past = float(decode_rows) + tokens, float(decode_rows) + continuing
+        if self.prefill.span:
+            for p, n in zip(past, new, strict=True):
+                total += p + n
+        nt = len(self.windows)
+        pre_pairs, pre_span = [0.0] * nt, [0.0] * nt
+        pre_compute: list[float | None] = [None] * nt
+        for a, w in enumerate(self.windows):
+            term = self.prefill.attn[a]
+            pairs_sum = span_sum = flops_sum = 0.0
+            for p, n in zip(past, new, strict=True):
+                q, r = p + n, w + n - 1
+                span = q if q < r else r
+                if w == math.inf:
+                    pairs = q * (q + 1) / 2 - p * (p + 1) / 2
+                else:  # causal_pairs: f(past + new) − f(past), f(n) = Σ_{i=1}^{n} min(i, W)
+                    fw = w * (w + 1) / 2
+                    pairs = (q * (q + 1) / 2 if q <= w else fw + (q - w) * w) - (
+                        p * (p + 1) / 2 if p <= w else fw + (p - w) * w
+                    )
+                pairs_sum += pairs
+                span_sum += span
+                if term.prefill_curve is not None:
+                    flops_sum += term.flops_per_pair * pairs / term.ceiling_at(span)
+            pre_pairs[a], pre_span[a] = pairs_sum, span_sum
+            if term.prefill_curve is not None:  # per-row ceiling; decode rows at their mean span
+                s = decode_span[a] if decode_rows else 0.0
+                dec = term.flops_per_pair * s / term.ceiling_at(s / decode_rows) if s else 0.0
+                pre_compute[a] = flops_sum + dec
+        return m, rows_past, total, pre_pairs, pre_span, pre_compute
+
+    def _prefill_arrays(
+        self,
+        decode_rows: int,
+        decode_span: tuple[float, ...],
+        new_s: Sequence[float] | np.ndarray,
+        past_s: Sequence[float] | np.ndarray,
+    ) -> tuple[float, float, float, list[float], list[float], list[float | None]]:
+        """:meth:`_prefill_scalar` with numpy over the chunks (many chunks in one step)."""
+        new = np.asarray(new_s, dtype=np.float64)
+        past = np.asarray(past_s, dtype=np.float64)
+        m = float(decode_rows) + float(new.sum())
+        rows_past = float(decode_rows) + float(np.count_nonzero(past))
+        total = float(np.sum(past + new)) if self.prefill.span else 0.0
+        nt = len(self.windows)
+        pre_pairs, pre_span = [0.0] * nt, [0.0] * nt
+        pre_compute: list[float | None] = [None] * nt
+        for a, w in enumerate(self.windows):
+            term = self.prefill.attn[a]
+            pairs_r = causal_pairs(past, new, w)
+            span_r = np.minimum(past + new, w + new - 1)
+            pre_pairs[a] = float(pairs_r.sum())
+            pre_span[a] = float(span_r.sum())
+            if term.prefill_curve is not None:  # per-row ceiling; decode rows at their mean span
+                flops = term.flops_per_pair * pairs_r / term.compute_ceiling(span_r)
+                s = decode_span[a] if decode_rows else 0.0
+                dec = term.flops_per_pair * s / float(term.compute_ceiling(s / decode_rows)) if s else 0.0
+                pre_compute[a] = float(flops.sum()) + dec
+        return m, rows_past, total, pre_pairs, pre_span, pre_compute
 
     def mean_step_s(
         self, rows: np.ndarray, ctx: float, chunk: np.ndarray | None = None, chunk_past: np.ndarray | None = None
