@@ -21,42 +21,71 @@ import numpy as np
 LO_S, HI_S, RATIO = 1e-6, 1e4, 1.0005
 _LOG_R = math.log(RATIO)
 _NBINS = math.ceil(math.log(HI_S / LO_S) / _LOG_R) + 1
+_LAST = _NBINS - 1
+_EDGES = (LO_S * RATIO ** np.arange(_NBINS, dtype=np.float64)).tolist()  # upper edge of every bin
 QUANTILES = (50, 90, 99)
 
 
 class GapHistogram:
-    """Weighted log-spaced histogram of inter-token gaps (seconds) with an exact sum."""
+    """Weighted log-spaced histogram of inter-token gaps (seconds) with an exact sum.
 
-    __slots__ = ("counts", "n", "total_s")
+    The bin weights live in a float list (an add is one list update in the simulator's hot path); ``counts``
+    reads and writes them as a numpy array.
+    """
+
+    __slots__ = ("_w", "n", "total_s")
 
     def __init__(self) -> None:
-        self.counts = np.zeros(_NBINS)
+        self._w = [0.0] * _NBINS
         self.n = 0.0
         self.total_s = 0.0
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Weight of every bin (a fresh array; assign one back to change them)."""
+        return np.asarray(self._w, dtype=np.float64)
+
+    @counts.setter
+    def counts(self, value: np.ndarray) -> None:
+        self._w = np.asarray(value, dtype=np.float64).tolist()
 
     @staticmethod
     def _bin(x: float) -> int:
         if x <= LO_S:
             return 0
-        return min(int(math.log(x / LO_S) / _LOG_R) + 1, _NBINS - 1)
+        i = int(math.log(x / LO_S) / _LOG_R) + 1
+        return i if i < _LAST else _LAST
 
     def add(self, gap_s: float, weight: float = 1.0) -> None:
         """``weight`` gaps of ``gap_s`` seconds each."""
-        self.counts[self._bin(gap_s)] += weight
+        if gap_s <= LO_S:
+            i = 0
+        else:
+            i = int(math.log(gap_s / LO_S) / _LOG_R) + 1
+            if i > _LAST:
+                i = _LAST
+        self._w[i] += weight
         self.n += weight
         self.total_s += weight * gap_s
 
     def add_range(self, lo_s: float, hi_s: float, weight: float, total_s: float) -> None:
-        """``weight`` gaps spread evenly over [lo, hi] whose exact sum is ``total_s``."""
+        """``weight`` gaps spread evenly over [lo, hi] whose exact sum is ``total_s``: each bin i0 … i1 gets
+        weight × (its share of [lo, hi]), cut at the bins' upper edges LO_S·RATIO**i clamped to [lo, hi]."""
         self.n += weight
         self.total_s += total_s
         i0, i1 = self._bin(lo_s), self._bin(hi_s)
+        w = self._w
         if i0 == i1 or hi_s <= lo_s:
-            self.counts[i0] += weight
+            w[i0] += weight
             return
-        edges = LO_S * RATIO ** np.arange(i0, i1, dtype=np.float64)  # upper edges of bins i0 … i1 − 1
-        cuts = np.clip(np.concatenate(([lo_s], edges, [hi_s])), lo_s, hi_s)
-        self.counts[i0 : i1 + 1] += weight * np.diff(cuts) / (hi_s - lo_s)
+        width = hi_s - lo_s
+        prev = lo_s
+        for i in range(i0, i1):
+            e = _EDGES[i]
+            cut = lo_s if e < lo_s else (hi_s if e > hi_s else e)
+            w[i] += weight * (cut - prev) / width
+            prev = cut
+        w[i1] += weight * (hi_s - prev) / width
 
     @property
     def mean(self) -> float:
@@ -67,7 +96,7 @@ class GapHistogram:
         """The q-th percentile (s), geometric midpoint of its bin."""
         if not self.n:
             return float("nan")
-        cum = np.cumsum(self.counts)
+        cum = np.cumsum(np.asarray(self._w, dtype=np.float64))
         i = int(np.searchsorted(cum, q / 100 * cum[-1], side="left"))
         return LO_S * RATIO ** (i - 0.5) if i else LO_S
 
