@@ -103,6 +103,9 @@ class EngineSim(Admission, RunStats):
             if self.extra is not None:
                 self.entry_at = self.entry_at + self.extra[: len(self.send)]
             self.order = np.argsort(self.entry_at, kind="stable")
+        # the same in arrival order, as arrays of Python numbers for the event loop's lookups
+        self._order_q = array("q", self.order.astype(np.int64).tobytes())
+        self._entry_q = array("d", self.entry_at[self.order].astype(np.float64).tobytes())
         self.rec_first, self.rec_finish = array("d", [math.nan]) * self.n, array("d", [math.nan]) * self.n
         self.rec_cached, self.rec_preempt = array("q", [0]) * self.n, array("q", [0]) * self.n
         self.generated = 0
@@ -143,10 +146,10 @@ class EngineSim(Admission, RunStats):
                     return
                 entry, i = heapq.heappop(self.pending)
             else:
-                if self.arrived >= len(self.order) or self.entry_at[self.order[self.arrived]] > now:
+                a = self.arrived
+                if a >= len(self._order_q) or self._entry_q[a] > now:
                     return
-                i = int(self.order[self.arrived])
-                entry = float(self.entry_at[i])
+                i, entry = self._order_q[a], self._entry_q[a]
             h = self.hashes[i] if self.hashes is not None and self.pol.prefix_caching else ()
             self.waiting.append(Req(i, int(self.prompt[i]), int(self.output[i]), entry, h))
             self.arrived += 1
@@ -158,7 +161,7 @@ class EngineSim(Admission, RunStats):
         if self.closed:
             return self.pending[0][0] if self.pending else math.inf
         i = self.arrived
-        return float(self.entry_at[self.order[i]]) if i < len(self.order) else math.inf
+        return self._entry_q[i] if i < len(self._entry_q) else math.inf
 
     # ---- main loop ------------------------------------------------------------------------
     def run(self, progress: object | None = None) -> None:

@@ -51,10 +51,15 @@ class RunStats:
         if self.tl_skip < self.tl_stride:
             return
         self.tl_skip = 0
-        vals = (end, len(self.running), len(self.waiting), self.pool.used, self.d_count, prefill_tokens, steps)
-        for col, v in zip(self.tl, vals, strict=True):
-            col.append(v)
-        if len(self.tl[0]) >= self.tl_rows:  # keep memory bounded: drop every other row, halve the rate
+        t_end, t_run, t_wait, t_kv, t_dec, t_pre, t_steps = self.tl  # the TIMELINE_COLUMNS
+        t_end.append(end)
+        t_run.append(len(self.running))
+        t_wait.append(len(self.waiting))
+        t_kv.append(self.pool.used)
+        t_dec.append(self.d_count)
+        t_pre.append(prefill_tokens)
+        t_steps.append(steps)
+        if len(t_end) >= self.tl_rows:  # keep memory bounded: drop every other row, halve the rate
             for i, col in enumerate(self.tl):
                 self.tl[i][:] = array("d", col[::2])
             self.tl_stride *= 2

@@ -78,6 +78,12 @@ class StepModel:
         self._full = max(range(len(self.windows)), key=lambda a: self.windows[a]) if self.windows else None
         self._zeros: list[float] = [0.0] * len(self.windows)
         self._nones: list[float | None] = [None] * len(self.windows)
+        # per decode attention term for decode_affine: count·fixed, count·F/C, count/B, act, kv, (count/B)·kv
+        self._stretch_coef = [
+            (t.count * t.fixed_s, fc, fb, t.act_bytes_per_token, t.kv_bytes_per_span, fb * t.kv_bytes_per_span)
+            for t in self.decode.attn
+            for fc, fb in [(t.count * t.flops_per_pair / t.compute_flops_per_s, t.count / t.memory_bytes_per_s)]
+        ]
 
     def finish(self, gpu_s: float) -> float:
         """Step seconds from the GPU seconds: the engine's CPU part combined by :func:`step_seconds`."""
@@ -275,15 +281,13 @@ class StepModel:
         """
         pm = self.decode
         m = tokens_per_row * rows
-        const = pm.overhead_s + float(pm.token_s[m]) + float(pm.seq_s[m]) + pm.state_s(m, rows, rows) + extra_s
+        tok, seq = self._tables[0]
+        const = pm.overhead_s + tok[m] + seq[m] + (pm.state_s(m, rows, rows) if pm.state else 0.0) + extra_s
         kv0 = span0 if kv_span0 is None else kv_span0
         kv1 = slope if kv_slope is None else kv_slope
         lines = []
-        for a, t in enumerate(pm.attn):
-            const += t.count * t.fixed_s
-            fc, fb = t.count * t.flops_per_pair / t.compute_flops_per_s, t.count / t.memory_bytes_per_s
-            p, q = fc * span0[a], fc * slope[a]
-            u = fb * (t.act_bytes_per_token * m + t.kv_bytes_per_span * kv0[a])
-            v = fb * t.kv_bytes_per_span * kv1[a]
-            lines.append((p, q, u, v))
+        for a, (fixed, fc, fb, act, kv, fbkv) in enumerate(self._stretch_coef):
+            const += fixed
+            u = fb * (act * m + kv * kv0[a])
+            lines.append((fc * span0[a], fc * slope[a], u, fbkv * kv1[a]))
         return DecodeStretch(const, tuple(lines), self.cpu_overhead_s, self.async_cpu)
