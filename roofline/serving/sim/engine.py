@@ -221,8 +221,12 @@ class EngineSim(Admission, RunStats):
         """New blocks decode steps G … G + k − 1 take."""
         if self.pol.reserve_full:
             return 0
-        d, bs, cnt, g = self.d_count, self.bs, self.cnt, self.G
-        return (k // bs) * d + sum(cnt[(1 - g - j) % bs] for j in range(k % bs))
+        d, bs, cnt = self.d_count, self.bs, self.cnt
+        need, i = (k // bs) * d, (1 - self.G) % bs  # i: the residue of step G + j, falling by one a step
+        for _ in range(k % bs):
+            need += cnt[i]
+            i = i - 1 if i else bs - 1
+        return need
 
     def _spans(self) -> tuple[tuple[float, ...], tuple[float, ...], int]:
         """(Σ min(L, W_a) at clock G, rows still below W_a, steps until one reaches W_a) per attention term."""
@@ -266,14 +270,16 @@ class EngineSim(Admission, RunStats):
                     k = min(k, st.steps_until(nxt - now, k) + 1)
         total = st.total(k)
         d, d0 = self.d_count, st.step(0)
+        last = st.step(k - 1) if k > 1 else d0
         used0 = self.pool.used
         self.pool.allocate(self._blocks_for(k))
         end = now + total
-        self._cut = end - st.step(k - 1)
+        self._cut = end - last
+        hist = self.hist
         for key, c in self.keys.items():
-            self.hist.add(now + d0 - key, c)
+            hist.add(now + d0 - key, c)
         if k > 1:
-            self.hist.add_range(st.step(1), st.step(k - 1), d * (k - 1), d * (total - d0))
+            hist.add_range(st.step(1) if k > 2 else last, last, d * (k - 1), d * (total - d0))
         self.keys = {end: d}
         self.dec_time = end
         self.G += k

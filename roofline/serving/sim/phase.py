@@ -47,20 +47,6 @@ def _log2(x: float) -> float:
     return v
 
 
-def _interp(x: float, xp: tuple[float, ...], fp: tuple[float, ...]) -> float:
-    """``np.interp(x, xp, fp)`` for one finite float, by numpy's formula (``arr_interp``): clamped at both ends,
-    a knot's own value on a knot, else slope·(x − xp[j]) + fp[j] with slope = (fp[j+1] − fp[j]) / (xp[j+1] − xp[j])."""
-    n = len(xp)
-    if x <= xp[0]:
-        return fp[0]
-    if x >= xp[n - 1]:
-        return fp[n - 1]
-    j = bisect_right(xp, x) - 1
-    if xp[j] == x:
-        return fp[j]
-    return (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j]) * (x - xp[j]) + fp[j]
-
-
 @dataclass(frozen=True)
 class AttnTerm:
     """One attention kernel kind: time = count·(max(fpp·pairs/C, (apt·M + kvb·span)/B) + fixed_s)."""
@@ -92,7 +78,18 @@ class AttnTerm:
         cap = self.compute_flops_per_s
         if not xp:
             return cap
-        v = self.prefill_peak_flops_per_s * _interp(_log2(span), xp, fp)
+        # np.interp(x, xp, fp) by numpy's formula (arr_interp): clamped at both ends, a knot's own value on a
+        # knot, else slope·(x − xp[j]) + fp[j] with slope = (fp[j+1] − fp[j]) / (xp[j+1] − xp[j])
+        x = _log2(span)
+        n = len(xp) - 1
+        if x <= xp[0]:
+            y = fp[0]
+        elif x >= xp[n]:
+            y = fp[n]
+        else:
+            j = bisect_right(xp, x) - 1
+            y = fp[j] if xp[j] == x else (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j]) * (x - xp[j]) + fp[j]
+        v = self.prefill_peak_flops_per_s * y
         return v if v < cap else cap
 
     def compute_ceiling(self, span: np.ndarray | float) -> np.ndarray:
