@@ -312,8 +312,9 @@ class EngineSim(Admission, RunStats):
                 "the engine has even when idle; raise gpu_memory_utilization / max_num_batched_tokens or shorten it"
             )
         span = self._spans()[0] if d else (0.0,) * len(self.step.windows)
+        new = [c for _, c in chunks]
         if chunks:
-            dt = self.step.step_time(d, span, [c for _, c in chunks], [r.computed for r, _ in chunks])
+            dt = self.step.step_time(d, span, new, [r.computed for r, _ in chunks])
         else:
             dt = self.step.step_time(d, span)
         end = now + dt
@@ -329,7 +330,7 @@ class EngineSim(Admission, RunStats):
             self.dec_time = end
         for r, c in chunks:
             self._progress(r, c, end)
-        self._account(end, dt, d + len(chunks), sum(c for _, c in chunks), 1, used0)
+        self._account(end, dt, d + len(chunks), sum(new), 1, used0)
         if d:
             self._finish_decodes(end)
         return end

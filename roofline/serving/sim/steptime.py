@@ -78,6 +78,11 @@ class StepModel:
         self._full = max(range(len(self.windows)), key=lambda a: self.windows[a]) if self.windows else None
         self._zeros: list[float] = [0.0] * len(self.windows)
         self._nones: list[float | None] = [None] * len(self.windows)
+        # per prefill attention term: its window (the decode term's), the term, FLOPs per pair, a ceiling curve?
+        self._prefill_terms = [
+            (w, t, t.flops_per_pair, t.prefill_curve is not None)
+            for w, t in zip(self.windows, self.prefill.attn, strict=False)
+        ]
         # per decode attention term for decode_affine: count·fixed, count·F/C, count/B, act, kv, (count/B)·kv
         self._stretch_coef = [
             (t.count * t.fixed_s, fc, fb, t.act_bytes_per_token, t.kv_bytes_per_span, fb * t.kv_bytes_per_span)
@@ -155,25 +160,22 @@ class StepModel:
         """(tokens, rows continuing from a cache, Σ(past + new), Σpairs_a, Σspan_a, FLOP seconds_a) of a step's
         prefill chunks (and its decode rows' tokens) in float arithmetic: :meth:`_prefill_arrays` to the last bit
         (numpy sums fewer than 8 values in order, as these loops do)."""
-        new = [float(x) for x in new_s]
-        past = [float(x) for x in past_s]
+        chunks = [(float(p), float(n)) for p, n in zip(past_s, new_s, strict=True)]
         tokens = continuing = total = 0.0
-        for x in new:
-            tokens += x
-        for x in past:
-            if x != 0.0:
+        for p, n in chunks:
+            tokens += n
+            if p != 0.0:
                 continuing += 1.0
         m, rows_past = float(decode_rows) + tokens, float(decode_rows) + continuing
         if self.prefill.span:
-            for p, n in zip(past, new, strict=True):
+            for p, n in chunks:
                 total += p + n
         nt = len(self.windows)
         pre_pairs, pre_span = [0.0] * nt, [0.0] * nt
         pre_compute: list[float | None] = [None] * nt
-        for a, w in enumerate(self.windows):
-            term = self.prefill.attn[a]
+        for a, (w, term, fpp, curve) in enumerate(self._prefill_terms):
             pairs_sum = span_sum = flops_sum = 0.0
-            for p, n in zip(past, new, strict=True):
+            for p, n in chunks:
                 q, r = p + n, w + n - 1
                 span = q if q < r else r
                 if w == math.inf:
@@ -185,12 +187,12 @@ class StepModel:
                     )
                 pairs_sum += pairs
                 span_sum += span
-                if term.prefill_curve is not None:
-                    flops_sum += term.flops_per_pair * pairs / term.ceiling_at(span)
+                if curve:
+                    flops_sum += fpp * pairs / term.ceiling_at(span)
             pre_pairs[a], pre_span[a] = pairs_sum, span_sum
-            if term.prefill_curve is not None:  # per-row ceiling; decode rows at their mean span
+            if curve:  # per-row ceiling; decode rows at their mean span
                 s = decode_span[a] if decode_rows else 0.0
-                dec = term.flops_per_pair * s / term.ceiling_at(s / decode_rows) if s else 0.0
+                dec = fpp * s / term.ceiling_at(s / decode_rows) if s else 0.0
                 pre_compute[a] = flops_sum + dec
         return m, rows_past, total, pre_pairs, pre_span, pre_compute
 
