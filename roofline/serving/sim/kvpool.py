@@ -65,9 +65,9 @@ class BlockPool:
             raise AssertionError(f"allocating {n} KV blocks with {self.total - self.used} free")
         self.used += n
         over = self.used + len(self.lru) - self.total
-        for _ in range(over):
-            self.lru.popitem(last=False)
         if over > 0:
+            for _ in range(over):
+                self.lru.popitem(last=False)
             self.evictions += over
 
     def register(self, h: Hashable) -> bool:
