@@ -53,25 +53,49 @@ def step_cost(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile) -> Phas
     time = np.asarray(prof.overheads.per_step_s, dtype=np.float64)
     flops = np.asarray(0.0)
     mem = np.asarray(0.0)
-    by = [np.asarray(0.0) for _ in BOUNDS]
-    by[3] = by[3] + prof.overheads.per_step_s
+    by = _Buckets(prof.overheads.per_step_s)
     for op in ops:
         t = op_time(op, hw, prof)
         share = op.count * t.time_s
         time = time + share
         flops = flops + op.count * op.flops
         mem = mem + op.count * op.memory_bytes
-        _split(by, t.bound_code, share)
-    return PhaseCost(time, flops, mem, dict(zip(BOUNDS, by, strict=True)), np.asarray(1.0))
+        by.add(t.bound_code, share)
+    return PhaseCost(time, flops, mem, by.done(), np.asarray(1.0))
 
 
-def _split(by: list[np.ndarray], code: np.ndarray, share: np.ndarray) -> None:
-    """Add ``share`` to the bucket of its bound code (scalar fast path)."""
-    if code.ndim == 0:
-        by[int(code)] = by[int(code)] + share
-        return
-    for i in range(len(by)):
-        by[i] = by[i] + np.where(code == i, share, 0.0)
+class _Buckets:
+    """The time of a phase split by bound (compute, memory, communication, overhead), summed op by op.
+
+    Equal, float for float and in shape, to adding ``where(code == i, share, 0.0)`` to every bucket i:
+    a bucket no point of the op lands in is left alone (adding 0.0 changes no float but −0.0, which no
+    bucket holds), one every point lands in takes ``share`` whole, and each bucket is broadcast to the
+    shape those additions would have given it when the split is read (:meth:`done`).
+    """
+
+    def __init__(self, overhead: object) -> None:
+        self.by = [np.asarray(0.0) for _ in BOUNDS]
+        self.by[3] = self.by[3] + overhead
+        self.shapes = [np.shape(b) for b in self.by]
+
+    def add(self, code: np.ndarray, share: np.ndarray) -> None:
+        """Add ``share`` to the bucket of its bound code (scalar fast path)."""
+        if code.ndim == 0:
+            i = int(code)
+            self.by[i] = self.by[i] + share
+            self.shapes[i] = np.broadcast_shapes(self.shapes[i], np.shape(share))
+            return
+        full = np.broadcast_shapes(code.shape, np.shape(share))
+        counts = np.bincount(code.ravel(), minlength=len(BOUNDS))
+        for i, n in enumerate(counts[: len(BOUNDS)]):
+            self.shapes[i] = np.broadcast_shapes(self.shapes[i], full)
+            if n:
+                self.by[i] = self.by[i] + (share if n == code.size else np.where(code == i, share, 0.0))
+
+    def done(self) -> dict[str, np.ndarray]:
+        """The buckets by bound label, each in the shape the op-by-op broadcast gives it."""
+        by = [b if np.shape(b) == s else b + np.zeros(s) for b, s in zip(self.by, self.shapes, strict=True)]
+        return dict(zip(BOUNDS, by, strict=True))
 
 
 def decode_cost(
@@ -88,16 +112,15 @@ def decode_cost(
     time = steps * prof.overheads.per_step_s
     flops = np.asarray(0.0)
     mem = np.asarray(0.0)
-    by = [np.asarray(0.0) for _ in BOUNDS]
-    by[3] = by[3] + time
+    by = _Buckets(time)
     for op in ops:
         summed = op.count * op_time_summed_over_context(op, hw, prof, lo, hi)
         time = time + summed
         at_mid = op.at_context(mid)
         flops = flops + op.count * at_mid.flops * steps
         mem = mem + op.count * at_mid.memory_bytes * steps
-        _split(by, op_time(at_mid, hw, prof).bound_code, summed)
-    return PhaseCost(time, flops, mem, dict(zip(BOUNDS, by, strict=True)), steps)
+        by.add(op_time(at_mid, hw, prof).bound_code, summed)
+    return PhaseCost(time, flops, mem, by.done(), steps)
 
 
 def with_cpu_step(cost: PhaseCost, cpu_s: float, overlapped: bool) -> PhaseCost:

@@ -147,13 +147,33 @@ def sum_max_affine(
     dq = q - v
     with np.errstate(divide="ignore", invalid="ignore"):
         s0 = np.where(dq != 0, (u - p) / np.where(dq != 0, dq, 1.0), 0.0)
-    # first line wins for s >= c (dq > 0) or s < c (dq < 0)
-    c_up = np.clip(np.ceil(s0), a, b + 1)
-    c_dn = np.clip(np.floor(s0) + 1, a, b + 1)
-    up = _lin_sum(u, v, a, c_up - 1) + _lin_sum(p, q, c_up, b)
-    dn = _lin_sum(p, q, a, c_dn - 1) + _lin_sum(u, v, c_dn, b)
+    rising, falling = dq > 0, dq < 0
+    # first line wins for s >= c (dq > 0) or s < c (dq < 0); a case no point is in is not computed
+    if rising.all():
+        return _sum_rising(p, q, u, v, a, b, s0)
+    if falling.all():
+        return _sum_falling(p, q, u, v, a, b, s0)
     flat = np.where(p >= u, _lin_sum(p, q, a, b), _lin_sum(u, v, a, b))
-    return np.where(dq > 0, up, np.where(dq < 0, dn, flat))
+    if not rising.any() and not falling.any():
+        return flat
+    dn = _sum_falling(p, q, u, v, a, b, s0) if falling.any() else flat
+    return np.where(rising, _sum_rising(p, q, u, v, a, b, s0) if rising.any() else flat, np.where(falling, dn, flat))
+
+
+def _sum_rising(
+    p: np.ndarray, q: np.ndarray, u: np.ndarray, v: np.ndarray, a: np.ndarray, b: np.ndarray, s0: np.ndarray
+) -> np.ndarray:
+    """:func:`sum_max_affine` where q > v: the second line up to the crossing s0, the first from it."""
+    c_up = np.clip(np.ceil(s0), a, b + 1)
+    return _lin_sum(u, v, a, c_up - 1) + _lin_sum(p, q, c_up, b)
+
+
+def _sum_falling(
+    p: np.ndarray, q: np.ndarray, u: np.ndarray, v: np.ndarray, a: np.ndarray, b: np.ndarray, s0: np.ndarray
+) -> np.ndarray:
+    """:func:`sum_max_affine` where q < v: the first line up to the crossing s0, the second after it."""
+    c_dn = np.clip(np.floor(s0) + 1, a, b + 1)
+    return _lin_sum(p, q, a, c_dn - 1) + _lin_sum(u, v, c_dn, b)
 
 
 def op_time_summed_over_context(

@@ -10,6 +10,7 @@ the norms and one tensor-parallel all-reduce instead of two.
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from dataclasses import replace
 
@@ -29,9 +30,25 @@ def layer_groups(model: ModelSpec) -> Counter[tuple[str, str]]:
     return Counter((layer.mixer, layer.ffn) for layer in model.resolved_layers())
 
 
-def labelled_groups(model: ModelSpec) -> list[tuple[ResolvedLayer, int, str]]:
+_GROUPS: dict[int, tuple[weakref.ref[ModelSpec], tuple[tuple[ResolvedLayer, int, str], ...]]] = {}
+
+
+def labelled_groups(model: ModelSpec) -> tuple[tuple[ResolvedLayer, int, str], ...]:
     """Distinct resolved layers with their counts and a unique label (``mixer_ffn``, numbered
-    ``mixer_ffn.2``… when layers of one kind differ in shape, as in DeciLM)."""
+    ``mixer_ffn.2``… when layers of one kind differ in shape, as in DeciLM).
+
+    Computed once per (frozen) model object and kept while the object lives: every prefill and
+    decode op list of every predict on that model starts from it."""
+    key = id(model)
+    hit = _GROUPS.get(key)
+    if hit is not None and hit[0]() is model:
+        return hit[1]
+    out = tuple(_labelled_groups(model))
+    _GROUPS[key] = (weakref.ref(model, lambda _ref: _GROUPS.pop(key, None)), out)
+    return out
+
+
+def _labelled_groups(model: ModelSpec) -> list[tuple[ResolvedLayer, int, str]]:
     groups = sorted(Counter(model.resolved_layers()).items(), key=lambda kv: (kv[0].label, -kv[1]))
     seen: Counter[str] = Counter()
     out = []
