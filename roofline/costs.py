@@ -90,12 +90,28 @@ class _Buckets:
         for i, n in enumerate(counts[: len(BOUNDS)]):
             self.shapes[i] = np.broadcast_shapes(self.shapes[i], full)
             if n:
-                self.by[i] = self.by[i] + (share if n == code.size else np.where(code == i, share, 0.0))
+                self.by[i] = _add(self.by[i], share if n == code.size else np.where(code == i, share, 0.0))
 
     def done(self) -> dict[str, np.ndarray]:
         """The buckets by bound label, each in the shape the op-by-op broadcast gives it."""
         by = [b if np.shape(b) == s else b + np.zeros(s) for b, s in zip(self.by, self.shapes, strict=True)]
         return dict(zip(BOUNDS, by, strict=True))
+
+
+def _add(total: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``total + x``, written into ``total`` where it is a float array with the sum's shape already.
+
+    Only for running sums whose arrays the summing function made itself (no caller holds them);
+    the floats are those of ``total + x`` either way, without a fresh grid-sized array per op."""
+    if (
+        isinstance(total, np.ndarray)
+        and total.ndim
+        and total.dtype == np.float64
+        and np.result_type(total, x) == np.float64
+        and total.shape == np.broadcast_shapes(total.shape, np.shape(x))
+    ):
+        return np.add(total, x, out=total)
+    return total + x
 
 
 def decode_cost(
@@ -114,13 +130,33 @@ def decode_cost(
     mem = np.asarray(0.0)
     by = _Buckets(time)
     for op in ops:
-        summed = op.count * op_time_summed_over_context(op, hw, prof, lo, hi)
-        time = time + summed
-        at_mid = op.at_context(mid)
-        flops = flops + op.count * at_mid.flops * steps
-        mem = mem + op.count * at_mid.memory_bytes * steps
-        by.add(op_time(at_mid, hw, prof).bound_code, summed)
+        at_mid, total, code = _over_steps(op, hw, prof, lo, hi, mid, steps)
+        summed = op.count * total
+        time = _add(time, summed)
+        flops = _add(flops, op.count * at_mid.flops * steps)
+        mem = _add(mem, op.count * at_mid.memory_bytes * steps)
+        by.add(code, summed)
     return PhaseCost(time, flops, mem, by.done(), steps)
+
+
+def _over_steps(
+    op: Op,
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    mid: np.ndarray,
+    steps: np.ndarray,
+) -> tuple[Op, np.ndarray, np.ndarray]:
+    """(``op`` at the middle context, its time summed over contexts lo … hi, its bound code at the middle).
+
+    An op whose cost does not grow with the context is the same op at every step: one timing gives
+    both its sum (time × steps, as :func:`op_time_summed_over_context`) and its bound."""
+    if not op.context_dependent:
+        t = op_time(op, hw, prof)
+        return op, t.time_s * steps, t.bound_code
+    at_mid = op.at_context(mid)
+    return at_mid, op_time_summed_over_context(op, hw, prof, lo, hi), op_time(at_mid, hw, prof).bound_code
 
 
 def with_cpu_step(cost: PhaseCost, cpu_s: float, overlapped: bool) -> PhaseCost:
