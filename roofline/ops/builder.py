@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
-from dataclasses import replace
 
 import numpy as np
 
 from roofline.ops import attention, comm, ffn, mixers, traffic
 from roofline.ops.context import BuildContext
-from roofline.ops.records import Op, Phase, elementwise, gemm
+from roofline.ops.records import Op, Phase, elementwise, gemm, with_fields
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.layers import ResolvedLayer
 from roofline.specs.model import ModelSpec
@@ -119,7 +118,7 @@ def build_ops(
     if sc.use_checkpoint or sc.weight_overrides:
         ops = [_module_format(c, op) for op in ops]
     if phase == "decode" and sc.cuda_graphs:
-        ops = [replace(op, launch="graph") for op in ops]
+        ops = [with_fields(op, launch="graph") for op in ops]
     return ops
 
 
@@ -145,7 +144,7 @@ def _module_format(c: BuildContext, op: Op) -> Op:
         return op
     fmt = c.formats.get(group)
     scale = fmt.bytes_per_element / c.w_bytes
-    return replace(op, weight_bytes=op.weight_bytes * scale, dtype=c.sc.group_compute_dtype(c.hw, fmt))
+    return with_fields(op, weight_bytes=op.weight_bytes * scale, dtype=c.sc.group_compute_dtype(c.hw, fmt))
 
 
 def prefill_ops(model: ModelSpec, sc: Scenario, hw: HardwareSpec) -> list[Op]:

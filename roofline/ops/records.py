@@ -13,7 +13,7 @@ evaluator sum decode steps over a growing context in closed form.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 import numpy as np
@@ -94,13 +94,29 @@ class Op:
         if not self.context_dependent:
             return self
         ds = self.span(context) - self.span(self.ctx_ref)
-        return replace(
+        return with_fields(
             self,
             flops=self.flops + self.flops_per_ctx * ds,
             kv_read_bytes=self.kv_read_bytes + self.kv_read_bytes_per_ctx * ds,
             n=self.span(context) + 0.0 * self.n,
             ctx_ref=arr(context) + 0.0 * self.ctx_ref,
         )
+
+
+_OP_FIELDS = frozenset(f.name for f in fields(Op))
+
+
+def with_fields(op: Op, **changes: object) -> Op:
+    """``dataclasses.replace(op, **changes)``, a tenth of its cost: the other fields copied as they are.
+
+    Op has no ``__post_init__`` and its __init__ only stores the fields, so the copy equals the
+    one ``replace`` builds; an unknown field name is refused as there."""
+    if not changes.keys() <= _OP_FIELDS:
+        raise TypeError(f"Op has no field(s) {sorted(changes.keys() - _OP_FIELDS)}")
+    new = object.__new__(type(op))
+    new.__dict__.update(op.__dict__)
+    new.__dict__.update(changes)
+    return new
 
 
 def gemm(

@@ -22,13 +22,11 @@ M = tokens in the pass, h = hidden size, a = activation bytes per element (≥ 2
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from roofline.ops import comm
 from roofline.ops.context import BuildContext
-from roofline.ops.records import Op, elementwise
+from roofline.ops.records import Op, elementwise, with_fields
 from roofline.specs.layers import ResolvedLayer
 from roofline.specs.scenario import kv_heads_per_gpu
 
@@ -77,4 +75,4 @@ def mla_prefill_kv_op(c: BuildContext, layer_kind: str, count: int) -> Op:
     op = elementwise(
         "attn.mla_prefill_kv", "attention", layer_kind, count, c.attn_dtype, extra / c.a_bytes, 1.0, c.a_bytes, 0.0
     )
-    return replace(op, kernels=0)  # traffic of the attention kernel, not a launch of its own
+    return with_fields(op, kernels=0)  # traffic of the attention kernel, not a launch of its own
