@@ -122,11 +122,28 @@ def op_time(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> OpTiming:
 
 def bound_codes(compute_s: np.ndarray, memory_s: np.ndarray, comm_s: np.ndarray, overhead_s: np.ndarray) -> np.ndarray:
     """Index into BOUNDS of the largest term (ties go to the earlier label)."""
+    if np.ndim(compute_s) == np.ndim(memory_s) == np.ndim(comm_s) == np.ndim(overhead_s) == 0:
+        terms = (float(compute_s), float(memory_s), float(comm_s), float(overhead_s))
+        return np.asarray(_scalar_code(*terms), dtype=np.int64)
     code = np.where(memory_s > compute_s, 1, 0)
     best = np.maximum(compute_s, memory_s)
     code = np.where(comm_s > best, 2, code)
     best = np.maximum(best, comm_s)
     return np.where(overhead_s > best, 3, code)
+
+
+def _scalar_code(compute_s: float, memory_s: float, comm_s: float, overhead_s: float) -> int:
+    """:func:`bound_codes` of one point in Python floats (a NaN term compares as numpy's does)."""
+    code = 1 if memory_s > compute_s else 0
+    best = _nan_max(compute_s, memory_s)
+    code = 2 if comm_s > best else code
+    best = _nan_max(best, comm_s)
+    return 3 if overhead_s > best else code
+
+
+def _nan_max(x: float, y: float) -> float:
+    """np.maximum of two floats: NaN when either is NaN."""
+    return x if x >= y else (y if y > x else math.nan)
 
 
 def _lin_sum(p: np.ndarray, q: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
