@@ -13,12 +13,12 @@ sees: TTFT = y + prefill + k·TPOT, E2E = TTFT + decode (:func:`latencies`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from roofline.engine.config import step_seconds
-from roofline.evaluate import BOUNDS, bound_codes, op_time, op_time_summed_over_context
+from roofline.evaluate import BOUNDS, OpTiming, bound_codes, op_time, op_time_summed_over_context
 from roofline.ops import decode_ops, prefill_ops
 from roofline.ops.records import Op
 from roofline.profile import CalibrationProfile
@@ -48,14 +48,34 @@ class PhaseCost:
         return BOUNDS[bound_codes(*(self.bound_time_s[b] for b in BOUNDS))]
 
 
-def step_cost(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile) -> PhaseCost:
-    """One forward step (a prefill pass or one decode step): Σ count × op time + one per-step overhead."""
+Timings = dict[int, tuple[Op, OpTiming]]
+"""op_time of ops already timed on one (hardware, profile), by op object (its id, the op kept with it)."""
+
+
+def _timed(op: Op, hw: HardwareSpec, prof: CalibrationProfile, memo: Timings | None) -> OpTiming:
+    """``op_time(op, hw, prof)``, taken from ``memo`` when this very op object was timed before: a decode
+    op that does not grow with the context is the same object in the first step, the closed-form sum
+    and the last step. ``memo`` must only ever see one ``hw`` and ``prof``."""
+    if memo is None:
+        return op_time(op, hw, prof)
+    hit = memo.get(id(op))
+    if hit is not None and hit[0] is op:
+        return hit[1]
+    t = op_time(op, hw, prof)
+    memo[id(op)] = (op, t)
+    return t
+
+
+def step_cost(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, memo: Timings | None = None) -> PhaseCost:
+    """One forward step (a prefill pass or one decode step): Σ count × op time + one per-step overhead.
+
+    ``memo`` (:data:`Timings`, for this ``hw`` and ``prof`` only) reuses the timing of ops timed before."""
     time = np.asarray(prof.overheads.per_step_s, dtype=np.float64)
     flops = np.asarray(0.0)
     mem = np.asarray(0.0)
     by = _Buckets(prof.overheads.per_step_s)
     for op in ops:
-        t = op_time(op, hw, prof)
+        t = _timed(op, hw, prof, memo)
         share = op.count * t.time_s
         time = time + share
         flops = flops + op.count * op.flops
@@ -115,12 +135,17 @@ def _add(total: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def decode_cost(
-    ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, ctx_lo: np.ndarray, ctx_hi: np.ndarray
+    ops: list[Op],
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+    ctx_lo: np.ndarray,
+    ctx_hi: np.ndarray,
+    memo: Timings | None = None,
 ) -> PhaseCost:
     """Decode steps at contexts ctx_lo … ctx_hi (inclusive), summed in closed form.
 
     FLOPs and bytes are summed exactly too (affine in the span); the bound split uses
-    each op's bound at the middle context.
+    each op's bound at the middle context. ``memo`` as in :func:`step_cost`.
     """
     lo, hi = np.asarray(ctx_lo, dtype=np.float64), np.asarray(ctx_hi, dtype=np.float64)
     steps = np.maximum(hi - lo + 1, 0)
@@ -130,7 +155,7 @@ def decode_cost(
     mem = np.asarray(0.0)
     by = _Buckets(time)
     for op in ops:
-        at_mid, total, code = _over_steps(op, hw, prof, lo, hi, mid, steps)
+        at_mid, total, code = _over_steps(op, hw, prof, lo, hi, mid, steps, memo)
         summed = op.count * total
         time = _add(time, summed)
         flops = _add(flops, op.count * at_mid.flops * steps)
@@ -147,13 +172,14 @@ def _over_steps(
     hi: np.ndarray,
     mid: np.ndarray,
     steps: np.ndarray,
+    memo: Timings | None,
 ) -> tuple[Op, np.ndarray, np.ndarray]:
     """(``op`` at the middle context, its time summed over contexts lo … hi, its bound code at the middle).
 
     An op whose cost does not grow with the context is the same op at every step: one timing gives
     both its sum (time × steps, as :func:`op_time_summed_over_context`) and its bound."""
     if not op.context_dependent:
-        t = op_time(op, hw, prof)
+        t = _timed(op, hw, prof, memo)
         return op, t.time_s * steps, t.bound_code
     at_mid = op.at_context(mid)
     return at_mid, op_time_summed_over_context(op, hw, prof, lo, hi), op_time(at_mid, hw, prof).bound_code
@@ -177,6 +203,7 @@ def with_cpu_decode(
     ctx_hi: np.ndarray,
     cpu_s: float,
     overlapped: bool,
+    memo: Timings | None = None,
 ) -> PhaseCost:
     """Decode steps at contexts ctx_lo … ctx_hi (``cost``, from :func:`decode_cost`) with the engine's CPU part c.
 
@@ -194,25 +221,31 @@ def with_cpu_decode(
     if not overlapped:
         return _add_cpu(cost, n * cpu_s)
     lo = np.asarray(ctx_lo, dtype=np.float64)
-    k = _steps_within(ops, hw, prof, lo, n, cpu_s)
+    k = _steps_within(ops, hw, prof, lo, n, cpu_s, memo)
     if not np.any(k > 0):
         return cost
-    rest = decode_cost(ops, hw, prof, lo + k, ctx_hi).time_s
+    rest = decode_cost(ops, hw, prof, lo + k, ctx_hi, memo).time_s
     return _add_cpu(cost, np.where(k > 0, k * cpu_s + rest - cost.time_s, 0.0))
 
 
 def _steps_within(
-    ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, lo: np.ndarray, n: np.ndarray, cpu_s: float
+    ops: list[Op],
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+    lo: np.ndarray,
+    n: np.ndarray,
+    cpu_s: float,
+    memo: Timings | None,
 ) -> np.ndarray:
     """Per grid point, the first step j in 0 … n whose GPU time (context lo + j) exceeds ``cpu_s`` (n if none)."""
-    first = np.asarray(step_cost([op.at_context(lo) for op in ops], hw, prof).time_s)
+    first = np.asarray(step_cost([op.at_context(lo) for op in ops], hw, prof, memo).time_s)
     shape = np.broadcast_shapes(lo.shape, n.shape, first.shape)
     a, b = np.zeros(shape), np.broadcast_to(n, shape).copy()
     if np.all(first > cpu_s):
         return a
     while np.any(a < b):  # invariant: steps before a fit within cpu_s, step b (or the end) exceeds it
         mid = np.floor((a + b) / 2)
-        over = np.broadcast_to(step_cost([op.at_context(lo + mid) for op in ops], hw, prof).time_s > cpu_s, shape)
+        over = np.broadcast_to(step_cost([op.at_context(lo + mid) for op in ops], hw, prof, memo).time_s > cpu_s, shape)
         active = a < b
         a, b = np.where(active & ~over, mid + 1, a), np.where(active & over, mid, b)
     return a
@@ -238,6 +271,7 @@ class ScenarioCosts:
     decode_ops: list[Op]
     first_step: PhaseCost
     decode: PhaseCost
+    timings: Timings = field(default_factory=dict, repr=False, compare=False)  # of decode_ops on this hw, prof
 
 
 @dataclass(frozen=True)
@@ -274,13 +308,16 @@ def scenario_costs(model: ModelSpec, sc: Scenario, hw: HardwareSpec, prof: Calib
     pre_ops = prefill_ops(model, sc, hw)
     dec_ops = decode_ops(model, sc, hw, p + 1)
     c, overlapped = engine_cpu(sc)
-    dec = decode_cost(dec_ops, hw, prof, p + 1, p + o - 1)
+    memo: Timings = {}
+    first = with_cpu_step(step_cost(dec_ops, hw, prof, memo), c, overlapped)
+    dec = decode_cost(dec_ops, hw, prof, p + 1, p + o - 1, memo)
     return ScenarioCosts(
         pre_ops,
         with_cpu_step(step_cost(pre_ops, hw, prof), c, overlapped),
         dec_ops,
-        with_cpu_step(step_cost(dec_ops, hw, prof), c, overlapped),
-        with_cpu_decode(dec, dec_ops, hw, prof, p + 1, p + o - 1, c, overlapped),
+        first,
+        with_cpu_decode(dec, dec_ops, hw, prof, p + 1, p + o - 1, c, overlapped, memo),
+        memo,
     )
 
 

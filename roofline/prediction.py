@@ -168,7 +168,8 @@ def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: Calibr
 
     contexts = p + np.arange(1, max(int(o), 2), dtype=np.float64)
     cpu = engine_cpu(sc)
-    last = step_cost([op.at_context(np.asarray(p + o - 1)) for op in dec_ops], hw, prof) if o > 2 else None
+    last_ops = [op.at_context(np.asarray(p + o - 1)) for op in dec_ops] if o > 2 else None
+    last = step_cost(last_ops, hw, prof, costs.timings) if last_ops is not None else None
     last = first if last is None else with_cpu_step(last, *cpu)
 
     def steps_fn() -> np.ndarray:
