@@ -103,7 +103,8 @@ class _Buckets:
         if code.ndim == 0:
             i = int(code)
             self.by[i] = self.by[i] + share
-            self.shapes[i] = np.broadcast_shapes(self.shapes[i], np.shape(share))
+            if np.shape(share) != self.shapes[i]:
+                self.shapes[i] = np.broadcast_shapes(self.shapes[i], np.shape(share))
             return
         full = np.broadcast_shapes(code.shape, np.shape(share))
         counts = np.bincount(code.ravel(), minlength=len(BOUNDS))

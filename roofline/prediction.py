@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -200,7 +201,7 @@ def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: Calibr
         throughput_tok_s=ok(lat.throughput_tok_s),
         throughput_tok_s_per_gpu=ok(lat.throughput_tok_s_per_gpu),
         total_throughput_tok_s=ok(lat.total_throughput_tok_s),
-        kv_bytes_per_token=kv_bytes_per_token(m, sc.kv_dtype.bytes_per_element),
+        kv_bytes_per_token=_kv_bytes_per_token(m, sc.kv_dtype.bytes_per_element),
         kv_bytes_per_sequence=kv_seq,
         kv_cache_bytes=b * float(kv_bytes_per_sequence_all_gpus(m, sc, p + o)),
         weight_bytes_per_gpu=mem.weight_bytes,
@@ -220,6 +221,20 @@ def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: Calibr
         ops_fn=lambda: ops_frame(costs.prefill_ops, dec_ops, hw, prof, p, o, engine_rows(costs, sc)),
         steps_fn=steps_fn,
     )
+
+
+_KV_PER_TOKEN: dict[tuple[int, float], tuple[weakref.ref[ModelSpec], float]] = {}
+
+
+def _kv_bytes_per_token(m: ModelSpec, kv_bytes: float) -> float:
+    """:func:`kv_bytes_per_token` of a (frozen) model object and element size, computed once while it lives."""
+    key = (id(m), kv_bytes)
+    hit = _KV_PER_TOKEN.get(key)
+    if hit is not None and hit[0]() is m:
+        return hit[1]
+    value = kv_bytes_per_token(m, kv_bytes)
+    _KV_PER_TOKEN[key] = (weakref.ref(m, lambda _ref: _KV_PER_TOKEN.pop(key, None)), value)
+    return value
 
 
 def _utilisation(
