@@ -70,18 +70,43 @@ def step_cost(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, memo: T
     """One forward step (a prefill pass or one decode step): Σ count × op time + one per-step overhead.
 
     ``memo`` (:data:`Timings`, for this ``hw`` and ``prof`` only) reuses the timing of ops timed before."""
+    timings = [_timed(op, hw, prof, memo) for op in ops]
+    scalar = _scalar_step_cost(ops, timings, prof.overheads.per_step_s) if ops else None
+    if scalar is not None:
+        return scalar
     time = np.asarray(prof.overheads.per_step_s, dtype=np.float64)
     flops = np.asarray(0.0)
     mem = np.asarray(0.0)
     by = _Buckets(prof.overheads.per_step_s)
-    for op in ops:
-        t = _timed(op, hw, prof, memo)
+    for op, t in zip(ops, timings, strict=True):
         share = op.count * t.time_s
         time = time + share
         flops = flops + op.count * op.flops
         mem = mem + op.count * op.memory_bytes
         by.add(t.bound_code, share)
     return PhaseCost(time, flops, mem, by.done(), np.asarray(1.0))
+
+
+def _scalar_step_cost(ops: list[Op], timings: list[OpTiming], per_step_s: float) -> PhaseCost | None:
+    """:func:`step_cost` of a one-point scenario summed in Python floats (None when an op is an array).
+
+    The same binary64 sums in the same order as the numpy ones, typed as those give them: np.float64
+    totals, a bound bucket no op lands in the 0-d array it starts as."""
+    time, flops, mem = float(np.asarray(per_step_s, dtype=np.float64)), 0.0, 0.0
+    by, hit = [0.0, 0.0, 0.0, 0.0 + per_step_s], [False, False, False, True]
+    for op, t in zip(ops, timings, strict=True):
+        mb = op.memory_bytes
+        if t.time_s.ndim or t.bound_code.ndim or op.flops.ndim or mb.ndim:
+            return None
+        share = op.count * float(t.time_s)
+        time += share
+        flops += op.count * float(op.flops)
+        mem += op.count * float(mb)
+        i = int(t.bound_code)
+        by[i] += share
+        hit[i] = True
+    split = {b: np.float64(v) if h else np.asarray(0.0) for b, v, h in zip(BOUNDS, by, hit, strict=True)}
+    return PhaseCost(np.float64(time), np.float64(flops), np.float64(mem), split, np.asarray(1.0))
 
 
 class _Buckets:
