@@ -14,6 +14,7 @@ sees: TTFT = y + prefill + k·TPOT, E2E = TTFT + decode (:func:`latencies`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 
@@ -105,8 +106,13 @@ def _scalar_step_cost(ops: list[Op], timings: list[OpTiming], per_step_s: float)
         i = int(t.bound_code)
         by[i] += share
         hit[i] = True
-    split = {b: np.float64(v) if h else np.asarray(0.0) for b, v, h in zip(BOUNDS, by, hit, strict=True)}
-    return PhaseCost(np.float64(time), np.float64(flops), np.float64(mem), split, np.asarray(1.0))
+    split = dict(zip(BOUNDS, (_f64(v) if h else np.asarray(0.0) for v, h in zip(by, hit, strict=True)), strict=True))
+    return PhaseCost(_f64(time), _f64(flops), _f64(mem), split, np.asarray(1.0))
+
+
+def _f64(v: float) -> np.ndarray:
+    """``v`` as the np.float64 a numpy sum of 0-d arrays gives (typed as the array it stands for)."""
+    return cast(np.ndarray, np.float64(v))
 
 
 class _Buckets:
