@@ -187,8 +187,7 @@ def decode_cost(
     mem = np.asarray(0.0)
     by = _Buckets(time)
     for op in ops:
-        at_mid, total, code = _over_steps(op, hw, prof, lo, hi, mid, steps, memo)
-        summed = op.count * total
+        at_mid, summed, code = _over_steps(op, hw, prof, lo, hi, mid, steps, memo)
         time = _add(time, summed)
         flops = _add(flops, op.count * at_mid.flops * steps)
         mem = _add(mem, op.count * at_mid.memory_bytes * steps)
@@ -206,15 +205,21 @@ def _over_steps(
     steps: np.ndarray,
     memo: Timings | None,
 ) -> tuple[Op, np.ndarray, np.ndarray]:
-    """(``op`` at the middle context, its time summed over contexts lo … hi, its bound code at the middle).
+    """(``op`` at the middle context, count × its time summed over contexts lo … hi, its bound code there).
 
     An op whose cost does not grow with the context is the same op at every step: one timing gives
-    both its sum (time × steps, as :func:`op_time_summed_over_context`) and its bound."""
+    both its sum (time × steps, as :func:`op_time_summed_over_context`) and its bound. A power-of-two
+    count scales the small timing array before it meets the grid: scaling by 2^k only moves the
+    exponent, so the product is the same float (op times are far from overflow and the subnormals)."""
     if not op.context_dependent:
         t = _timed(op, hw, prof, memo)
-        return op, t.time_s * steps, t.bound_code
+        c = op.count
+        if isinstance(c, int) and c > 0 and c & (c - 1) == 0:  # c = 2^k: c·(t·steps) = (c·t)·steps exactly,
+            return op, (c * t.time_s) * steps, t.bound_code  # one grid-sized product fewer
+        return op, c * (t.time_s * steps), t.bound_code
     at_mid = op.at_context(mid)
-    return at_mid, op_time_summed_over_context(op, hw, prof, lo, hi), op_time(at_mid, hw, prof).bound_code
+    summed = op.count * op_time_summed_over_context(op, hw, prof, lo, hi)
+    return at_mid, summed, op_time(at_mid, hw, prof).bound_code
 
 
 def with_cpu_step(cost: PhaseCost, cpu_s: float, overlapped: bool) -> PhaseCost:
