@@ -7,6 +7,7 @@ from the same spec and against the authors' stated totals.
 
 from __future__ import annotations
 
+import weakref
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -16,6 +17,9 @@ from roofline.specs._base import Frozen, Source
 from roofline.specs.blocks import FFN, Attention, LayerKind, MoE
 from roofline.specs.layers import ATTENTION_MIXERS, LayerRun, LinearAttention, ResolvedLayer, SparseAttention
 from roofline.specs.quant import Checkpoint
+
+#: resolved_layers per live model object (id → (weak reference, layers)).
+_RESOLVED: dict[int, tuple[weakref.ref[ModelSpec], tuple[ResolvedLayer, ...]]] = {}
 
 
 class ModelSpec(Frozen):
@@ -110,7 +114,19 @@ class ModelSpec(Frozen):
         return tuple(p[i % len(p)] for i in range(self.num_layers))
 
     def resolved_layers(self) -> tuple[ResolvedLayer, ...]:
-        """One :class:`ResolvedLayer` per layer: from ``layers``, else layer_pattern + first_dense_layers."""
+        """One :class:`ResolvedLayer` per layer: from ``layers``, else layer_pattern + first_dense_layers.
+
+        Computed once per (frozen) model object and kept while the object lives: memory, ops and every predict
+        on the model read it several times."""
+        key = id(self)
+        hit = _RESOLVED.get(key)
+        if hit is not None and hit[0]() is self:
+            return hit[1]
+        out = self._resolve_layers()
+        _RESOLVED[key] = (weakref.ref(self, lambda _ref: _RESOLVED.pop(key, None)), out)
+        return out
+
+    def _resolve_layers(self) -> tuple[ResolvedLayer, ...]:
         a = self.attention
         caps = {
             "local": float(a.sliding_window or 0),
