@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.engine.config import latency_basis
 from roofline.memory import MemoryBudget
 from roofline.profile import CalibrationProfile
 from roofline.specs.hardware import HardwareSpec
@@ -137,6 +138,7 @@ class PredictionResult:
             "bound_decode": self.bound_decode,
             "link_notes": "; ".join(self.link_notes),
             "evidence": "; ".join(self.evidence),
+            "latency_basis": latency_basis(m.engine),
             **(self.speculative.summary() if self.speculative is not None else {}),
         }
 

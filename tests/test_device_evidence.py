@@ -46,3 +46,19 @@ def test_the_report_lists_each_devices_evidence(readme_report: object) -> None:
     for hw in ("h100-sxm", "h200-sxm", "a100-80gb-sxm"):
         assert f'data-key="evidence.device" data-value="{hw}"' in html
     assert "GEMM rate against K: measured on h200-sxm only, not applied to a100-80gb-sxm" in html
+
+
+def test_every_output_says_whether_its_latencies_are_client_seen_or_physics_only(readme_report: object) -> None:
+    plain = roofline.predict("llama-3.1-8b", "h100-sxm").summary()["latency_basis"]
+    assert plain.startswith("physics only")
+    seen = roofline.predict("llama-3.1-8b", "h100-sxm", engine_overrides={"request_overhead_s": 0.04})
+    assert seen.summary()["latency_basis"] == "client-seen: engine time plus request overhead 40 ms"
+    s = roofline.simulate("llama-3.1-8b", "h100-sxm", qps=1.0, num_requests=5, engine_overrides={"output_lag_steps": 2})
+    assert (
+        s.config["latency_basis"] == "client-seen: engine time plus output lag 2 of the request's inter-token intervals"
+    )
+    d = roofline.simulate(
+        "llama-3.1-8b", disagg="prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1", qps=1.0, num_requests=5
+    )
+    assert d.config["latency_basis"].startswith("physics only")
+    assert "physics only: engine time from the request" in readme_report.html  # type: ignore[attr-defined]

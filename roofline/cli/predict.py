@@ -220,6 +220,7 @@ def predict_cmd(
             con.print(f"[yellow]⚠ slow link:[/] {note}")
         for line in r.evidence:
             con.print(f"evidence: {line}", style="dim")
+        con.print(f"latencies: {r.summary()['latency_basis']}", style="dim")
         if r.speculative is not None:
             from roofline.cli.render_spec import speculative_table
 

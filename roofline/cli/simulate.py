@@ -268,6 +268,8 @@ def _print_text(s: SimulationResult, replicas: int) -> None:
     con.print(f"80 % intervals (the simulator's error on {rows}, held out by model family{reps}): {text}")
     for line in s.config.get("evidence", ()):
         con.print(f"evidence: {line}", style="dim")
+    if s.config.get("latency_basis"):
+        con.print(f"latencies: {s.config['latency_basis']}", style="dim")
     if s.config.get("starvation"):
         con.print(f"[yellow]⚠ starved:[/] {s.config['starvation']}")
     if s.config.get("lockstep"):

@@ -131,6 +131,7 @@ def simulate_disagg_cmd(
     t.add_row("decode mean batch", num(s["decode_mean_batch"]), "", "", "")
     t.add_row("completed", f"{s['completed']:.0f}", "", "", "")
     con.print(t)
+    con.print(f"latencies: {r.config['latency_basis']}", style="dim")
 
 
 def plan_disagg_cmd(

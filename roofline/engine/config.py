@@ -271,3 +271,17 @@ def output_lag_s(lag_steps: float, interval_s: Seconds) -> Seconds:
     The one home of this rule: the engine simulation, the disaggregated decode pool and the screening tier
     (k·τ̄) call it."""
     return lag_steps * interval_s
+
+
+def latency_basis(engine: EngineConfig) -> str:
+    """Whether latencies priced with ``engine`` are what a client measures or physics only: one sentence that
+    ``predict``, ``simulate`` and their JSON show next to every latency."""
+    y, k = engine.request_overhead_s, engine.output_lag_steps
+    if not y and not k:
+        return (
+            "physics only: engine time from the request's arrival, no front-end latency (set --engine-set "
+            "request_overhead_s=… / output_lag_steps=… for what a client measures)"
+        )
+    parts = [f"request overhead {y * 1e3:.3g} ms"] if y else []
+    parts += [f"output lag {k:g} of the request's inter-token intervals"] if k else []
+    return "client-seen: engine time plus " + " and ".join(parts)

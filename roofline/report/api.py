@@ -196,6 +196,7 @@ def _kwh(x: float | None) -> float | None:
 
 
 def _html(data: ReportData, t0: float) -> str:
+    from roofline.engine.config import latency_basis
     from roofline.report.charts import color, empty_reason, report_charts
     from roofline.report.loadcharts import load_charts
     from roofline.report.templating import render_template
@@ -221,6 +222,7 @@ def _html(data: ReportData, t0: float) -> str:
         charts=charts,
         facts=model_facts(inp, kv_bytes),
         engine_pred=pred,
+        latency_basis=latency_basis(pred.memory.engine) if pred is not None else "",
         prices=_prices(inp),
         elapsed=time.perf_counter() - t0,
         tie_note=tie_note(data.rows),

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from roofline.advice import no_fit_reason
-from roofline.engine.config import EngineConfig, check_engine_options
+from roofline.engine.config import EngineConfig, check_engine_options, latency_basis
 from roofline.engine.presets import EngineArg, overrides_map, resolve_engine
 from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu, memory_budget
@@ -148,6 +148,7 @@ class Replica:
             "generated_tokens": sim.generated,
             "workload": workload,
             "evidence": self.evidence,
+            "latency_basis": latency_basis(e),
         }
 
     @property

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from roofline.engine.config import output_lag_s
+from roofline.engine.config import latency_basis, output_lag_s
 from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu
 from roofline.serving.replica import Deployment, Replica
@@ -176,6 +176,10 @@ def run_disagg(
     config |= {"label": f"{rp.model.name}: {cfg.label()}", "engine": rp.engine.label, "num_requests": n}
     config |= {"model": rp.model.name, "seed": wl.seed, "workload": wl.describe()}
     config["evidence"] = tuple(dict.fromkeys((*rp.evidence, *rd.evidence)))
+    # the prefill pool's request overhead reaches TTFT, the decode pool's output lag every token
+    config["latency_basis"] = latency_basis(
+        rp.engine.model_copy(update={"output_lag_steps": rd.engine.output_lag_steps})
+    )
     return disagg_result(summary, config, arrays)
 
 
