@@ -17,7 +17,9 @@ import re
 import sys
 from collections.abc import Hashable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Annotated, overload
+
+import typer
 
 from roofline.boundary import limits
 from roofline.boundary.outputs import OutputTarget, check_output, write_output
@@ -321,3 +323,12 @@ def as_flags(message: str) -> str:
     assert names is not None
     message = _LENGTH_FLAGS.sub(lambda m: "--prompt" if m.group(1) == "prompt_len" else "--output", message)
     return name_pat.sub(lambda m: names[m.group(1)], message)
+
+
+#: ``--jobs N``: processes for a command's independent simulations (roofline.serving.plan.parallel.map_jobs).
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs", "-j", metavar="N", help="Processes for the independent simulations (default: every core; 1: in turn)."
+    ),
+]

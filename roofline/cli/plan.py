@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from roofline.cli.options import (
+    JobsOpt,
     OptionError,
     console,
     dumps,
@@ -88,10 +89,6 @@ MinHeadroomOpt = Annotated[
         metavar="PCT|error",
         help="Spare capacity each candidate keeps, e.g. 20% or 0.2, or 'error' for the model's 80 % error bound.",
     ),
-]
-JobsOpt = Annotated[
-    int | None,
-    typer.Option("--jobs", "-j", metavar="N", help="Processes for --simulate (default: every core; 1: in turn)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")]
 SimulateOpt = Annotated[

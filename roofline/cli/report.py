@@ -1,7 +1,7 @@
 """``roofline report``: a self-contained HTML capacity report (registered in ``roofline.cli.app``).
 
-Imports only typer and the standard library at import time, so ``roofline --help`` stays fast;
-the report machinery (numpy, matplotlib, jinja2) loads when the command runs.
+Imports only typer, the standard library and the CLI's option definitions at import time, so ``roofline --help``
+stays fast; the report machinery (numpy, matplotlib, jinja2) loads when the command runs.
 """
 
 from __future__ import annotations
@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from roofline.cli.options import JobsOpt
+from roofline.cli.predict import EngineSet
 
 if TYPE_CHECKING:
     from roofline.report.api import Report
@@ -36,15 +39,6 @@ PriceOpt = Annotated[
     list[str] | None, typer.Option("--price", help="USD per GPU-hour overriding the spec, e.g. h200-sxm=4.5.")
 ]
 KvDtypeOpt = Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache format (default bf16).")]
-EngineSetOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--engine-set",
-        metavar="NAME=VALUE",
-        help="Override an engine setting (repeatable), e.g. max_num_seqs=256, async_scheduling=true; the simulated "
-        "sizing takes every option, the planner's closed form those it can represent.",
-    ),
-]
 EngineOpt = Annotated[
     str, typer.Option("--engine", "-e", metavar="NAME", help="Serving engine: vllm (default), sglang, trtllm, ideal.")
 ]
@@ -61,10 +55,6 @@ ElectricityPriceOpt = Annotated[
 ]
 OutOpt = Annotated[
     Path | None, typer.Option("--out", "-o", help="HTML file to write (default reports/MODEL-WORKLOAD.html).")
-]
-JobsOpt = Annotated[
-    int | None,
-    typer.Option("--jobs", "-j", metavar="N", help="Processes for the simulations (default: every core; 1: in turn)."),
 ]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
 
@@ -84,7 +74,7 @@ def report_command(
     price: PriceOpt = None,
     kv_dtype: KvDtypeOpt = None,
     engine: EngineOpt = "vllm",
-    engine_set: EngineSetOpt = None,
+    engine_set: EngineSet = None,
     calibration: CalibrationOpt = None,
     confidence: ConfidenceOpt = "0.8",
     min_headroom: MinHeadroomOpt = None,
