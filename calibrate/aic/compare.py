@@ -21,6 +21,8 @@ collected in CUDA-graph replay, except the custom all-reduce rows stored as eage
   heads, head dim and KV format; only 16-bit attention math (``attn_dtype`` bfloat16), full
   attention (no window) and beam width 1, where the mapping is unambiguous. ``dtype`` is
   ``bf16`` or ``bf16/kv-fp8``; ``regime`` = the op's bound.
+* **MoE** (``moe_perf`` tables, ``op`` = moe): the routed experts as :func:`roofline.ops.ffn.moe_ops` prices
+  them, per :mod:`calibrate.aic.moe` (bf16, fp8, fp8_block, nvfp4; ``regime`` = the gate_up GEMM's bound).
 
 :func:`summarise` reports per (gpu, framework, version, op, dtype, regime) the row count and the
 median, p10 and p90 of ``ratio``.
@@ -42,7 +44,7 @@ from roofline.ops.comm import CUSTOM_AR_MAX_BYTES, all_reduce, all_reduce_wire_a
 from roofline.ops.context import BuildContext
 from roofline.ops.records import Op, arr, gemm
 from roofline.profile import CalibrationProfile, default_profile
-from roofline.specs.hardware import HardwareSpec
+from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.library import hardware
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
@@ -63,6 +65,7 @@ OP_KINDS: dict[str, tuple[str, ...]] = {
     "gemm": ("gemm",),
     "allreduce": ("custom_allreduce", "nccl"),
     "attention": ("context_attention", "generation_attention"),
+    "moe": ("moe",),
 }
 FRAMEWORKS = ("vllm", "sglang", "trtllm", "nccl")
 ROW_COLUMNS = ["gpu", "framework", "version", "op", "dtype", "regime", "kernel", "predicted_s", "measured_s", "ratio"]
@@ -86,8 +89,8 @@ def _rows(
     return out[ROW_COLUMNS]
 
 
-def gemm_op(rows: pd.DataFrame, aic_dtype: str, hw: HardwareSpec) -> Op | None:
-    """The roofline GEMM of ``rows`` (one AIC ``gemm_dtype``), launched in a graph; None where not expressible.
+def gemm_formats(aic_dtype: str, hw: HardwareSpec) -> tuple[ComputeDtype, float, float] | None:
+    """(compute format, weight bytes / element, activation bytes / element) of an AIC GEMM or MoE format on ``hw``.
 
     Formats from :data:`GEMM_FORMATS`; bytes and peak as a Scenario of those formats prices them. None for an
     unknown format or one ``hw`` has no peak for (nvfp4 without an fp4 peak would silently fall back to bf16).
@@ -102,8 +105,19 @@ def gemm_op(rows: pd.DataFrame, aic_dtype: str, hw: HardwareSpec) -> Op | None:
         return None
     if compute != (formats[1].compute or "bf16"):
         return None
+    return compute, sc.weight_dtype.bytes_per_element, sc.activation_memory_bytes_per_element
+
+
+def gemm_op(rows: pd.DataFrame, aic_dtype: str, hw: HardwareSpec) -> Op | None:
+    """The roofline GEMM of ``rows`` (one AIC ``gemm_dtype``), launched in a graph; None where not expressible.
+
+    Formats, bytes and peak from :func:`gemm_formats`.
+    """
+    fmt = gemm_formats(aic_dtype, hw)
+    if fmt is None:
+        return None
+    compute, w_bytes, a_bytes = fmt
     m, n, k = (rows[c].to_numpy(np.float64) for c in ("m", "n", "k"))
-    w_bytes, a_bytes = sc.weight_dtype.bytes_per_element, sc.activation_memory_bytes_per_element
     return _graph(gemm("aic.gemm", "aic", "aic", 1, compute, m, n, k, w_bytes, a_bytes))
 
 
@@ -196,6 +210,10 @@ def table_rows(table: AicTable, profile: CalibrationProfile | None = None) -> pd
         return allreduce_rows(df, table.kind, hw, prof)
     if table.kind in OP_KINDS["attention"]:
         return attention_rows(df, hw, prof)
+    if table.kind in OP_KINDS["moe"]:
+        from calibrate.aic.moe import moe_rows  # moe builds on this module's formats and rows
+
+        return moe_rows(df, hw, prof)
     raise CalibrationError(f"no roofline comparison for table kind {table.kind!r} ({table.label})")
 
 

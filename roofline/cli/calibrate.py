@@ -105,7 +105,7 @@ def calibrate_import_aiconfigurator(
     framework: Annotated[
         str | None, typer.Option("--framework", help="vllm, sglang, trtllm or nccl (NCCL's own tables).")
     ] = None,
-    op: Annotated[str | None, typer.Option("--op", help="gemm, allreduce or attention.")] = None,
+    op: Annotated[str | None, typer.Option("--op", help="gemm, allreduce, attention or moe.")] = None,
     json: Annotated[bool, typer.Option("--json", help="Print JSON (units in the field names).")] = False,
     fit: Annotated[
         bool, typer.Option("--fit", help="Fit GEMM compute efficiency per format for --gpu/--framework; needs -o.")

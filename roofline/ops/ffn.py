@@ -21,6 +21,24 @@ def expected_distinct_experts(num_experts: int, top_k: int, tokens: np.ndarray) 
     return e * (1.0 - np.power(1.0 - top_k / e, tokens))
 
 
+def routed_rows(
+    num_experts: float | np.ndarray, top_k: float | np.ndarray, ep: float | np.ndarray, tokens: object
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(touched experts, token-expert assignments, rows per touched expert) on one GPU for M = ``tokens``.
+
+    touched = (E/ep)·(1 − (1 − k/E)^M)   distinct local experts the M uniformly routed tokens hit;
+    assignments = M·k/ep                  token-expert pairs one GPU computes (the FLOPs follow these);
+    rows = assignments / touched          tokens per touched expert, the grouped GEMM's m.
+    All three are counts (dimensionless), float64 arrays broadcast over the arguments.
+    """
+    M = tokens if isinstance(tokens, np.ndarray) else np.asarray(tokens, dtype=np.float64)
+    local_experts = num_experts / ep
+    touched = local_experts * (1.0 - np.power(1.0 - top_k / num_experts, M))
+    assignments = M * top_k / ep
+    rows = assignments / np.maximum(touched, 1e-12)  # tokens per touched expert (GEMM m)
+    return touched, assignments, rows
+
+
 def dense_ffn_ops(
     c: BuildContext,
     layer_kind: str,
@@ -56,10 +74,7 @@ def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     h, M, wb, ab, dt = c.model.hidden_size, c.tokens, c.w_bytes, c.a_bytes, c.gemm_dtype
     ep, tp = c.sc.ep, c.tp
     shard = 1 if ep > 1 else tp  # experts are either distributed (ep) or tp-sharded
-    local_experts = moe.num_experts / ep
-    touched = local_experts * (1.0 - np.power(1.0 - moe.top_k / moe.num_experts, M))
-    assignments = M * moe.top_k / ep
-    rows = assignments / np.maximum(touched, 1e-12)  # tokens per touched expert (GEMM m)
+    touched, assignments, rows = routed_rows(moe.num_experts, moe.top_k, ep, M)
     i = moe.expert_intermediate_size / shard
     w = moe.latent_size or h  # the width the routed experts run at
     gated = moe.expert_kind == "gated"

@@ -1,0 +1,165 @@
+"""AIC ``moe_perf`` tables: roofline's routed-expert ops per row; the grouped-GEMM fit from bf16 balanced rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from calibrate.aic.compare import table_rows
+from calibrate.aic.moe import GroupedFit, fit_grouped, fit_table, moe_ops_for_rows, moe_rows, moe_table, with_grouped
+from calibrate.aic.tables import list_tables, load_table
+from roofline.cli.app import app
+from roofline.errors import CalibrationError
+from roofline.ops.ffn import routed_rows
+from roofline.profile import GroupedGemm, default_profile
+from roofline.specs.library import hardware
+
+HW = hardware("h100-sxm")
+runner = CliRunner()
+TOKENS = (1, 8, 16, 32, 64, 128)  # rows per expert ≈ 1, 2.2, 4.0, 8.0, 16, 32 (8 experts, top-2)
+HIDDEN = tuple(range(4096, 4096 + 12 * 256, 256))  # 12 shapes: 12 rows at each knot
+BIG_M = 16384  # 4096 rows per expert: compute-bound
+
+
+def _factor(knot: float) -> float:
+    """The streaming factor the synthetic rows are built with at a knot: 0.6 + 0.05·log2(knot)."""
+    return 0.6 + 0.05 * np.log2(knot)
+
+
+def _row(h: int, m: int, dtype: str = "bfloat16", dist: str = "balanced") -> dict[str, object]:
+    return {
+        "framework": "VLLM",
+        "version": "0.24.0",
+        "device": "NVIDIA H100 80GB HBM3",
+        "op_name": "moe",
+        "kernel_source": "vllm_unquantizedfusedmoe_triton_tritonexperts",
+        "moe_dtype": dtype,
+        "num_tokens": m,
+        "hidden_size": h,
+        "inter_size": 14336,
+        "topk": 2,
+        "num_experts": 8,
+        "moe_tp_size": 1,
+        "moe_ep_size": 1,
+        "distribution": dist,
+        "latency": 1.0,
+    }
+
+
+def _synthetic(root: Path) -> Path:
+    """bf16 balanced rows built from known factors (memory: :func:`_factor` per knot; compute: 0.7), plus noise rows.
+
+    measured = GEMM seconds at factor 1 / factor + act time + the two GEMMs' launch overheads (default profile).
+    The fp8 and power-law rows carry a 1 ms latency the fit must not see.
+    """
+    rows = pd.DataFrame([_row(h, m) for h in HIDDEN for m in (*TOKENS, BIG_M)])
+    df = rows.rename(columns={"kernel_source": "kernel"})
+    ops = moe_ops_for_rows(df, HW, "bfloat16")
+    assert ops is not None
+    neutral = default_profile().model_copy(update={"grouped_gemm": GroupedGemm()})
+    up, act, down = ops.timings(HW, neutral)
+    rest = act.time_s + up.overhead_s + down.overhead_s
+    knot = 2.0 ** np.rint(np.log2(ops.gate_up.m))
+    memory = (up.memory_s + down.memory_s) / _factor(knot)
+    compute = (up.compute_s + down.compute_s) / 0.7
+    assert (up.bound[df["num_tokens"] < BIG_M] == "memory").all() and (
+        up.bound[df["num_tokens"] == BIG_M] == "compute"
+    ).all()
+    rows["latency"] = np.where(df["num_tokens"] == BIG_M, compute, memory) * 1e3 + rest * 1e3  # ms
+    noise = pd.DataFrame([_row(4096, 32, "fp8"), _row(4096, 32, "bfloat16", "power_law_1.2"), _row(4096, 8, "int4_wo")])
+    path = root / "h100_sxm" / "moe" / "vllm" / "0.24.0" / "moe_perf.parquet"
+    path.parent.mkdir(parents=True)
+    pd.concat([rows, noise], ignore_index=True).to_parquet(path, index=False)
+    return path
+
+
+def test_routed_rows_hand_derived() -> None:
+    touched, assignments, rows = routed_rows(8, 2, 1, np.array([1.0, 2.0]))
+    assert touched[0] == 2.0 and assignments[0] == 2.0 and rows[0] == 1.0  # 8·(1 − 6/8) = 2 experts, 1 row each
+    assert touched[1] == pytest.approx(8 * (1 - 0.75**2)) and assignments[1] == 4.0  # 3.5 experts
+    t_ep, a_ep, _ = routed_rows(8, 2, 4, 32.0)
+    assert float(t_ep) == pytest.approx(2 * (1 - 0.75**32)) and float(a_ep) == 16.0  # 2 local experts, 64/4 pairs
+
+
+def test_ops_bytes_are_the_hand_derived_expert_weights(tmp_path: Path) -> None:
+    """Mixtral shape, 32 tokens, moe_tp 2: weights = touched × 3·h·i·2 B with i = 14336 / 2."""
+    row = pd.DataFrame([{**_row(4096, 32), "moe_tp_size": 2}]).rename(columns={"kernel_source": "kernel"})
+    ops = moe_ops_for_rows(row, HW, "bfloat16")
+    assert ops is not None and ops.gate_up.launch == ops.act.launch == ops.down.launch == "graph"
+    touched = 8 * (1 - 0.75**32)
+    weights = float(ops.gate_up.weight_bytes[0] + ops.down.weight_bytes[0])
+    assert weights == pytest.approx(touched * 3 * 4096 * 7168 * 2, rel=1e-12)  # ≈ 1.41 GB
+    assert float(ops.gate_up.m[0]) == pytest.approx(64 / touched) and float(ops.act.m[0]) == pytest.approx(64 * 7168)
+    assert moe_ops_for_rows(row, HW, "int4_wo") is None
+
+
+def test_fit_recovers_the_factors_it_was_built_from(tmp_path: Path) -> None:
+    _synthetic(tmp_path)
+    table = moe_table("h100_sxm", "vllm", root=tmp_path)
+    fit = fit_grouped(load_table(table), HW, default_profile(), table.label)
+    curve = fit.grouped.memory_efficiency
+    assert curve is not None and curve.x == (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+    np.testing.assert_allclose(curve.y, [_factor(k) for k in curve.x], rtol=0, atol=1e-9)
+    assert fit.grouped.compute_efficiency == pytest.approx(0.7, abs=1e-9)
+    assert (fit.rows_used_memory, fit.rows_used_compute) == (72, 12)
+    # rows off their knot (2.2, 4.04 rows per expert) are re-timed on the log2-interpolated curve: near, not at, 1
+    assert 0.95 < fit.residual_p10 <= fit.residual_median <= fit.residual_p90 < 1.05
+    assert (
+        fit.grouped.devices == ("h100-sxm",) and "h100_sxm/moe/vllm/0.24.0/moe_perf.parquet" in fit.grouped.sources[0]
+    )
+    rows = table_rows(table)  # the compare dispatch: bf16 and fp8 priced, int4_wo skipped
+    assert set(rows["op"]) == {"moe"} and set(rows["dtype"]) == {"bfloat16", "fp8"} and len(rows) == 86
+
+
+def test_moe_table_names_what_exists(tmp_path: Path) -> None:
+    _synthetic(tmp_path)
+    with pytest.raises(CalibrationError, match=r"h100_sxm/moe/vllm/0\.24\.0/moe_perf\.parquet"):
+        moe_table("h100_sxm", "sglang", root=tmp_path)
+
+
+@pytest.fixture(scope="module")
+def h100_vllm() -> tuple[pd.DataFrame, GroupedFit]:
+    table, df, fit = fit_table("h100_sxm", "vllm")
+    assert table.version == "0.24.0"
+    return df, fit
+
+
+def test_installed_h100_vllm_fit_prices_mixtral(h100_vllm: tuple[pd.DataFrame, GroupedFit]) -> None:
+    df, fit = h100_vllm
+    sel = (df["moe_dtype"] == "bfloat16") & (df["distribution"] == "balanced") & (df["num_tokens"] == 32)
+    sel &= (df["hidden_size"] == 4096) & (df["inter_size"] == 14336) & (df["num_experts"] == 8) & (df["topk"] == 2)
+    sel &= (df["moe_tp_size"] == 2) & (df["moe_ep_size"] == 1)
+    row = df[sel]
+    assert len(row) == 1 and float(row["time_s"].iloc[0]) == pytest.approx(493.5e-6, abs=0.1e-6)
+    before = float(moe_rows(row, HW, default_profile())["ratio"].iloc[0])
+    after = float(moe_rows(row, HW, with_grouped(default_profile(), fit))["ratio"].iloc[0])
+    assert before > 1.3 and 0.85 <= after <= 1.15
+    default_32 = float(default_profile().grouped_gemm.memory_factor("h100-sxm", 32))
+    assert default_32 == pytest.approx(0.6886) and float(fit.grouped.memory_factor("h100-sxm", 32)) > default_32
+
+
+def test_cli_compare_accepts_op_moe() -> None:
+    res = runner.invoke(
+        app,
+        [
+            "calibrate",
+            "import-aiconfigurator",
+            "--compare",
+            "--op",
+            "moe",
+            "--gpu",
+            "h100_sxm",
+            "--framework",
+            "vllm",
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    records = json.loads(res.output)
+    assert {r["op"] for r in records} == {"moe"} and {"bfloat16", "fp8", "fp8_block"} <= {r["dtype"] for r in records}
+    assert any(t.kind == "moe" for t in list_tables(gpu="h100_sxm", op="moe"))
