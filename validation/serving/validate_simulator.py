@@ -81,6 +81,7 @@ import pandas as pd
 
 from roofline.engine.presets import engine_preset
 from roofline.errors import RooflineError
+from roofline.profile import default_profile
 from roofline.serving.sim.result import SimulationResult
 from roofline.serving.simulate import simulate
 from roofline.specs.library import hardware as hardware_spec
@@ -146,10 +147,12 @@ def simulate_row(
     protocol: str = "aiperf",
     extra: dict | None = None,
     output_len: int | str | None = None,
+    profile: str = "engine",
 ) -> SimulationResult:
     """One measurement simulated at its tp / ep / precision and concurrency with the engine ``options`` and
     benchmark ``protocol`` of the module docstring, ``extra`` engine overrides over them, and the row's output
-    length unless ``output_len`` (a length spec) is given."""
+    length unless ``output_len`` (a length spec) is given; priced with the (GPU, engine) profile the library
+    selects, or the shipped default profile for ``profile`` = "default"."""
     c = int(row.batch_size)
     over: dict[str, float | bool] = {}
     if row.backend == "vllm":
@@ -170,6 +173,7 @@ def simulate_row(
         num_requests=request_count(c, protocol),
         weight_dtype=weight_dtype(row),
         engine_overrides=over | (extra or {}),
+        calibration=default_profile() if profile == "default" else None,
     )
 
 
@@ -180,12 +184,13 @@ def run_row(
     protocol: str = "aiperf",
     cv: float = 1.0,
     lag_steps: float = 0.0,
+    profile: str = "engine",
 ) -> tuple[float, float, str]:
     """(mean TTFT ms, mean TPOT ms, note) of one measurement simulated with a mean request overhead ``req_s``
     and an output lag of ``lag_steps``."""
     extra = {"request_overhead_s": req_s, "request_overhead_cv": cv, "output_lag_steps": lag_steps}
     try:
-        s = simulate_row(row, options, protocol, extra)
+        s = simulate_row(row, options, protocol, extra, profile=profile)
     except RooflineError as exc:
         return float("nan"), float("nan"), str(exc).split(";")[0][:120]
     q = s.requests  # the result's own per-request TTFT/TPOT, every request counted
@@ -193,11 +198,11 @@ def run_row(
 
 
 def _run_record(
-    rec: dict, field: str, value: float, options: str, protocol: str, cv: float
+    rec: dict, field: str, value: float, options: str, protocol: str, cv: float, profile: str = "engine"
 ) -> tuple[float, float, str]:
     """``run_row`` of one candidate (``field`` = value) on a plain record (picklable for the worker processes)."""
     req_s, lag = (value, 0.0) if field == "request_overhead_s" else (0.0, value)
-    return run_row(pd.Series(rec), req_s, options, protocol, cv, lag)
+    return run_row(pd.Series(rec), req_s, options, protocol, cv, lag, profile)
 
 
 def folds(d: pd.DataFrame) -> list[tuple[str, str, pd.Index, pd.Index]]:
@@ -222,6 +227,13 @@ def main() -> None:
     ap.add_argument("--protocol", choices=("aiperf", "short"), default="aiperf", help="benchmark protocol (docstring)")
     ap.add_argument("--overhead-cv", type=float, default=1.0, help="spread of the request overhead (0: constant)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    ap.add_argument(
+        "--profile",
+        choices=("engine", "default"),
+        default="engine",
+        help="calibration: the library's (GPU, engine) selection (default) or the shipped default profile "
+        "for every row (the pricing before engine profiles; outputs get a _defaultprofile suffix)",
+    )
     ap.add_argument("--passes", type=Path, help="refit from the saved passes of an earlier run (no simulation)")
     a = ap.parse_args()
     d = pd.read_csv(HERE / "aic_silicon_agg.csv")
@@ -232,7 +244,7 @@ def main() -> None:
         ""
         if (a.engine_options, a.protocol, a.overhead_cv) == ("deployment", "aiperf", 1.0)
         else (f"_{a.engine_options}_{a.protocol}_cv{a.overhead_cv:g}")
-    )
+    ) + ("_defaultprofile" if a.profile == "default" else "")
     sims = np.full((len(CANDIDATES), len(d), 2), np.nan)  # [candidate, row, (TTFT ms, TPOT ms)]
     if a.passes:  # the passes of an earlier run of the same rows and candidates
         old = pd.read_csv(a.passes).set_index("id")
@@ -259,6 +271,7 @@ def main() -> None:
                     options=a.engine_options,
                     protocol=a.protocol,
                     cv=a.overhead_cv,
+                    profile=a.profile,
                 )
                 sims[j] = np.array([(t, p) for t, p, _ in pool.map(task, records, chunksize=8)], dtype=np.float64)
                 print(f"{field} = {value:g}: pass done at {time.perf_counter() - t0:.0f} s", flush=True)
