@@ -66,7 +66,7 @@ def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.
     bw = memory * size_curve(op.memory_bytes) if size_curve is not None else memory + 0 * op.m
     if op.grouped:  # grouped expert GEMM (m rows per expert): below a dense GEMM on both sides
         c = c * profile.grouped_gemm.compute_factor(hw.name)
-        bw = bw * profile.grouped_gemm.memory_factor(hw.name, op.m)
+        bw = bw * profile.grouped_gemm.memory_factor(hw.name, op.m, op.n * op.k)
     return np.asarray(c), np.asarray(bw)
 
 
@@ -89,12 +89,22 @@ def launch_overhead_s(op: Op, profile: CalibrationProfile) -> float:
     return op.kernels * (o.per_kernel_graph_s if op.launch == "graph" else o.per_kernel_s)
 
 
+def fixed_overhead_s(op: Op, profile: CalibrationProfile) -> float:
+    """Fixed seconds of one instance beyond its bytes, FLOPs and wire: the launch cost, plus the per-call floor
+    ``attention.decode_fixed_s`` of a decode attention kernel (one whose K/V reads grow with the context)."""
+    floor = profile.attention.decode_fixed_s if op.kind == "attention" and op.context_dependent else 0.0
+    return launch_overhead_s(op, profile) + floor
+
+
 def comm_time_s(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> np.ndarray:
     """Communication time of one instance: wire bytes / path bandwidth + latency.
 
     latency = collectives × ``comm.latency_s`` (per-collective base) + hops × the per-hop latency
     of the link each hop crosses (``comm.hop_latency_s[link]``): all on the path's link inside one
     domain; across domains (nodes − 1)/(p − 1) of them on the network (:meth:`CommPath.hop_links`).
+    Where the engine runs its custom all-reduce kernel (``op.custom_collective``) and the profile
+    measured that kernel (``comm.custom_allreduce_latency_s`` at the nearest GPU count), that
+    measured latency replaces the base and hop terms.
     """
     if op.kind != "comm":
         return 0.0 * op.comm_bytes
@@ -103,6 +113,9 @@ def comm_time_s(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> np.nda
     lat = op.collectives * profile.comm.latency_s + 0 * op.comm_hops
     for link, hops in path.hop_links(op.comm_hops):
         lat = lat + hops * profile.comm.hop_latency(link)
+    custom = profile.comm.custom_latency(op.group_size)
+    if custom is not None and np.any(op.custom_collective):
+        lat = np.where(op.custom_collective > 0, op.collectives * custom, lat)
     return op.comm_bytes / bw + lat
 
 
@@ -112,7 +125,7 @@ def op_time(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> OpTiming:
     compute_s = op.flops / c
     memory_s = hbm_bytes(op, profile) / bw
     comm_s = comm_time_s(op, hw, profile)
-    overhead_s = np.asarray(launch_overhead_s(op, profile)) + 0 * compute_s
+    overhead_s = np.asarray(fixed_overhead_s(op, profile)) + 0 * compute_s
     roof_s = np.maximum(compute_s, memory_s)
     time_s = roof_s + comm_s + overhead_s
     return OpTiming(
@@ -214,7 +227,7 @@ def op_time_summed_over_context(
     v = kv_f * op.kv_read_bytes_per_ctx / bw
     cap = op.ctx_cap
     fixed = comm_time_s(op, hw, profile)
-    fixed = fixed + launch_overhead_s(op, profile)
+    fixed = fixed + fixed_overhead_s(op, profile)
     if np.isfinite(op.ctx_period):
         return _periodic_sum(p, q, u, v, lo, hi, op.ctx_period) + fixed * n_steps
     below = sum_max_affine(p, q, u, v, lo, np.minimum(hi, cap))

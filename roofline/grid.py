@@ -69,7 +69,7 @@ def sweep(
             f"the sweep grid has {points:,} points (batch × prompt_len × output_len × tp), more than "
             f"{MAX_API_SWEEP_POINTS:,} (roofline.boundary.limits MAX_API_SWEEP_POINTS); split it into several sweeps"
         )
-    m, hw, prof = resolve(model, hardware, calibration)
+    m, hw, prof = resolve(model, hardware, calibration, engine)
     frames = []
     for t in tps:
         bg, pg, og = b[:, None, None], pl[None, :, None], ol[None, None, :]

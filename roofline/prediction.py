@@ -12,6 +12,7 @@ import numpy as np
 from roofline.costs import ScenarioCosts, client_delays, engine_cpu, latencies, scenario_costs, step_cost, with_cpu_step
 from roofline.engine.config import EntryPoint, check_engine_options, step_seconds
 from roofline.engine.presets import EngineArg, overrides_map
+from roofline.engine.profiles import select_profile
 from roofline.errors import ScenarioError
 from roofline.evaluate import OpTiming, op_time, op_time_summed_over_context
 from roofline.memory import (
@@ -41,18 +42,24 @@ ProfileArg = CalibrationProfile | str | Path | None
 
 
 def resolve(
-    model: ModelArg, hardware: HardwareArg, calibration: ProfileArg
+    model: ModelArg, hardware: HardwareArg, calibration: ProfileArg, engine: EngineArg = None
 ) -> tuple[ModelSpec, HardwareSpec, CalibrationProfile]:
-    """Specs and profile from names/paths. A measured profile's embedded device is found by its name."""
-    prof = load_profile(calibration)
+    """Specs and profile from names/paths. A measured profile's embedded device is found by its name.
+
+    Without ``calibration`` the profile is the one shipped for (hardware, ``engine``), fitted to that engine's
+    kernels on that GPU, or the shipped default where none is (:func:`roofline.engine.profiles.select_profile`).
+    """
+    given = load_profile(calibration) if calibration is not None else None
     if (
-        prof.hardware is not None
+        given is not None
+        and given.hardware is not None
         and not isinstance(hardware, HardwareSpec)
-        and str(hardware) in (prof.hardware.name, "profile")
+        and str(hardware) in (given.hardware.name, "profile")
     ):
-        hw = prof.hardware
+        hw = given.hardware
     else:
         hw = load_hardware(hardware)
+    prof = given if given is not None else select_profile(None, hw.name, engine)
     return load_model(model), hw, prof
 
 
@@ -98,7 +105,7 @@ def predict(
         if np.ndim(v) != 0:
             raise ScenarioError(f"{name} must be one whole number in predict() (got {v!r}); sweep() takes lists")
     check_engine_options(overrides_map(engine_overrides), "predict")
-    m, hw, prof = resolve(model, hardware, calibration)
+    m, hw, prof = resolve(model, hardware, calibration, scenario.engine if scenario is not None else engine)
     sc = scenario or make_scenario(
         hw,
         batch,

@@ -98,7 +98,8 @@ class GroupedGemm(Frozen):
     (m = the GEMM's M). On ``devices`` its weight traffic moves at ``memory_efficiency(m)`` × the
     memory ceiling (a few rows per expert stream below a dense GEMM of equal bytes) and its FLOPs at
     ``compute_efficiency`` × the dense GEMM ceiling at that m. Other devices get 1 for both: nothing
-    was measured there.
+    was measured there. ``memory_efficiency_by_size`` (vs one expert matrix's n·k elements), where set,
+    replaces the rows curve: the rate then does not change with the batch.
     """
 
     devices: tuple[str, ...] = ()
@@ -106,14 +107,24 @@ class GroupedGemm(Frozen):
     memory_efficiency: Curve | None = Field(
         default=None, description="fraction of the memory ceiling vs rows per expert"
     )
+    memory_efficiency_by_size: Curve | None = Field(
+        default=None,
+        description="fraction of the memory ceiling vs elements of one expert's matrix (n·k); "
+        "replaces memory_efficiency where set (it does not change with the batch)",
+    )
     compute_efficiency: float = Field(default=1.0, gt=0, le=1.5)
     sources: tuple[str, ...] = ()
 
-    def memory_factor(self, hardware: str, rows_per_expert: ArrayLike) -> float | np.ndarray:
-        """Multiplier on the memory ceiling at ``rows_per_expert`` on ``hardware`` (1 when not measured)."""
-        if hardware not in self.devices or self.memory_efficiency is None:
+    def memory_factor(
+        self, hardware: str, rows_per_expert: ArrayLike, expert_elements: ArrayLike = 1.0
+    ) -> float | np.ndarray:
+        """Multiplier on the memory ceiling on ``hardware`` (1 when not measured): ``memory_efficiency_by_size`` at
+        ``expert_elements`` where set, else ``memory_efficiency`` at ``rows_per_expert``."""
+        if hardware not in self.devices:
             return 1.0
-        return self.memory_efficiency(rows_per_expert)
+        if self.memory_efficiency_by_size is not None:
+            return self.memory_efficiency_by_size(expert_elements)
+        return 1.0 if self.memory_efficiency is None else self.memory_efficiency(rows_per_expert)
 
     def compute_factor(self, hardware: str) -> float:
         """Multiplier on the GEMM compute ceiling on ``hardware`` (1 when not measured)."""
@@ -132,11 +143,19 @@ class Attention(Frozen):
     group of g query heads: HBM K/V reads = cached K/V bytes × (1 + (1 − gqa_kv_reuse)·(g − 1)).
     1 = each K/V head is streamed once per group (XQA, FlashInfer, FlashAttention pack-GQA);
     0 = once per query head (TensorRT-LLM < 0.8 masked-MHA decode kernel, one block per query head).
+    A decode attention call also pays ``decode_fixed_s`` (its per-call floor) on top of the roofline max.
     """
 
     compute_efficiency: float = Field(default=1.0, gt=0, le=1.5)
     memory_efficiency: float = Field(default=1.0, gt=0, le=1.5)
     gqa_kv_reuse: float = Field(default=1.0, ge=0, le=1)
+    decode_fixed_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=1e-3,
+        description="seconds each decode attention call costs beyond its bytes, FLOPs "
+        "and per-kernel launch cost (split-KV combine, scheduling prologue): the per-call floor",
+    )
     prefill_compute_efficiency: dict[int, Curve] = Field(
         default_factory=dict,
         description="head_dim -> fraction of the datasheet peak a causal flash-attention prefill reaches "
@@ -177,11 +196,23 @@ class Comm(Frozen):
     link_efficiency: float = Field(default=1.0, gt=0, le=1.5)
     latency_s: float = Field(default=0.0, ge=0)
     hop_latency_s: dict[str, float] = Field(default_factory=dict, description="per-hop latency by link kind (s)")
+    custom_allreduce_latency_s: dict[int, float] = Field(
+        default_factory=dict,
+        description="GPU count -> latency (s) of one engine custom (one-/two-shot) all-reduce kernel, replacing "
+        "latency_s + hops x hop latency for those ops; the nearest listed count is used; empty: not measured",
+    )
     sources: tuple[str, ...] = ()
 
     def hop_latency(self, link: str) -> float:
         """Per-hop latency (s) of ``link``; 0 when the profile does not list it."""
         return self.hop_latency_s.get(link, 0.0)
+
+    def custom_latency(self, gpus: int) -> float | None:
+        """Latency (s) of a custom all-reduce over ``gpus`` GPUs (nearest measured count), None when not measured."""
+        if not self.custom_allreduce_latency_s:
+            return None
+        key = min(self.custom_allreduce_latency_s, key=lambda p: (abs(p - gpus), p))
+        return self.custom_allreduce_latency_s[key]
 
 
 class CalibrationProfile(Frozen):
@@ -255,7 +286,9 @@ class CalibrationProfile(Frozen):
         """Serialise to YAML (SI floats, by field name)."""
         data = self.model_dump(mode="json", exclude_none=True)
         if self.hardware is not None:
-            data["hardware"] = _hardware_to_yaml_dict(self.hardware)
+            from roofline.specs.hardware_yaml import hardware_to_yaml_dict
+
+            data["hardware"] = hardware_to_yaml_dict(self.hardware)
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
     def save(self, path: str | Path, *, force: bool = True) -> Path:
@@ -267,40 +300,6 @@ class CalibrationProfile(Frozen):
 
         text = f"# roofline calibration profile, schema v{SCHEMA_VERSION}\n" + self.to_yaml()
         return write_output(path, text, force=force)
-
-
-def _hardware_to_yaml_dict(hw: HardwareSpec) -> dict[str, Any]:
-    """HardwareSpec back to its YAML form (units written explicitly)."""
-    d: dict[str, Any] = {
-        "name": hw.name,
-        "display_name": hw.display_name,
-        "vendor": hw.vendor,
-        "form_factor": hw.form_factor,
-        "memory": {
-            "capacity": f"{hw.memory.capacity_bytes!r} B",
-            "bandwidth": f"{hw.memory.bandwidth_bytes_per_s!r} B/s",
-        },
-        "peak_dense": {k: f"{v!r} FLOPS" for k, v in hw.peak_dense.model_dump().items() if v is not None},
-        "sources": [s.model_dump() for s in hw.sources],
-        "notes": hw.notes,
-    }
-    if hw.memory.visible_capacity_bytes is not None:
-        d["memory"]["visible_capacity"] = f"{hw.memory.visible_capacity_bytes!r} B"
-    if hw.l2_cache_bytes:
-        d["l2_cache"] = f"{hw.l2_cache_bytes!r} B"
-    for key, link in (("interconnect", hw.interconnect), ("fallback", hw.fallback)):
-        if link is not None:
-            ld = link.model_dump(mode="json", by_alias=True, exclude_none=True)
-            for k, v in list(ld.items()):
-                if k.startswith("bandwidth") or k.startswith("per_peer"):
-                    ld[k] = f"{v!r} B/s"
-                elif k == "latency":
-                    ld[k] = f"{v!r} s"
-            d[key] = ld
-    d["host_size"] = hw.host_size
-    if hw.scale_out_bandwidth_per_direction_bytes_per_s is not None:
-        d["scale_out_bandwidth_per_direction"] = f"{hw.scale_out_bandwidth_per_direction_bytes_per_s!r} B/s"
-    return d
 
 
 def load_profile(path_or_profile: str | Path | CalibrationProfile | None) -> CalibrationProfile:

@@ -28,7 +28,32 @@ def device_evidence(profile: CalibrationProfile, hw: HardwareSpec, moe: bool = F
     return tuple(out)
 
 
+def _engine_kernels(profile: CalibrationProfile, hw: HardwareSpec) -> str:
+    """The sentence of a profile fitted to an engine's kernel tables (``provenance.kind`` aiconfigurator)."""
+    prov = profile.provenance
+    measured_on, engine = prov.get("hardware", "?"), prov.get("engine", "?")
+    versions = sorted({str(r["table"]).split("/")[3] for r in _fit_records(prov.get("fits", {}))})
+    where = f"measured on {measured_on}" if measured_on == hw.name else f"measured on {measured_on}, borrowed"
+    kept = f"; kept from the default profile: {len(prov.get('kept', []))} part(s)" if prov.get("kept") else ""
+    return (
+        f"ceilings and kernel costs: fitted to {engine} {', '.join(versions)} kernels {where} "
+        f"({prov.get('source', 'aiconfigurator')} tables; profile {profile.name}){kept}"
+    )
+
+
+def _fit_records(fits: dict[str, object]) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    for rec in fits.values():
+        if isinstance(rec, dict) and "table" in rec:
+            out.append(rec)
+        elif isinstance(rec, dict):
+            out += [r for r in rec.values() if isinstance(r, dict) and "table" in r]
+    return out
+
+
 def _ceilings(profile: CalibrationProfile, hw: HardwareSpec) -> str:
+    if profile.provenance.get("kind") == "aiconfigurator":
+        return _engine_kernels(profile, hw)
     if profile.device is not None and profile.device == hw.name:
         return f"ceilings: measured on {hw.name} (profile {profile.name})"
     bf16 = profile.compute.get("bf16")
@@ -37,10 +62,12 @@ def _ceilings(profile: CalibrationProfile, hw: HardwareSpec) -> str:
     if vendor:
         eff = f"{min(vendor.values()):.3g} of the compute peaks (the factor fitted for {hw.vendor} devices)"
     kind = profile.provenance.get("kind", "no stated provenance")
+    tables = "" if profile.name != "default" else " (no engine-kernel tables for this device and engine)"
     return (
         f"ceilings: {eff} and {profile.memory.efficiency or 1:.3g} of the HBM bandwidth of {hw.name}'s datasheet, "
         f"the fractions profile {profile.name} ({kind}) applies to every device"
         + (f" of {hw.vendor}" if vendor else "")
+        + tables
     )
 
 

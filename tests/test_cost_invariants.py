@@ -42,7 +42,7 @@ def test_deterministic() -> None:
 def test_closed_form_decode_sum_equals_stepwise(name: str) -> None:
     # the closed-form sum over growing context must equal evaluating every decode step
     m, hw, prof = roofline.model(name), roofline.hardware("h200-sxm"), default_profile()
-    r = roofline.predict(m, hw, batch=16, prompt_len=3000, output_len=2000, weight_dtype="fp8")
+    r = roofline.predict(m, hw, batch=16, prompt_len=3000, output_len=2000, weight_dtype="fp8", calibration=prof)
     from roofline.ops import decode_ops
 
     ops = decode_ops(m, r.scenario, hw, 3001)
@@ -67,7 +67,7 @@ def test_sweep_matches_predict() -> None:
     assert df.fits.any() and not df.fits.all()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(
     b=st.integers(1, 256),
     p=st.integers(1, 16384),

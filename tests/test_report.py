@@ -116,7 +116,7 @@ def _sized(report: Any, c: Any) -> Any:
         tpot_pct=90.0,
         confidence=0.8,
         engine="vllm",
-        calibration=inp.profile,
+        calibration=inp.calibration_for(roofline.hardware(c.hardware)),
         tdp_watts=roofline.hardware(c.hardware).tdp_watts,
         curve=False,
     )
@@ -217,13 +217,14 @@ def test_load_curve_passes_through_every_planned_candidate(report: Any, plan: An
 def test_sensitivity_rows_equal_resizing(page: Page, report: Any) -> None:
     """Baseline = the report's recommendation; a variant = the same pipeline (planner + simulator) on its profile."""
     from dataclasses import replace
+    from functools import partial
 
     from roofline.report.content import run_plan
     from roofline.report.sensitivity import best_sized
 
     rec = report.data.recommended.finalist
     same(page.value("gpus", case="baseline"), rec.gpus)
-    inp = replace(report.data.inputs, profile=scale_bandwidth(default_profile(), 0.85))
+    inp = replace(report.data.inputs, variant=partial(scale_bandwidth, f=0.85))  # each device's own profile
     again = best_sized(inp, run_plan(inp))
     same(page.value("gpus", case="bandwidth -15%"), again.gpus)
     same(page.value("usd_per_hour", case="bandwidth -15%"), again.usd_per_hour)

@@ -167,7 +167,7 @@ def allreduce_rows(df: pd.DataFrame, kind: str, hw: HardwareSpec, profile: Calib
     return _concat(parts)
 
 
-def _placeholder_model() -> ModelSpec:
+def placeholder_model() -> ModelSpec:
     """Any bundled model: :func:`attention_kernel` reads shapes, formats and phase from its context, not the model."""
     from roofline.specs.library import list_models, model
 
@@ -179,7 +179,7 @@ def attention_rows(df: pd.DataFrame, hw: HardwareSpec, profile: CalibrationProfi
     keep = (df["dtype"] == "bfloat16") & ~np.isfinite(df["window"]) & (df["beam_width"] == 1)
     keep &= df["kv_dtype"].isin(list(KV_FORMATS))
     parts = []
-    placeholder = _placeholder_model()
+    placeholder = placeholder_model()
     shape = ["phase", "q_heads", "kv_heads", "head_dim", "kv_dtype"]
     for (phase, hq, hkv, d, kv), rows in df[keep].groupby(shape, sort=True):
         sc = Scenario(kv_dtype=KV_FORMATS[str(kv)])

@@ -51,7 +51,7 @@ class FormatFit:
     residual_p90: float
 
 
-def _version_key(v: str) -> tuple[tuple[int, str], ...]:
+def version_key(v: str) -> tuple[tuple[int, str], ...]:
     return tuple((int(p), "") if p.isdigit() else (-1, p) for p in v.replace("rc", ".rc.").split("."))
 
 
@@ -60,10 +60,10 @@ def gemm_table(gpu: str, framework: str, root: Path | None = None) -> AicTable:
     tables = list_tables(root, gpu=gpu, op="gemm", framework=framework)
     if not tables:
         raise CalibrationError(f"no AIConfigurator GEMM table for gpu {gpu!r} and framework {framework!r}")
-    return max(tables, key=lambda t: _version_key(t.version))
+    return max(tables, key=lambda t: version_key(t.version))
 
 
-def _fit_format(rows: pd.DataFrame, aic_dtype: str, hw: HardwareSpec, base: CalibrationProfile) -> FormatFit | None:
+def fit_format(rows: pd.DataFrame, aic_dtype: str, hw: HardwareSpec, base: CalibrationProfile) -> FormatFit | None:
     """The fit of one format from its compute-bound rows under ``base`` (module docstring); None: too few rows."""
     op = gemm_op(rows, aic_dtype, hw)
     if op is None:
@@ -106,7 +106,7 @@ def fit_profile(
     fits = [
         f
         for dtype, rows in df.groupby("dtype", sort=True)
-        if str(dtype) in FIT_FORMATS and (f := _fit_format(rows, str(dtype), hw, prof)) is not None
+        if str(dtype) in FIT_FORMATS and (f := fit_format(rows, str(dtype), hw, prof)) is not None
     ]
     if not fits:
         raise CalibrationError(f"{table.label}: no format with {MIN_ROWS}+ compute-bound rows to fit")
@@ -123,14 +123,14 @@ def fit_profile(
         "base_profile": prof.name,
         "fitted": "GEMM compute efficiency per format from compute-bound rows only; small-M behaviour left to "
         "the base profile's gemm_m_efficiency curve and per-kernel overheads",
-        "fits": {f.compute: _fit_record(f) for f in fits},
+        "fits": {f.compute: fit_record(f) for f in fits},
     }
     name = f"aic-{gpu}-{framework}-{table.version}"
     update = {"name": name, "device": hw.name, "created": dt.date.today().isoformat(), "provenance": provenance}
     return fitted.model_copy(update=update), fits
 
 
-def _fit_record(f: FormatFit) -> dict[str, float | int | str]:
+def fit_record(f: FormatFit) -> dict[str, float | int | str]:
     return {
         "aic_dtype": f.aic_dtype,
         "rows_used": f.rows_used,

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from calibrate.aic.compare import ROW_COLUMNS, gemm_formats
+from calibrate.aic.fit import version_key
 from calibrate.aic.tables import AIC_VERSION, AicTable, list_tables, load_table
 from roofline.errors import CalibrationError
 from roofline.evaluate import OpTiming, op_time
@@ -83,11 +84,6 @@ class GroupedFit:
     residual_p10: float
     residual_median: float
     residual_p90: float
-
-
-def version_key(v: str) -> tuple[tuple[int, str], ...]:
-    """Sort key of an engine version (``0.5.6.post2``, ``1.3.0rc23``) as :mod:`calibrate.aic.fit` orders GEMMs."""
-    return tuple((int(p), "") if p.isdigit() else (-1, p) for p in v.replace("rc", ".rc.").split("."))
 
 
 def moe_table(gpu: str, framework: str, root: Path | None = None) -> AicTable:
@@ -165,6 +161,7 @@ class _Terms:
     compute_s: np.ndarray  # FLOPs / compute ceiling of gate_up + down
     bound: np.ndarray  # the gate_up GEMM's bound
     rows_per_expert: np.ndarray
+    expert_elements: np.ndarray  # n·k of one expert's gate_up matrix
 
 
 def _terms(rows: pd.DataFrame, ops: MoeOps, hw: HardwareSpec, neutral: CalibrationProfile) -> _Terms:
@@ -180,18 +177,24 @@ def _terms(rows: pd.DataFrame, ops: MoeOps, hw: HardwareSpec, neutral: Calibrati
         np.broadcast_to(t_up.compute_s + t_down.compute_s, shape),
         np.broadcast_to(t_up.bound, shape),
         np.broadcast_to(ops.gate_up.m, shape),
+        np.broadcast_to(ops.gate_up.n * ops.gate_up.k, shape),
     )
 
 
-def memory_knots(rows_per_expert: np.ndarray, factor: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...], int]:
-    """(knots 2^j, median factor per knot, rows used): each row at the knot nearest in log2, < MIN_ROWS dropped."""
-    j = np.maximum(np.rint(np.log2(np.maximum(rows_per_expert, 1.0))), 0).astype(np.int64)
+def memory_knots(expert_elements: np.ndarray, factor: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...], int]:
+    """(knots 4^j elements, median factor per knot, rows used) of the streaming fit against one expert matrix's size.
+
+    Each row sits at the knot nearest in log4 of its gate_up matrix's n·k; knots with < MIN_ROWS rows are dropped.
+    The factor is read against the matrix size, never the rows per expert: the weights a step streams do not change
+    with its batch, so neither may their rate (a decode step never gets cheaper as the batch grows). Where the rows
+    outgrow the memory regime, ``compute_efficiency`` takes over through the roofline max."""
+    j = np.rint(np.log2(np.maximum(expert_elements, 1.0)) / 2.0).astype(np.int64)
     xs, ys, used = [], [], 0
     for knot in np.unique(j):
         sel = factor[j == knot]
         if sel.size < MIN_ROWS:
             continue
-        xs.append(float(2.0**knot))
+        xs.append(float(4.0**knot))
         ys.append(float(np.clip(np.median(sel), *MEMORY_CLAMP)))
         used += int(sel.size)
     return tuple(xs), tuple(ys), used
@@ -239,24 +242,25 @@ def fit_grouped(df: pd.DataFrame, hw: HardwareSpec, base: CalibrationProfile, la
     rest = t.measured_s - t.kernel_s
     ok = t.kernel_s > 0
     mem = ok & (t.bound == "memory") & (t.memory_s >= DOMINANCE * rest)
-    xs, ys, n_mem = memory_knots(t.rows_per_expert[mem], t.memory_s[mem] / t.kernel_s[mem])
+    xs, ys, n_mem = memory_knots(t.expert_elements[mem], t.memory_s[mem] / t.kernel_s[mem])
     comp = ok & (t.bound == "compute") & (t.compute_s >= DOMINANCE * rest)
     if int(comp.sum()) < MIN_ROWS:
         comp = np.zeros_like(comp)
     n_comp = int(comp.sum())
     eff = float(min(np.median(t.compute_s[comp] / t.kernel_s[comp]), 1.5)) if n_comp else 1.0
-    curve = Curve(x=xs, y=ys, sources=(f"{src}: {n_mem} memory-bound bf16 balanced rows, median per knot",))
+    note = f"{src}: {n_mem} memory-bound bf16 balanced rows, median per expert-matrix size (n·k, log4 knots)"
+    curve = Curve(x=xs, y=ys, sources=(note,)) if xs else None
     grouped = GroupedGemm(
         devices=(hw.name,),
         measured_on=hw.name,
-        memory_efficiency=curve if xs else None,
+        memory_efficiency_by_size=curve,
         compute_efficiency=eff,
         sources=(
             f"{src}: {n_mem} memory-bound and {n_comp} compute-bound bf16 balanced rows "
             "(act time and launch overheads subtracted)",
         ),
     )
-    used = (mem & _in_knots(t.rows_per_expert, xs)) | comp
+    used = (mem & _in_knots(t.expert_elements, xs)) | comp
     fitted = base.model_copy(update={"grouped_gemm": grouped})
     predicted = np.concatenate([_predicted(ops, hw, fitted, len(rows)) for rows, ops in groups])
     ratio = predicted[used] / t.measured_s[used]
@@ -264,10 +268,10 @@ def fit_grouped(df: pd.DataFrame, hw: HardwareSpec, base: CalibrationProfile, la
     return GroupedFit(grouped, n_mem, n_comp, p10, p50, p90)
 
 
-def _in_knots(rows_per_expert: np.ndarray, knots: tuple[float, ...]) -> np.ndarray:
-    """Rows whose nearest log2 knot is one of ``knots``."""
-    j = np.maximum(np.rint(np.log2(np.maximum(rows_per_expert, 1.0))), 0)
-    return np.isin(2.0**j, np.asarray(knots, dtype=np.float64))
+def _in_knots(expert_elements: np.ndarray, knots: tuple[float, ...]) -> np.ndarray:
+    """Rows whose nearest log4 knot (of their expert matrix's n·k) is one of ``knots``."""
+    j = np.rint(np.log2(np.maximum(expert_elements, 1.0)) / 2.0)
+    return np.isin(4.0**j, np.asarray(knots, dtype=np.float64))
 
 
 def _predicted(ops: MoeOps, hw: HardwareSpec, profile: CalibrationProfile, n: int) -> np.ndarray:

@@ -108,7 +108,13 @@ def calibrate_import_aiconfigurator(
     op: Annotated[str | None, typer.Option("--op", help="gemm, allreduce, attention or moe.")] = None,
     json: Annotated[bool, typer.Option("--json", help="Print JSON (units in the field names).")] = False,
     fit: Annotated[
-        bool, typer.Option("--fit", help="Fit GEMM compute efficiency per format for --gpu/--framework; needs -o.")
+        bool, typer.Option("--fit", help="Fit the engine-kernel profile of --gpu/--framework; needs -o.")
+    ] = False,
+    ship: Annotated[
+        bool,
+        typer.Option(
+            "--ship", help="Re-fit every shipped engine profile into roofline/data/engine_profiles (--force)."
+        ),
     ] = False,
     out: Annotated[Path | None, typer.Option("--out", "-o", metavar="FILE", help="Profile YAML --fit writes.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing profile.")] = False,
@@ -117,7 +123,10 @@ def calibrate_import_aiconfigurator(
 
     --compare reports, per (gpu, framework, version, op, dtype, regime), the rows and the median,
     p10 and p90 of roofline's predicted / measured time under the default profile. --fit -o FILE
-    writes a profile whose GEMM compute efficiency per format is fitted from compute-bound rows only.
+    writes the profile of one engine's kernels on one GPU (per-kernel graph cost, decode attention floor,
+    custom all-reduce latency, GEMM compute efficiency per format, MoE grouped-GEMM rates; each parameter
+    from its own regime's rows); --ship --force re-fits every profile roofline ships and selects by
+    (hardware, engine).
     """
     try:
         from calibrate.aic import render
@@ -131,6 +140,9 @@ def calibrate_import_aiconfigurator(
         _check_choice(flag, value, known[flag])
     if fit:
         _write_fit(gpu, framework, out, force, json, [t.gpu for t in tables if t.hardware is not None])
+        return
+    if ship:
+        _ship(force, json)
         return
     if not compare:
         chosen = [t for t in tables if gpu in (None, t.gpu) and framework in (None, t.framework)]
@@ -154,8 +166,8 @@ def calibrate_import_aiconfigurator(
 def _write_fit(
     gpu: str | None, framework: str | None, out: Path | None, force: bool, json: bool, mapped: list[str]
 ) -> None:
-    """``--fit``: fit (gpu, framework)'s GEMM table and write the profile to ``out``."""
-    from calibrate.aic.fit import fit_profile
+    """``--fit``: fit the engine-kernel profile of (gpu, framework) and write it to ``out``."""
+    from calibrate.aic.engine_profile import fit_engine_profile, summary_lines
     from roofline.boundary.outputs import check_output
     from roofline.cli.options import dumps
 
@@ -164,15 +176,26 @@ def _write_fit(
     if gpu not in mapped:
         raise OptionError(f"--gpu {gpu} has no roofline hardware spec; mapped: {', '.join(sorted(set(mapped)))}")
     check_output(out, force=force, what="calibration profile")
-    profile, fits = fit_profile(gpu, framework)
+    profile = fit_engine_profile(gpu, framework)
     profile.save(out, force=force)
     if json:
         typer.echo(dumps({"profile": str(out), **profile.provenance}))
         return
-    for f in fits:
-        typer.echo(
-            f"{f.compute}: efficiency {f.efficiency_before:.4f} -> {f.efficiency:.4f} of peak from {f.rows_used:,} "
-            f"compute-bound {f.aic_dtype} rows; predicted/measured after the fit {f.residual_median:.3f} "
-            f"(p10 {f.residual_p10:.3f}, p90 {f.residual_p90:.3f})"
-        )
+    for line in summary_lines(profile):
+        typer.echo(line)
     typer.echo(f"wrote {out} ({profile.name}); use it with --calibration {out}")
+
+
+def _ship(force: bool, json: bool) -> None:
+    """``--ship``: re-fit every shippable (gpu, engine) profile into the bundled engine-profile folder."""
+    from calibrate.aic.engine_profile import ship_all
+    from roofline.cli.options import dumps
+
+    if not force:
+        raise OptionError("--ship replaces the bundled engine profiles; add --force to do it")
+    written = ship_all()
+    if json:
+        typer.echo(dumps([str(p) for p in written]))
+        return
+    for p in written:
+        typer.echo(f"wrote {p}")

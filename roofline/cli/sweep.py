@@ -102,7 +102,7 @@ def sweep_cmd(
     tps = parse_int_list(tp, "--tp")
     check_grid_size(len(axes["batch"]) * len(axes["prompt"]) * len(axes["output"]) * len(tps))
     lv = parse_level(interval, "--interval") if interval is not None else None
-    m, hw, prof = resolve(model, hardware, calibration)
+    m, hw, prof = resolve(model, hardware, calibration, engine)
     kw = scenario_kwargs(1, pp, ep, weight_dtype, kv_dtype, engine, engine_set, memory_utilization, cuda_graphs)
     kw.pop("tp")
     df = _sweep_grid(m, hw, prof, axes, tps, kw)

@@ -25,6 +25,8 @@ profile's latency for the path's link kind.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from roofline.ops.records import Op, arr
@@ -68,19 +70,25 @@ def _comm(
 
 def all_reduce_wire_and_hops(hw: HardwareSpec, message_bytes: object, p: int) -> tuple[np.ndarray, np.ndarray]:
     """(wire bytes per GPU, latency hops) of the all-reduce an engine runs for ``message_bytes`` (module doc)."""
+    wire, hops, _ = all_reduce_plan(hw, message_bytes, p)
+    return wire, hops
+
+
+def all_reduce_plan(hw: HardwareSpec, message_bytes: object, p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(wire bytes per GPU, latency hops, 1 where the engine's custom kernel runs else 0) for ``message_bytes``."""
     s = arr(message_bytes)
     ring = 2.0 * (p - 1) / p * s
     if p <= 1:
-        return 0 * s, 0 * s
+        return 0 * s, 0 * s, 0 * s
     path = comm_path(hw, p)
     fully_connected = path.scale_up and not path.slow and p in CUSTOM_AR_SIZES
     if not fully_connected and not (p == 2 and path.scale_up):
-        return ring, 2.0 * (p - 1) + 0 * s
+        return ring, 2.0 * (p - 1) + 0 * s, 0 * s
     custom = s <= CUSTOM_AR_MAX_BYTES
     one_shot = custom & ((p == 2) | ((p <= 4) & (s < 512 * KIB)) | ((p <= 8) & (s < 256 * KIB)))
     wire = np.where(one_shot, (p - 1) * s, ring)
     hops = np.where(one_shot, 1.0, np.where(custom, 2.0, 2.0 * (p - 1)))
-    return wire, hops
+    return wire, hops, custom.astype(np.float64)
 
 
 def all_reduce(
@@ -94,8 +102,9 @@ def all_reduce(
     hw: HardwareSpec,
 ) -> Op:
     """All-reduce of ``message_bytes`` over p GPUs with the algorithm engines pick at that size."""
-    wire, hops = all_reduce_wire_and_hops(hw, message_bytes, p)
-    return _comm(name, group, layer_kind, count, dtype, arr(message_bytes), wire, hops, p)
+    wire, hops, custom = all_reduce_plan(hw, message_bytes, p)
+    op = _comm(name, group, layer_kind, count, dtype, arr(message_bytes), wire, hops, p)
+    return replace(op, custom_collective=custom) if np.any(custom) else op
 
 
 def all_gather(

@@ -76,6 +76,7 @@ class Op:
     context_dependent: bool = False  # True when FLOPs or KV bytes grow with the attended context
     launch: Launch = "eager"
     grouped: bool = False  # one grouped GEMM over the touched MoE experts (profile.grouped_gemm applies)
+    custom_collective: np.ndarray = field(default_factory=lambda: arr(0.0))  # 1: engine custom all-reduce kernel
 
     @property
     def memory_bytes(self) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -69,6 +69,26 @@ class ReportInputs:
     min_headroom: float | None = None
     usd_per_kwh: float | None = None
     engine_overrides: Mapping[str, object] = field(default_factory=dict)
+    calibrated: bool = False
+    variant: Callable[[CalibrationProfile], CalibrationProfile] | None = None
+
+    def profile_for(self, hw: HardwareSpec) -> CalibrationProfile:
+        """The profile that prices ``hw``: the given calibration, else the engine's kernel profile on ``hw`` (or the
+        default where none is shipped), through the sensitivity ``variant`` when one is set."""
+        from roofline.engine.profiles import select_profile
+
+        base = self.profile if self.calibrated else select_profile(None, hw.name, self.engine)
+        return self.variant(base) if self.variant is not None else base
+
+    def calibration_for(self, hw: HardwareSpec) -> CalibrationProfile | None:
+        """What to pass as ``calibration=`` for ``hw``: None when the entry point's own selection applies."""
+        return self.profile_for(hw) if self.calibrated or self.variant is not None else None
+
+    def plan_calibration(self) -> dict[str, CalibrationProfile] | None:
+        """``calibration=`` for :func:`plan` over every hardware (None: each hardware's own selection)."""
+        if not self.calibrated and self.variant is None:
+            return None
+        return {hw.name: self.profile_for(hw) for hw in self.hardware}
 
 
 @dataclass(frozen=True)
@@ -162,6 +182,7 @@ def resolve_inputs(
         max_gpus=max_gpus,
         prices=dict(prices or {}),
         profile=load_profile(calibration),
+        calibrated=calibration is not None,
         calibration_path=cal_path,
         model_arg=model.name if isinstance(model, ModelSpec) else str(model),
         kv_dtype=kv_dtype,
@@ -193,7 +214,7 @@ def run_plan(inp: ReportInputs, profile: CalibrationProfile | None = None) -> Pl
         tp_options=inp.tp_options,
         max_gpus=inp.max_gpus,
         prices=dict(inp.prices) or None,
-        calibration=profile if profile is not None else inp.profile,
+        calibration=profile if profile is not None else inp.plan_calibration(),
         kv_dtype=inp.kv_dtype,
         engine=inp.engine,
         engine_overrides=honoured_options(inp.engine_overrides, "plan"),
@@ -228,7 +249,7 @@ def candidate_prediction(inp: ReportInputs, hw: HardwareSpec, cand: Candidate) -
         batch=int(cand.batch),
         prompt_len=wl.prompt_len,
         output_len=wl.output_len,
-        calibration=inp.profile,
+        calibration=inp.calibration_for(hw),
         **planner_options(inp, cand),
     )
 

@@ -57,7 +57,7 @@ def replica_curve(
     opts: dict[str, Any] = {"weight_dtype": precision, "kv_dtype": kv_dtype, "engine": inp.engine}
     if pp != 1:
         opts["pp"] = pp
-    first = sweep(inp.model, hw, 1, p, o, tp=tp, calibration=inp.profile, **opts).iloc[0]
+    first = sweep(inp.model, hw, 1, p, o, tp=tp, calibration=inp.calibration_for(hw), **opts).iloc[0]
     if not bool(first["fits"]):
         return pd.DataFrame(columns=["batch", "ttft_s", "tpot_s", "replica_rps", "tok_s_per_gpu", "user_tok_s"])
     from roofline.engine.presets import resolve_engine
@@ -65,7 +65,7 @@ def replica_curve(
     b_mem = int(first["max_batch"])
     top = min(b_mem, resolve_engine(opts["engine"], hw).max_num_seqs)  # the planner's ceiling: engine's max_num_seqs
     grid = [int(x) for x in batch_grid(top, extra)]
-    df = sweep(inp.model, hw, grid, p, o, tp=tp, calibration=inp.profile, **opts)
+    df = sweep(inp.model, hw, grid, p, o, tp=tp, calibration=inp.calibration_for(hw), **opts)
     df = df[df["fits"]]
     curve = load_curve(
         df["batch"].to_numpy(dtype=np.float64), float(first["ttft_s"]), df["tpot_s"].to_numpy(dtype=np.float64), o

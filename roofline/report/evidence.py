@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roofline.engine.profiles import BY_DEFAULT
 from roofline.errors import RooflineError
 from roofline.profile import DEFAULT_PROFILE_PATH, CalibrationProfile
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
@@ -126,6 +127,14 @@ def evidence(inp: ReportInputs, dtype: ComputeDtype = "bf16") -> Evidence:
         )
     elif p.name == "datasheet":
         kind, statement = "datasheet", "Datasheet defaults: every efficiency is 1 and there are no overheads."
+    elif not inp.calibrated and BY_DEFAULT:
+        kind = "engine"
+        statement = (
+            f"Engine-kernel profiles: each device is priced with the profile fitted to {inp.engine}'s own kernels "
+            "measured on that GPU (AIConfigurator 0.12.0 tables: per-kernel cost, decode attention floor, custom "
+            "all-reduce latency, GEMM and MoE rates), or with the default profile from public microbenchmarks where "
+            "no tables exist; each device's line below says which. Nothing was measured on your machines."
+        )
     else:
         kind = "default"
         statement = (
@@ -136,16 +145,17 @@ def evidence(inp: ReportInputs, dtype: ComputeDtype = "bf16") -> Evidence:
     rows = []
     for hw in inp.hardware:
         d: ComputeDtype = dtype if hw.peak_flops_per_s(dtype) is not None else hw.peak_dense.supported()[-1]
+        hp = inp.profile_for(hw)
         rows.append(
             CeilingRow(
                 hw,
                 d,
                 float(hw.peak_flops_per_s(d) or math.nan),
-                p.compute_ceiling(hw, d),
+                hp.compute_ceiling(hw, d),
                 hw.memory.bandwidth_bytes_per_s,
-                p.memory_ceiling(hw),
-                p.device == hw.name,
-                device_evidence(p, hw, moe=inp.model.moe is not None),
+                hp.memory_ceiling(hw),
+                hp.device == hw.name,
+                device_evidence(hp, hw, moe=inp.model.moe is not None),
             )
         )
     acc, note = accuracy(inp)

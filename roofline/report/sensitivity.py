@@ -9,7 +9,9 @@ first by :data:`~roofline.report.sizing.RANK_RULE` is the variant's answer.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from roofline.profile import CalibrationProfile, Ceiling, datasheet_profile
@@ -72,15 +74,27 @@ def scale_compute(p: CalibrationProfile, f: float) -> CalibrationProfile:
     )
 
 
-def variants(p: CalibrationProfile) -> list[tuple[str, str, CalibrationProfile]]:
-    """(label, description, profile) of each sensitivity case."""
+Variant = Callable[[CalibrationProfile], CalibrationProfile]
+
+
+def variants() -> list[tuple[str, str, Variant]]:
+    """(label, description, transform) of each sensitivity case; a transform maps the profile that prices a
+    device (its engine-kernel profile or the given calibration) to the varied one."""
     pct = f"{STEP:.0%}"
-    out = [
-        (f"bandwidth -{pct}", f"achieved HBM bandwidth is {pct} below the profile", scale_bandwidth(p, 1 - STEP)),
-        (f"bandwidth +{pct}", f"achieved HBM bandwidth is {pct} above the profile", scale_bandwidth(p, 1 + STEP)),
-        (f"compute -{pct}", f"achieved compute is {pct} below the profile", scale_compute(p, 1 - STEP)),
-        (f"compute +{pct}", f"achieved compute is {pct} above the profile", scale_compute(p, 1 + STEP)),
-        ("datasheet", "datasheet peaks are reached, with no overheads (an upper bound)", datasheet_profile(p)),
+    out: list[tuple[str, str, Variant]] = [
+        (
+            f"bandwidth -{pct}",
+            f"achieved HBM bandwidth is {pct} below the profile",
+            partial(scale_bandwidth, f=1 - STEP),
+        ),
+        (
+            f"bandwidth +{pct}",
+            f"achieved HBM bandwidth is {pct} above the profile",
+            partial(scale_bandwidth, f=1 + STEP),
+        ),
+        (f"compute -{pct}", f"achieved compute is {pct} below the profile", partial(scale_compute, f=1 - STEP)),
+        (f"compute +{pct}", f"achieved compute is {pct} above the profile", partial(scale_compute, f=1 + STEP)),
+        ("datasheet", "datasheet peaks are reached, with no overheads (an upper bound)", datasheet_profile),
     ]
     return out
 
@@ -152,21 +166,22 @@ def sensitivity(
 ) -> tuple[SensitivityRow, ...]:
     """The baseline row (``base``: the report's recommended Finalist) and one re-sized row per variant, the
     variants on up to ``jobs`` processes (:func:`roofline.serving.plan.parallel.map_jobs`, results as in turn)."""
-    from functools import partial
 
     from roofline.serving.plan.parallel import map_jobs
 
     names = {h.name: h.display_name for h in inp.hardware}
     base_key = _key(base)
-    rows = [_row("baseline", f"profile '{inp.profile.name}' as given", base, names, base_key, True)]
-    vs = list(variants(inp.profile))
-    sized = map_jobs(partial(_resized, inp), [prof for _, _, prof in vs], jobs)
+    given = f"profile '{inp.profile.name}' as given" if inp.calibrated else "each device's engine-kernel profile"
+    rows = [_row("baseline", given, base, names, base_key, True)]
+    vs = variants()
+    sized = map_jobs(partial(_resized, inp), [fn for _, _, fn in vs], jobs)
     rows += [_row(label, desc, f, names, base_key, False) for (label, desc, _), f in zip(vs, sized, strict=True)]
     return tuple(rows)
 
 
-def _resized(inp: ReportInputs, prof: CalibrationProfile) -> Finalist | None:
-    """The best simulator-sized deployment with ``prof`` in place of the report's profile."""
+def _resized(inp: ReportInputs, variant: Variant) -> Finalist | None:
+    """The best simulator-sized deployment with every device's profile through ``variant``."""
     from dataclasses import replace
 
-    return best_sized(replace(inp, profile=prof), run_plan(inp, prof))
+    varied = replace(inp, variant=variant)
+    return best_sized(varied, run_plan(varied))

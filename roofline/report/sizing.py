@@ -70,7 +70,7 @@ def size_hardware(
                 min_headroom=inp.min_headroom,
                 engine=inp.engine,
                 engine_overrides=inp.engine_overrides,
-                calibration=inp.profile,
+                calibration=inp.calibration_for(hw),
                 tdp_watts=hw.tdp_watts,
                 usd_per_kwh=inp.usd_per_kwh,
                 curve=False,
@@ -89,12 +89,23 @@ def size_hardware(
 
         from roofline.serving.plan.finalists import sim_kwargs
 
-        kw = sim_kwargs(best.candidate, inp.engine, inp.engine_overrides, inp.profile, inp.model)
+        kw = sim_kwargs(
+            best.candidate,
+            inp.engine,
+            inp.engine_overrides,
+            inp.calibration_for(_spec(inp, best.candidate.hardware)),
+            inp.model,
+        )
         pts = load_points(
             inp.model, best.candidate, kw, best.sustainable_replica_rps, wl.prompt_len, wl.output_len, 1000, 0
         )
         best = replace(best, curve=pts)
     return best, "; ".join(reasons)
+
+
+def _spec(inp: ReportInputs, name: str) -> HardwareSpec:
+    """The report's hardware spec named ``name``."""
+    return next(h for h in inp.hardware if h.name == name)
 
 
 def sized_cost(f: Finalist) -> float:

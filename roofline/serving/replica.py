@@ -223,7 +223,7 @@ def replica(
     KV blocks = floor(KV budget / (KV bytes per token per GPU × block tokens)); KV bytes per token are
     taken at the workload's mean context (exact for full attention; sliding-window layers hold min(L, W)).
     """
-    m, hw, prof = resolve(model, hardware, calibration)
+    m, hw, prof = resolve(model, hardware, calibration, engine)
     overrides = overrides_map(engine_overrides)
     check_engine_options(overrides, "simulate")
     eng = resolve_engine(engine, hw, overrides)

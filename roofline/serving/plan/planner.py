@@ -120,7 +120,7 @@ def plan(
     tp_options: Sequence[int] | None = None,
     max_gpus: int | None = None,
     prices: Mapping[str, float] | None = None,
-    calibration: CalibrationProfile | str | Path | None = None,
+    calibration: CalibrationProfile | str | Path | Mapping[str, CalibrationProfile] | None = None,
     kv_dtype: str | None = None,
     engine: EngineArg = None,
     engine_overrides: Mapping[str, object] | None = None,
@@ -139,6 +139,7 @@ def plan(
     for the model's 80 % throughput error bound (``error_margin``); replicas are added until it holds.
     None (default) sizes to the load alone and marks candidates whose headroom is inside the error.
     """
+    from roofline.engine.profiles import select_profile
     from roofline.profile import load_profile
     from roofline.specs.library import model as load_model
 
@@ -146,7 +147,9 @@ def plan(
     check_engine_options(engine_overrides, "plan")
     check_request(qps, prompt_len, output_len, ttft_slo_s, tpot_slo_s, max_gpus)
     confidence = check_options(kv_dtype, confidence, min_headroom)
-    m, prof = load_model(model), load_profile(calibration)
+    per_hw = dict(calibration) if isinstance(calibration, Mapping) else {}
+    given = None if calibration is None or isinstance(calibration, Mapping) else load_profile(calibration)
+    m = load_model(model)
     hws = hardware_list(hardware)
     prices_usd = price_map(prices)
     check_tp_options(tp_options)
@@ -173,6 +176,7 @@ def plan(
     )
     cands = []
     for hw in hws:
+        prof = per_hw.get(hw.name) or given or select_profile(None, hw.name, engine)  # engine kernels where measured
         price = prices_usd.get(hw.name, hw.price.usd_per_gpu_hour if hw.price else None)
         for prec in precisions:
             for tp in tps:

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from roofline.evaluate import ceilings, kv_read_factor, launch_overhead_s, op_time
+from roofline.evaluate import ceilings, fixed_overhead_s, kv_read_factor, op_time
 from roofline.ops.builder import build_ops
 from roofline.ops.records import Op, Phase
 from roofline.profile import CalibrationProfile, Curve
@@ -212,7 +212,7 @@ def _attn_term(op: Op, hw: HardwareSpec, prof: CalibrationProfile) -> AttnTerm:
         window=float(op.ctx_cap),
         compute_flops_per_s=float(c),
         memory_bytes_per_s=float(bw),
-        fixed_s=fixed + launch_overhead_s(op, prof),
+        fixed_s=fixed + fixed_overhead_s(op, prof),
         prefill_peak_flops_per_s=float(peak or 0.0),
         prefill_curve=curve if peak else None,
     )
@@ -232,7 +232,7 @@ def _state_term(op: Op, with_past: Op, hw: HardwareSpec, prof: CalibrationProfil
         write_bytes_per_row=float(op.kv_write_bytes),
         compute_flops_per_s=float(c),
         memory_bytes_per_s=float(bw),
-        fixed_s=fixed + launch_overhead_s(op, prof),
+        fixed_s=fixed + fixed_overhead_s(op, prof),
     )
 
 

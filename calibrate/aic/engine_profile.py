@@ -1,0 +1,186 @@
+"""One CalibrationProfile per (GPU, engine) fitted from that engine's own kernels: the profiles roofline ships.
+
+The default profile is the base; each step below replaces only the parameters it fits, from the rows of the regime
+the parameter describes, and subtracts what the earlier steps priced (formulas in each module):
+
+1. ``overheads.per_kernel_graph_s``: latency-bound bf16 GEMM rows (:func:`calibrate.aic.latency.fit_per_kernel`);
+2. ``attention.decode_fixed_s``: latency-bound decode attention rows (:func:`~calibrate.aic.latency.fit_decode_floor`);
+3. ``comm.custom_allreduce_latency_s``: latency-bound custom all-reduce rows per GPU count
+   (:func:`~calibrate.aic.latency.fit_custom_allreduce`);
+4. the large-GEMM compute efficiency per format: compute-bound GEMM rows (:mod:`calibrate.aic.fit`);
+5. ``grouped_gemm``: memory- and compute-bound bf16 balanced MoE rows (:func:`calibrate.aic.moe.fit_grouped`).
+
+Each (GPU, engine) uses the newest version of each table kind the engine has on that GPU (the version is recorded
+per step). A step whose table is missing, or has too few rows in its regime, keeps the default's value and says so
+in ``provenance.kept``. The profile is relative (``device`` None: efficiencies of the datasheet peaks), named
+``<hardware>_<engine>``; ``provenance.hardware`` names the GPU it was measured on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from calibrate.aic import latency
+from calibrate.aic.fit import FIT_FORMATS, fit_format, fit_record, version_key, with_efficiency
+from calibrate.aic.moe import fit_grouped, with_grouped
+from calibrate.aic.tables import AIC_HARDWARE, AIC_VERSION, AicTable, list_tables, load_table
+from roofline.errors import CalibrationError
+from roofline.profile import CalibrationProfile, default_profile
+from roofline.specs.hardware import HardwareSpec
+from roofline.specs.library import hardware
+
+ENGINES = ("vllm", "sglang", "trtllm")
+SOURCE = f"aiconfigurator-core {AIC_VERSION}"
+
+
+def newest_table(gpu: str, framework: str, kind: str, root: Path | None = None) -> AicTable | None:
+    """The newest-version table of ``kind`` (gemm, moe, custom_allreduce, generation_attention) or None."""
+    tables = [t for t in list_tables(root, gpu=gpu, framework=framework) if t.kind == kind]
+    return max(tables, key=lambda t: version_key(t.version)) if tables else None
+
+
+def shippable(root: Path | None = None) -> list[tuple[str, str]]:
+    """(AIC gpu, engine) pairs with a mapped roofline GPU and a GEMM table: the profiles roofline ships."""
+    return [
+        (gpu, eng)
+        for gpu in sorted(AIC_HARDWARE)
+        for eng in ENGINES
+        if newest_table(gpu, eng, "gemm", root) is not None
+    ]
+
+
+def _latencies(
+    gpu: str, eng: str, hw: HardwareSpec, prof: CalibrationProfile, root: Path | None, notes: dict[str, Any]
+) -> CalibrationProfile:
+    """Steps 1–3 (module docstring) on ``prof``; fits and kept parameters recorded in ``notes``."""
+    t = newest_table(gpu, eng, "gemm", root)
+    f = latency.fit_per_kernel(load_table(t), hw, prof, t.label) if t is not None else None
+    if f is not None:
+        src = f"per_kernel_graph_s: {SOURCE} {f.table}, median excess over {f.rows_used} latency-bound bf16 GEMMs"
+        prof = latency.with_per_kernel(prof, f.value_s, src)
+        notes["fits"]["per_kernel_graph_s"] = f.record()
+    else:
+        notes["kept"].append("overheads.per_kernel_graph_s (no latency-bound GEMM rows)")
+    t = newest_table(gpu, eng, "generation_attention", root)
+    fa = latency.fit_decode_floor(load_table(t), hw, prof, t.label) if t is not None else None
+    if fa is not None:
+        src = f"decode_fixed_s: {SOURCE} {fa.table}, median excess over {fa.rows_used} latency-bound decode calls"
+        prof = latency.with_decode_floor(prof, fa.value_s, src)
+        notes["fits"]["decode_fixed_s"] = fa.record()
+    else:
+        notes["kept"].append("attention.decode_fixed_s (no decode attention table)")
+    t = newest_table(gpu, eng, "custom_allreduce", root)
+    fc = latency.fit_custom_allreduce(load_table(t), hw, prof, t.label) if t is not None else {}
+    if fc:
+        table = next(iter(fc.values())).table
+        src = f"custom_allreduce_latency_s: {SOURCE} {table}, median excess over latency-bound messages per GPU count"
+        prof = latency.with_custom_allreduce(prof, {p: x.value_s for p, x in fc.items()}, src)
+        notes["fits"]["custom_allreduce_latency_s"] = {str(p): x.record() for p, x in fc.items()}
+    else:
+        notes["kept"].append("comm latency (no custom all-reduce table): NCCL's base and per-hop latency")
+    return prof
+
+
+def _gemm_and_moe(
+    gpu: str, eng: str, hw: HardwareSpec, prof: CalibrationProfile, root: Path | None, notes: dict[str, Any]
+) -> CalibrationProfile:
+    """Steps 4–5 (module docstring) on ``prof``."""
+    t = newest_table(gpu, eng, "gemm", root)
+    if t is not None:
+        df = load_table(t)
+        for dtype, rows in df.groupby("dtype", sort=True):
+            f = fit_format(rows, str(dtype), hw, prof) if str(dtype) in FIT_FORMATS else None
+            if f is None:
+                continue
+            src = (f"{SOURCE} {t.label}: {f.rows_used} compute-bound {f.aic_dtype} rows",)
+            prof = with_efficiency(prof, hw, f.compute, f.efficiency, src)
+            notes["fits"][f"compute.{f.compute}"] = {"table": t.label, **fit_record(f)}
+    t = newest_table(gpu, eng, "moe", root)
+    if t is None:
+        notes["kept"].append("grouped_gemm (no MoE table): the default's")
+        return prof
+    try:
+        g = fit_grouped(load_table(t), hw, prof, t.label)
+    except CalibrationError as exc:  # e.g. a table of quantised kernels only
+        notes["kept"].append(f"grouped_gemm ({t.label}: {exc}): the default's")
+        return prof
+    prof = with_grouped(prof, g)
+    notes["fits"]["grouped_gemm"] = {
+        "table": t.label,
+        "rows_used_memory": g.rows_used_memory,
+        "rows_used_compute": g.rows_used_compute,
+        "residual_ratio_p10": g.residual_p10,
+        "residual_ratio_median": g.residual_median,
+        "residual_ratio_p90": g.residual_p90,
+    }
+    return prof
+
+
+def fit_engine_profile(gpu: str, engine: str, root: Path | None = None) -> CalibrationProfile:
+    """The profile of ``engine``'s kernels on AIC GPU ``gpu`` (module docstring), from the installed tables."""
+    slug = AIC_HARDWARE.get(gpu)
+    if slug is None:
+        raise CalibrationError(f"AIC GPU {gpu!r} has no roofline hardware spec; mapped: {', '.join(AIC_HARDWARE)}")
+    if newest_table(gpu, engine, "gemm", root) is None:
+        raise CalibrationError(f"no AIConfigurator GEMM table for {gpu} and {engine}: nothing to fit a profile from")
+    hw, base = hardware(slug), default_profile()
+    notes: dict[str, Any] = {"fits": {}, "kept": []}
+    prof = _gemm_and_moe(gpu, engine, hw, _latencies(gpu, engine, hw, base, root, notes), root, notes)
+    provenance = {
+        "kind": "aiconfigurator",
+        "source": SOURCE,
+        "hardware": hw.name,
+        "engine": engine,
+        "method": "calibrate.aic.engine_profile.fit_engine_profile: each parameter from its own regime's rows",
+        "base_profile": base.name,
+        **notes,
+    }
+    name = f"{hw.name}_{engine}"
+    update = {"name": name, "device": None, "created": dt.date.today().isoformat(), "provenance": provenance}
+    return prof.model_copy(update=update)
+
+
+def engine_versions(profile: CalibrationProfile) -> dict[str, str]:
+    """Table label of each fitted parameter (``<gpu>/<op>/<engine>/<version>``) from a shipped profile."""
+    fits = profile.provenance.get("fits", {})
+    out = {}
+    for key, rec in fits.items():
+        if isinstance(rec, dict) and "table" in rec:
+            out[key] = str(rec["table"])
+        elif isinstance(rec, dict):
+            out[key] = str(next(iter(rec.values()))["table"])
+    return out
+
+
+def ship_all(root: Path | None = None) -> list[Path]:
+    """Fit and write every :func:`shippable` profile to its bundled path; returns the paths written."""
+    from roofline.engine.profiles import ENGINE_PROFILE_DIR, engine_profile_path, shipped_engine_profile
+
+    ENGINE_PROFILE_DIR.mkdir(parents=True, exist_ok=True)
+    out = []
+    for gpu, eng in shippable(root):
+        out.append(fit_engine_profile(gpu, eng, root).save(engine_profile_path(AIC_HARDWARE[gpu], eng)))
+    shipped_engine_profile.cache_clear()
+    return out
+
+
+def summary_lines(profile: CalibrationProfile) -> list[str]:
+    """One line per fitted parameter of an engine profile (value, table, rows, residual) and per kept one."""
+    fits = profile.provenance.get("fits", {})
+    lines = []
+    for key, rec in fits.items():
+        recs = rec.items() if key == "custom_allreduce_latency_s" else [("", rec)]
+        for sub, r in recs:
+            name = f"{key}[{sub}]" if sub else key
+            value = r.get("value_s", r.get("efficiency"))
+            shown = f"{value * 1e6:.2f} us" if "value_s" in r else (f"{value:.4f}" if value is not None else "curve")
+            rows = r.get("rows_used", r.get("rows_used_memory"))
+            lines.append(
+                f"{name}: {shown} from {rows} rows of {r['table']}; predicted/measured after the fit "
+                f"{r['residual_ratio_median']:.3f} (p10 {r['residual_ratio_p10']:.3f}, "
+                f"p90 {r['residual_ratio_p90']:.3f})"
+            )
+    lines += [f"kept from the default: {k}" for k in profile.provenance.get("kept", [])]
+    return lines

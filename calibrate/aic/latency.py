@@ -1,0 +1,188 @@
+"""Fixed latencies of the engines' kernels, fitted from AIConfigurator's tables where latency is what they show.
+
+A kernel's time in a replayed CUDA graph is its work (bytes / memory ceiling or FLOPs / compute ceiling, the
+roofline max) plus a fixed cost. Where the work is a small share of the measured time the row measures the fixed
+cost, and only those rows are used (:data:`LATENCY_SHARE`: work < 25 % of measured). Each parameter is fitted in
+its own regime, one after another, so that each subtracts what the previous ones priced:
+
+1. ``overheads.per_kernel_graph_s`` = median over latency-bound bf16 GEMM rows of (measured − work): the GPU-side
+   cost of one kernel in a graph (launch gap, DRAM latency, ramp and tail), applied to every kernel of a graph step.
+2. ``attention.decode_fixed_s`` = max(0, median over latency-bound decode attention rows (bf16, full attention,
+   beam 1) of (measured − work − per_kernel_graph_s)): the per-call floor of a decode attention kernel
+   (split-KV combine, scheduling prologue).
+3. ``comm.custom_allreduce_latency_s[p]`` = max(0, median over latency-bound custom all-reduce rows of p GPUs
+   (graph launch, 16-bit) of (measured − wire bytes / link bandwidth − per_kernel_graph_s)): the engine's
+   one-/two-shot kernel latency, replacing NCCL's base + per-hop latency for those ops.
+
+Work is priced by the base profile with roofline's own op builders (:mod:`calibrate.aic.compare`), so the fixed
+cost is what roofline's op would miss. Each fit returns its rows used and the residual (p10, median, p90 of
+predicted / measured over the rows used, re-timed with the fitted value).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from calibrate.aic.compare import KV_FORMATS, custom_wire_and_hops, gemm_op, placeholder_model
+from roofline.errors import CalibrationError
+from roofline.evaluate import op_time
+from roofline.ops.attention import attention_kernel
+from roofline.ops.comm import all_reduce, all_reduce_plan
+from roofline.ops.context import BuildContext
+from roofline.ops.records import Op, arr
+from roofline.profile import CalibrationProfile
+from roofline.specs.hardware import HardwareSpec
+from roofline.specs.scenario import Scenario
+
+LATENCY_SHARE = 0.25  # a row measures latency where its roofline work is below this share of its measured time
+MIN_ROWS = 10  # fewer latency-bound rows: the parameter is not fitted (the base profile's value stays)
+
+
+@dataclass(frozen=True)
+class LatencyFit:
+    """One fixed latency: its profile field, value (s), rows used and residual of predicted / measured."""
+
+    field: str
+    value_s: float
+    rows_used: int
+    residual_p10: float
+    residual_median: float
+    residual_p90: float
+    table: str
+
+    def record(self) -> dict[str, float | int | str]:
+        """The provenance record of this fit."""
+        return {
+            "table": self.table,
+            "value_s": self.value_s,
+            "rows_used": self.rows_used,
+            "residual_ratio_p10": self.residual_p10,
+            "residual_ratio_median": self.residual_median,
+            "residual_ratio_p90": self.residual_p90,
+        }
+
+
+def _residual(predicted: np.ndarray, measured: np.ndarray) -> tuple[float, float, float]:
+    q = np.quantile(predicted / measured, [0.1, 0.5, 0.9])
+    return float(q[0]), float(q[1]), float(q[2])
+
+
+def _work_s(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> np.ndarray:
+    t = op_time(op, hw, profile)
+    return np.asarray(np.maximum(t.compute_s, t.memory_s) + t.comm_s, dtype=np.float64)
+
+
+def fit_per_kernel(gemm: pd.DataFrame, hw: HardwareSpec, base: CalibrationProfile, table: str) -> LatencyFit | None:
+    """``overheads.per_kernel_graph_s`` from the latency-bound bf16 rows of a normalised GEMM table (step 1)."""
+    rows = gemm[gemm["dtype"] == "bfloat16"]
+    op = gemm_op(rows, "bfloat16", hw) if len(rows) else None
+    if op is None:
+        return None
+    measured = rows["time_s"].to_numpy(np.float64)
+    work = _work_s(op, hw, base)
+    used = (work < LATENCY_SHARE * measured) & (measured > 0)
+    if int(used.sum()) < MIN_ROWS:
+        return None
+    value = float(np.median(measured[used] - work[used]))
+    res = _residual(work[used] + value, measured[used])
+    return LatencyFit("overheads.per_kernel_graph_s", value, int(used.sum()), *res, table)
+
+
+def with_per_kernel(profile: CalibrationProfile, value_s: float, source: str) -> CalibrationProfile:
+    """``profile`` with ``overheads.per_kernel_graph_s`` = ``value_s`` and its source appended."""
+    o = profile.overheads
+    return profile.model_copy(
+        update={"overheads": o.model_copy(update={"per_kernel_graph_s": value_s, "sources": (*o.sources, source)})}
+    )
+
+
+def decode_attention_ops(df: pd.DataFrame, hw: HardwareSpec) -> list[tuple[pd.DataFrame, Op]]:
+    """(rows, roofline op launched in a graph) per decode shape of a normalised generation-attention table.
+
+    Unambiguous rows only, as :func:`calibrate.aic.compare.attention_rows`: bf16 math, full attention, beam 1,
+    a KV format roofline has."""
+    keep = (df["dtype"] == "bfloat16") & ~np.isfinite(df["window"]) & (df["beam_width"] == 1)
+    keep &= df["kv_dtype"].isin(list(KV_FORMATS)) & (df["phase"] == "decode")
+    out = []
+    placeholder = placeholder_model()
+    for (hq, hkv, d, kv), rows in df[keep].groupby(["q_heads", "kv_heads", "head_dim", "kv_dtype"], sort=True):
+        sc = Scenario(kv_dtype=KV_FORMATS[str(kv)])
+        b, t, past = (rows[c].to_numpy(np.float64) for c in ("batch", "new_tokens", "past"))
+        ctx = BuildContext.create(placeholder, sc, hw, "decode", b, t, past)
+        op = attention_kernel(ctx, "aic", 1, float("inf"), float(hq), float(hkv), float(d), float(d), 2 * hkv * d)
+        out.append((rows, replace(op, launch="graph")))
+    return out
+
+
+def fit_decode_floor(attn: pd.DataFrame, hw: HardwareSpec, base: CalibrationProfile, table: str) -> LatencyFit | None:
+    """``attention.decode_fixed_s`` from the latency-bound rows of a generation-attention table (step 2)."""
+    per_kernel = base.overheads.per_kernel_graph_s
+    excess, fixed_m, fixed_w = [], [], []
+    for rows, op in decode_attention_ops(attn, hw):
+        measured = rows["time_s"].to_numpy(np.float64)
+        work = _work_s(op, hw, base)
+        used = (work < LATENCY_SHARE * measured) & (measured > 0)
+        excess.append(measured[used] - work[used] - per_kernel)
+        fixed_m.append(measured[used])
+        fixed_w.append(work[used] + per_kernel)
+    ex = np.concatenate(excess) if excess else np.zeros(0)
+    if ex.size < MIN_ROWS:
+        return None
+    value = max(0.0, float(np.median(ex)))
+    res = _residual(np.concatenate(fixed_w) + value, np.concatenate(fixed_m))
+    return LatencyFit("attention.decode_fixed_s", value, int(ex.size), *res, table)
+
+
+def with_decode_floor(profile: CalibrationProfile, value_s: float, source: str) -> CalibrationProfile:
+    """``profile`` with ``attention.decode_fixed_s`` = ``value_s`` and its source appended."""
+    a = profile.attention
+    return profile.model_copy(
+        update={"attention": a.model_copy(update={"decode_fixed_s": value_s, "sources": (*a.sources, source)})}
+    )
+
+
+def _custom_op(rows: pd.DataFrame, hw: HardwareSpec) -> Op:
+    p = int(rows["gpus"].iloc[0])
+    s = rows["message_bytes"].to_numpy(np.float64)
+    wire, hops = custom_wire_and_hops(hw, s, p)
+    op = all_reduce("aic.all_reduce", "aic", "aic", 1, "bf16", s, p, hw)
+    return replace(op, comm_bytes=arr(wire), comm_hops=arr(hops), launch="graph", custom_collective=arr(1.0) + 0 * s)
+
+
+def fit_custom_allreduce(
+    ar: pd.DataFrame, hw: HardwareSpec, base: CalibrationProfile, table: str
+) -> dict[int, LatencyFit]:
+    """``comm.custom_allreduce_latency_s`` per GPU count from a normalised custom all-reduce table (step 3).
+
+    Latency-bound rows: wire bytes / link bandwidth < 25 % of measured; graph launch, 2-byte elements."""
+    out: dict[int, LatencyFit] = {}
+    keep = (ar["collective"] == "all_reduce") & (ar["launch"] == "graph") & (ar["dtype"].isin(["bfloat16", "half"]))
+    per_kernel = base.overheads.per_kernel_graph_s
+    for _, rows in ar[keep].groupby("gpus", sort=True):
+        p = int(rows["gpus"].iloc[0])
+        if p < 2:
+            continue
+        op = _custom_op(rows, hw)
+        if not np.any(all_reduce_plan(hw, rows["message_bytes"].to_numpy(np.float64), p)[2]):
+            continue  # roofline runs NCCL's ring at this GPU count on hw (no full scale-up fabric): not applied
+        measured = rows["time_s"].to_numpy(np.float64)
+        wire_s = op.comm_bytes / base.link_bytes_per_s(hw, p)
+        used = (wire_s < LATENCY_SHARE * measured) & (measured > 0)
+        if int(used.sum()) < 3:  # a table holds ~7 small sizes per GPU count
+            continue
+        value = max(0.0, float(np.median(measured[used] - wire_s[used] - per_kernel)))
+        res = _residual(wire_s[used] + per_kernel + value, measured[used])
+        out[p] = LatencyFit(f"comm.custom_allreduce_latency_s[{p}]", value, int(used.sum()), *res, table)
+    return out
+
+
+def with_custom_allreduce(profile: CalibrationProfile, values_s: dict[int, float], source: str) -> CalibrationProfile:
+    """``profile`` with ``comm.custom_allreduce_latency_s`` = ``values_s`` and its source appended."""
+    if not values_s:
+        raise CalibrationError("no custom all-reduce latency to set")
+    c = profile.comm
+    update = {"custom_allreduce_latency_s": dict(values_s), "sources": (*c.sources, source)}
+    return profile.model_copy(update={"comm": c.model_copy(update=update)})
