@@ -80,6 +80,7 @@ import numpy as np
 import pandas as pd
 
 from roofline.engine.presets import engine_preset
+from roofline.engine.profiles import select_profile
 from roofline.errors import RooflineError
 from roofline.profile import default_profile
 from roofline.serving.sim.result import SimulationResult
@@ -151,8 +152,8 @@ def simulate_row(
 ) -> SimulationResult:
     """One measurement simulated at its tp / ep / precision and concurrency with the engine ``options`` and
     benchmark ``protocol`` of the module docstring, ``extra`` engine overrides over them, and the row's output
-    length unless ``output_len`` (a length spec) is given; priced with the (GPU, engine) profile the library
-    selects, or the shipped default profile for ``profile`` = "default"."""
+    length unless ``output_len`` (a length spec) is given; priced with the shipped (GPU, engine) kernel profile
+    (``profile`` = "engine", the default profile where none ships), or the shipped default profile ("default")."""
     c = int(row.batch_size)
     over: dict[str, float | bool] = {}
     if row.backend == "vllm":
@@ -173,7 +174,9 @@ def simulate_row(
         num_requests=request_count(c, protocol),
         weight_dtype=weight_dtype(row),
         engine_overrides=over | (extra or {}),
-        calibration=default_profile() if profile == "default" else None,
+        calibration=default_profile()
+        if profile == "default"
+        else select_profile(None, str(row.hardware), str(row.backend), engine_kernels=True),
     )
 
 
