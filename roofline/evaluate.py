@@ -24,6 +24,7 @@ import numpy as np
 
 from roofline.ops.records import Op
 from roofline.profile import CalibrationProfile
+from roofline.profile_moe import format_key
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.topology import comm_path
 
@@ -65,8 +66,9 @@ def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.
     size_curve = profile.memory_size_efficiency
     bw = memory * size_curve(op.memory_bytes) if size_curve is not None else memory + 0 * op.m
     if op.grouped:  # grouped expert GEMM (m rows per expert): below a dense GEMM on both sides
-        c = c * profile.grouped_gemm.compute_factor(hw.name)
-        bw = bw * profile.grouped_gemm.memory_factor(hw.name, op.m, op.n * op.k)
+        fmt = format_key(op.dtype, op.weight_element_bytes)
+        c = c * profile.grouped_gemm.compute_factor(hw.name, fmt)
+        bw = bw * profile.grouped_gemm.memory_factor(hw.name, op.m, op.n * op.k, fmt)
     return np.asarray(c), np.asarray(bw)
 
 

@@ -20,39 +20,15 @@ from numpy.typing import ArrayLike
 from pydantic import Field, model_validator
 
 from roofline.errors import CalibrationError
+from roofline.profile_curve import Curve as Curve
+from roofline.profile_curve import interp_log2 as interp_log2
+from roofline.profile_moe import GroupedGemm as GroupedGemm
+from roofline.profile_moe import GroupedRates as GroupedRates
 from roofline.specs._base import Frozen
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.topology import comm_path
 
 SCHEMA_VERSION = 1
-
-
-def interp_log2(x_knots: ArrayLike, y_knots: ArrayLike, x: ArrayLike) -> np.ndarray:
-    """Piecewise-linear interpolation in log2(x), clamped at both ends: how every profile curve is read."""
-    lx = np.log2(np.maximum(np.asarray(x, dtype=np.float64), 1e-30))
-    return np.interp(lx, np.log2(np.asarray(x_knots, dtype=np.float64)), np.asarray(y_knots, dtype=np.float64))
-
-
-class Curve(Frozen):
-    """Multiplier against a size, piecewise-linear in log2(x), clamped at both ends."""
-
-    x: tuple[float, ...] = Field(min_length=1)
-    y: tuple[float, ...] = Field(min_length=1)
-    sources: tuple[str, ...] = ()
-
-    @model_validator(mode="after")
-    def _ok(self) -> Curve:
-        if len(self.x) != len(self.y):
-            raise ValueError("x and y must have the same length")
-        if any(b <= a for a, b in zip(self.x, self.x[1:], strict=False)) or min(self.x) <= 0:
-            raise ValueError("x must be positive and strictly increasing")
-        if not all(0 < v <= 1.5 for v in self.y):
-            raise ValueError("curve values must be in (0, 1.5]")
-        return self
-
-    def __call__(self, x: ArrayLike) -> np.ndarray:
-        """Interpolated multiplier at ``x`` (array-friendly), see :func:`interp_log2`."""
-        return interp_log2(self.x, self.y, x)
 
 
 class Ceiling(Frozen):
@@ -89,46 +65,6 @@ class GemmK(Frozen):
         """Multiplier on the compute ceiling of a ``dtype`` GEMM with inner dimension ``k`` (1 when not measured)."""
         curve = self.curves.get(dtype) if hardware in self.devices else None
         return 1.0 if curve is None else curve(k)
-
-
-class GroupedGemm(Frozen):
-    """Grouped (MoE expert) GEMMs on the devices they were measured for: streaming and compute rates.
-
-    A MoE layer's routed experts run as one grouped GEMM over the touched experts with m rows each
-    (m = the GEMM's M). On ``devices`` its weight traffic moves at ``memory_efficiency(m)`` × the
-    memory ceiling (a few rows per expert stream below a dense GEMM of equal bytes) and its FLOPs at
-    ``compute_efficiency`` × the dense GEMM ceiling at that m. Other devices get 1 for both: nothing
-    was measured there. ``memory_efficiency_by_size`` (vs one expert matrix's n·k elements), where set,
-    replaces the rows curve: the rate then does not change with the batch.
-    """
-
-    devices: tuple[str, ...] = ()
-    measured_on: str | None = Field(default=None, description="the device the rates were measured on")
-    memory_efficiency: Curve | None = Field(
-        default=None, description="fraction of the memory ceiling vs rows per expert"
-    )
-    memory_efficiency_by_size: Curve | None = Field(
-        default=None,
-        description="fraction of the memory ceiling vs elements of one expert's matrix (n·k); "
-        "replaces memory_efficiency where set (it does not change with the batch)",
-    )
-    compute_efficiency: float = Field(default=1.0, gt=0, le=1.5)
-    sources: tuple[str, ...] = ()
-
-    def memory_factor(
-        self, hardware: str, rows_per_expert: ArrayLike, expert_elements: ArrayLike = 1.0
-    ) -> float | np.ndarray:
-        """Multiplier on the memory ceiling on ``hardware`` (1 when not measured): ``memory_efficiency_by_size`` at
-        ``expert_elements`` where set, else ``memory_efficiency`` at ``rows_per_expert``."""
-        if hardware not in self.devices:
-            return 1.0
-        if self.memory_efficiency_by_size is not None:
-            return self.memory_efficiency_by_size(expert_elements)
-        return 1.0 if self.memory_efficiency is None else self.memory_efficiency(rows_per_expert)
-
-    def compute_factor(self, hardware: str) -> float:
-        """Multiplier on the GEMM compute ceiling on ``hardware`` (1 when not measured)."""
-        return self.compute_efficiency if hardware in self.devices else 1.0
 
 
 class Attention(Frozen):

@@ -95,7 +95,9 @@ def test_ops_bytes_are_the_hand_derived_expert_weights(tmp_path: Path) -> None:
     weights = float(ops.gate_up.weight_bytes[0] + ops.down.weight_bytes[0])
     assert weights == pytest.approx(touched * 3 * 4096 * 7168 * 2, rel=1e-12)  # ≈ 1.41 GB
     assert float(ops.gate_up.m[0]) == pytest.approx(64 / touched) and float(ops.act.m[0]) == pytest.approx(64 * 7168)
-    assert moe_ops_for_rows(row, HW, "int4_wo") is None
+    int4 = moe_ops_for_rows(row, HW, "int4_wo")  # 4-bit weight-only: bf16 math, half a byte per weight
+    assert int4 is not None and int4.gate_up.dtype == "bf16" and int4.gate_up.weight_element_bytes == 0.5
+    assert moe_ops_for_rows(row, HW, "w4a8_mxfp4_mxfp8") is None
 
 
 def test_fit_recovers_the_factors_it_was_built_from(tmp_path: Path) -> None:
@@ -111,8 +113,8 @@ def test_fit_recovers_the_factors_it_was_built_from(tmp_path: Path) -> None:
     assert (
         fit.grouped.devices == ("h100-sxm",) and "h100_sxm/moe/vllm/0.24.0/moe_perf.parquet" in fit.grouped.sources[0]
     )
-    rows = table_rows(table)  # the compare dispatch: bf16 and fp8 priced, int4_wo skipped
-    assert set(rows["op"]) == {"moe"} and set(rows["dtype"]) == {"bfloat16", "fp8"} and len(rows) == 86
+    rows = table_rows(table)  # the compare dispatch: bf16, fp8 and int4_wo priced
+    assert set(rows["op"]) == {"moe"} and set(rows["dtype"]) == {"bfloat16", "fp8", "int4_wo"} and len(rows) == 87
 
 
 def test_moe_table_names_what_exists(tmp_path: Path) -> None:

@@ -123,3 +123,26 @@ def test_mixtral_tp2_decode_on_h100_vllm_matches_the_measured_moe_kernel_better(
 
 def test_engine_profile_path_names() -> None:
     assert engine_profile_path("h100-sxm", "vllm").name == "h100-sxm_vllm.yaml"
+
+
+def test_quantised_moe_kernels_take_their_own_rates() -> None:
+    """A grouped GEMM of 4-bit weights dequantised to bf16 (int4 / MXFP4 on Hopper) streams at the rate fitted
+    to those kernels (``by_format['bf16:0.5']``), a 16-bit one at the 16-bit kernel's; hand-derived bandwidth."""
+    from roofline.evaluate import ceilings
+    from roofline.ops.ffn import grouped_rows
+    from roofline.ops.records import gemm
+    from roofline.profile_moe import format_key
+
+    hw, prof = hardware("h100-sxm"), shipped_engine_profile("h100-sxm", "vllm")
+    assert prof is not None and {"fp8:1.0", "bf16:0.5"} <= set(prof.grouped_gemm.by_format)
+    assert format_key("bf16", 0.53125) == "bf16:0.5" and format_key("fp4", 0.5625) == "fp4:0.5"
+    assert format_key("fp8", 1.000244140625) == "fp8:1.0" and format_key("bf16", 2.0) == "bf16:2.0"
+    n, k = 2 * 2048.0, 4096.0
+    for w_bytes, key in ((2.0, None), (0.53125, "bf16:0.5")):
+        op = grouped_rows(gemm("moe.experts_gate_up", "moe", "x", 1, "bf16", 4.0, n, k, w_bytes, 2.0, 8.0), 8.0)
+        _, bw = ceilings(op, hw, prof)
+        curve = prof.grouped_gemm.by_format[key].memory_efficiency_by_size if key else None
+        curve = curve or prof.grouped_gemm.memory_efficiency_by_size
+        assert curve is not None
+        expect = prof.memory_ceiling(hw) * float(curve(n * k))
+        assert float(bw) == pytest.approx(expect, rel=1e-12)

@@ -58,6 +58,7 @@ GEMM_FORMATS: dict[str, tuple[Precision, Precision]] = {
     "nvfp4": (Precision.NVFP4, Precision.NVFP4),
     "int8_wo": (Precision.INT8, Precision.BF16),
     "int4_wo": (Precision.INT4, Precision.BF16),
+    "w4a16_mxfp4": (Precision.MXFP4, Precision.BF16),  # MoE tables: MXFP4 weights dequantised to bf16
     "sq": (Precision.INT8, Precision.INT8),
 }
 KV_FORMATS: dict[str, Precision] = {"bfloat16": Precision.BF16, "fp8": Precision.FP8}

@@ -8,7 +8,9 @@ the parameter describes, and subtracts what the earlier steps priced (formulas i
 3. ``comm.custom_allreduce_latency_s``: latency-bound custom all-reduce rows per GPU count
    (:func:`~calibrate.aic.latency.fit_custom_allreduce`);
 4. the large-GEMM compute efficiency per format: compute-bound GEMM rows (:mod:`calibrate.aic.fit`);
-5. ``grouped_gemm``: memory- and compute-bound bf16 balanced MoE rows (:func:`calibrate.aic.moe.fit_grouped`).
+5. ``grouped_gemm``: memory- and compute-bound balanced MoE rows (:func:`calibrate.aic.moe.fit_grouped`), the 16-bit
+   kernel's rates and each quantised kernel's own (``by_format``: fp8, 4-bit weight-only, NVFP4), each from the
+   newest table that holds that format.
 
 Each (GPU, engine) uses the newest version of each table kind the engine has on that GPU (the version is recorded
 per step). A step whose table is missing, or has too few rows in its regime, keeps the default's value and says so
@@ -22,16 +24,21 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from calibrate.aic import latency
+from calibrate.aic.compare import gemm_formats
 from calibrate.aic.fit import FIT_FORMATS, fit_format, fit_record, version_key, with_efficiency
-from calibrate.aic.moe import fit_grouped, with_grouped
+from calibrate.aic.moe import GroupedFit, fit_grouped, fit_rows
 from calibrate.aic.tables import AIC_HARDWARE, AIC_VERSION, AicTable, list_tables, load_table
 from roofline.errors import CalibrationError
-from roofline.profile import CalibrationProfile, default_profile
+from roofline.profile import CalibrationProfile, GroupedRates, default_profile
+from roofline.profile_moe import format_key
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.library import hardware
 
 ENGINES = ("vllm", "sglang", "trtllm")
+MIN_MOE_ROWS = 20  # balanced rows of a format a table must hold to be fitted from
 SOURCE = f"aiconfigurator-core {AIC_VERSION}"
 
 
@@ -97,25 +104,88 @@ def _gemm_and_moe(
             src = (f"{SOURCE} {t.label}: {f.rows_used} compute-bound {f.aic_dtype} rows",)
             prof = with_efficiency(prof, hw, f.compute, f.efficiency, src)
             notes["fits"][f"compute.{f.compute}"] = {"table": t.label, **fit_record(f)}
-    t = newest_table(gpu, eng, "moe", root)
-    if t is None:
-        notes["kept"].append("grouped_gemm (no MoE table): the default's")
+    return _moe(gpu, eng, hw, prof, root, notes)
+
+
+#: The MoE kernel formats fitted, each a list of alternatives (the first with enough rows wins; formats of one
+#: alternative are pooled): 16-bit; fp8 W8A8 (block scales, as the DeepSeek/Qwen3/GLM/MiniMax fp8 checkpoints,
+#: else per-tensor); NVFP4 W4A4 (Blackwell). Not fitted: the 4-bit weight-only tables (int4_wo, w4a16_mxfp4),
+#: because roofline's 4-bit formats stand for several kernel families the tables cannot tell apart (Marlin int4,
+#: MXFP4 W4A16, and on Blackwell the W4A4 / W4A8 kernels engines run for those checkpoints): on a sample of the
+#: public closed-loop rows their W4A16 rates made B200 gpt-oss and DeepSeek-FP4 TPOT 2.4x the measured one.
+#: Where the GPU has no fp4 tensor cores, W4A16 is the only kernel family there is, and they are fitted
+#: (:data:`WEIGHT_ONLY_FIT`); elsewhere those formats take the 16-bit kernel's rates.
+MOE_FITS: tuple[tuple[tuple[str, ...], ...], ...] = (
+    (("bfloat16",),),
+    (("fp8_block",), ("fp8",)),
+    (("nvfp4",),),
+)
+WEIGHT_ONLY_FIT: tuple[tuple[str, ...], ...] = (("int4_wo", "w4a16_mxfp4"),)
+
+
+def moe_tables(gpu: str, framework: str, root: Path | None = None) -> list[AicTable]:
+    """Every ``moe_perf`` table (not ``wideep_*``) of (gpu, framework), newest version first."""
+    tables = [t for t in list_tables(root, gpu=gpu, framework=framework) if t.kind == "moe"]
+    return sorted(tables, key=lambda t: version_key(t.version), reverse=True)
+
+
+def _first_fit(
+    tables: list[tuple[AicTable, pd.DataFrame]],
+    alternatives: tuple[tuple[str, ...], ...],
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+) -> tuple[AicTable, tuple[str, ...], GroupedFit] | None:
+    """The fit of the first alternative that the newest table holding it supports (None: no table has it)."""
+    for formats in alternatives:
+        for t, df in tables:
+            if len(fit_rows(df, formats)) < MIN_MOE_ROWS:
+                continue
+            try:
+                return t, formats, fit_grouped(df, hw, prof, t.label, formats)
+            except CalibrationError:  # rows that do not map on hw (no peak for the format)
+                continue
+    return None
+
+
+def _moe(
+    gpu: str, eng: str, hw: HardwareSpec, prof: CalibrationProfile, root: Path | None, notes: dict[str, Any]
+) -> CalibrationProfile:
+    """Step 5 (module docstring): the 16-bit grouped rates, and each quantised kernel's own (``by_format``)."""
+    tables = [(t, load_table(t)) for t in moe_tables(gpu, eng, root)]
+    wanted = MOE_FITS if hw.peak_flops_per_s("fp4") else (*MOE_FITS, WEIGHT_ONLY_FIT)
+    fits = [f for alts in wanted if (f := _first_fit(tables, alts, hw, prof)) is not None]
+    top = next((f for f in fits if f[1] == ("bfloat16",)), None)
+    if top is None:
+        notes["kept"].append("grouped_gemm (no bf16 balanced MoE rows in any table): the default's")
         return prof
-    try:
-        g = fit_grouped(load_table(t), hw, prof, t.label)
-    except CalibrationError as exc:  # e.g. a table of quantised kernels only
-        notes["kept"].append(f"grouped_gemm ({t.label}: {exc}): the default's")
-        return prof
-    prof = with_grouped(prof, g)
-    notes["fits"]["grouped_gemm"] = {
-        "table": t.label,
-        "rows_used_memory": g.rows_used_memory,
-        "rows_used_compute": g.rows_used_compute,
-        "residual_ratio_p10": g.residual_p10,
-        "residual_ratio_median": g.residual_median,
-        "residual_ratio_p90": g.residual_p90,
-    }
-    return prof
+    by_format = {}
+    for t, formats, g in fits:
+        key = _format_key(formats[0], hw)
+        notes["fits"][f"grouped_gemm.{key}"] = {
+            "table": t.label,
+            "formats": "/".join(formats),
+            "rows_used_memory": g.rows_used_memory,
+            "rows_used_compute": g.rows_used_compute,
+            "residual_ratio_p10": g.residual_p10,
+            "residual_ratio_median": g.residual_median,
+            "residual_ratio_p90": g.residual_p90,
+        }
+        if formats != ("bfloat16",):
+            gg = g.grouped
+            by_format[key] = GroupedRates(
+                memory_efficiency_by_size=gg.memory_efficiency_by_size,
+                compute_efficiency=gg.compute_efficiency,
+                sources=gg.sources,
+            )
+    grouped = top[2].grouped.model_copy(update={"by_format": by_format})
+    return prof.model_copy(update={"grouped_gemm": grouped})
+
+
+def _format_key(aic_dtype: str, hw: HardwareSpec) -> str:
+    fmt = gemm_formats(aic_dtype, hw)
+    if fmt is None:
+        raise CalibrationError(f"{aic_dtype} does not map on {hw.name}")
+    return format_key(fmt[0], fmt[1])
 
 
 def fit_engine_profile(gpu: str, engine: str, root: Path | None = None) -> CalibrationProfile:

@@ -51,9 +51,9 @@ from roofline.specs.hardware import HardwareSpec
 from roofline.specs.library import hardware
 
 #: AIC ``moe_dtype`` priced like the GEMM format of the same name (:data:`calibrate.aic.compare.GEMM_FORMATS`).
-MOE_FORMATS = ("bfloat16", "fp8", "fp8_block", "nvfp4")
+MOE_FORMATS = ("bfloat16", "fp8", "fp8_block", "nvfp4", "int4_wo", "w4a16_mxfp4")
 #: AIC ``moe_dtype`` with no clean roofline mapping (weight-only int4, MXFP4 with bf16 / fp8 activations).
-SKIPPED_FORMATS = ("int4_wo", "w4a16_mxfp4", "w4a8_mxfp4_mxfp8")
+SKIPPED_FORMATS = ("w4a8_mxfp4_mxfp8",)
 MIN_ROWS = 10  # rows a memory knot (or the compute fit) needs
 MEMORY_CLAMP = (0.05, 1.5)
 #: A row is used only where its grouped-GEMM term (at factor 1) is ≥ this × the subtracted act + launch terms.
@@ -200,20 +200,22 @@ def memory_knots(expert_elements: np.ndarray, factor: np.ndarray) -> tuple[tuple
     return tuple(xs), tuple(ys), used
 
 
-def fit_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows :func:`fit_grouped` fits from: bf16, ``balanced``."""
-    return df[(df["moe_dtype"] == "bfloat16") & (df["distribution"] == "balanced")]
+def fit_rows(df: pd.DataFrame, formats: tuple[str, ...] = ("bfloat16",)) -> pd.DataFrame:
+    """The rows :func:`fit_grouped` fits from: the ``formats`` (AIC ``moe_dtype``), ``balanced`` routing."""
+    return df[df["moe_dtype"].isin(list(formats)) & (df["distribution"] == "balanced")]
 
 
-def _fit_groups(df: pd.DataFrame, hw: HardwareSpec) -> list[tuple[pd.DataFrame, MoeOps]]:
-    """(rows, ops) per gating of the fit rows."""
+def _fit_groups(
+    df: pd.DataFrame, hw: HardwareSpec, formats: tuple[str, ...] = ("bfloat16",)
+) -> list[tuple[pd.DataFrame, MoeOps]]:
+    """(rows, ops) per format and gating of the fit rows."""
     out = []
-    for dtype, gated, rows in _groups(fit_rows(df)):
+    for dtype, gated, rows in _groups(fit_rows(df, formats)):
         ops = moe_ops_for_rows(rows, hw, dtype, gated)
         if ops is not None:
             out.append((rows, ops))
     if not out:
-        raise CalibrationError("no bf16 balanced MoE rows to fit")
+        raise CalibrationError(f"no {'/'.join(formats)} balanced MoE rows to fit")
     return out
 
 
@@ -229,14 +231,20 @@ def _label(df: pd.DataFrame) -> str:
     return f"{gpu}/moe/{fw}/{version}/moe_perf.parquet"
 
 
-def fit_grouped(df: pd.DataFrame, hw: HardwareSpec, base: CalibrationProfile, label: str | None = None) -> GroupedFit:
-    """``profile.grouped_gemm`` fitted from a ``moe`` table's bf16 balanced rows (module docstring).
+def fit_grouped(
+    df: pd.DataFrame,
+    hw: HardwareSpec,
+    base: CalibrationProfile,
+    label: str | None = None,
+    formats: tuple[str, ...] = ("bfloat16",),
+) -> GroupedFit:
+    """``profile.grouped_gemm`` fitted from a ``moe`` table's balanced rows of ``formats`` (module docstring).
 
     ``label`` names the table in the sources (default: built from the rows' gpu / framework / version).
     Compute efficiency stays 1 with fewer than :data:`MIN_ROWS` compute-bound rows; no memory curve
     without a knot of :data:`MIN_ROWS` rows.
     """
-    groups = _fit_groups(df, hw)
+    groups = _fit_groups(df, hw, formats)
     src = f"aiconfigurator-core {AIC_VERSION} {label or _label(df)}"
     t = _concat_terms(groups, hw, base.model_copy(update={"grouped_gemm": GroupedGemm()}))
     rest = t.measured_s - t.kernel_s
@@ -248,7 +256,8 @@ def fit_grouped(df: pd.DataFrame, hw: HardwareSpec, base: CalibrationProfile, la
         comp = np.zeros_like(comp)
     n_comp = int(comp.sum())
     eff = float(min(np.median(t.compute_s[comp] / t.kernel_s[comp]), 1.5)) if n_comp else 1.0
-    note = f"{src}: {n_mem} memory-bound bf16 balanced rows, median per expert-matrix size (n·k, log4 knots)"
+    what = "/".join(formats)
+    note = f"{src}: {n_mem} memory-bound {what} balanced rows, median per expert-matrix size (n·k, log4 knots)"
     curve = Curve(x=xs, y=ys, sources=(note,)) if xs else None
     grouped = GroupedGemm(
         devices=(hw.name,),
@@ -256,7 +265,7 @@ def fit_grouped(df: pd.DataFrame, hw: HardwareSpec, base: CalibrationProfile, la
         memory_efficiency_by_size=curve,
         compute_efficiency=eff,
         sources=(
-            f"{src}: {n_mem} memory-bound and {n_comp} compute-bound bf16 balanced rows "
+            f"{src}: {n_mem} memory-bound and {n_comp} compute-bound {what} balanced rows "
             "(act time and launch overheads subtracted)",
         ),
     )

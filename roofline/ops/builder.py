@@ -144,7 +144,10 @@ def _module_format(c: BuildContext, op: Op) -> Op:
         return op
     fmt = c.formats.get(group)
     scale = fmt.bytes_per_element / c.w_bytes
-    return with_fields(op, weight_bytes=op.weight_bytes * scale, dtype=c.sc.group_compute_dtype(c.hw, fmt))
+    dtype = c.sc.group_compute_dtype(c.hw, fmt)
+    return with_fields(
+        op, weight_bytes=op.weight_bytes * scale, dtype=dtype, weight_element_bytes=fmt.bytes_per_element
+    )
 
 
 def prefill_ops(model: ModelSpec, sc: Scenario, hw: HardwareSpec) -> list[Op]:

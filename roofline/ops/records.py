@@ -77,6 +77,7 @@ class Op:
     launch: Launch = "eager"
     grouped: bool = False  # one grouped GEMM over the touched MoE experts (profile.grouped_gemm applies)
     custom_collective: np.ndarray = field(default_factory=lambda: arr(0.0))  # 1: engine custom all-reduce kernel
+    weight_element_bytes: float = 0.0  # bytes per weight element of a GEMM (its format: 2 bf16, 1 fp8, ~0.5 4-bit)
 
     @property
     def memory_bytes(self) -> np.ndarray:
@@ -153,6 +154,7 @@ def gemm(
         flops=2.0 * m_ * n_ * k_,
         weight_bytes=(n_ * k_ * w_bytes + bias_bytes) * arr(weight_fraction) + 0 * m_,
         act_bytes=(m_ * k_ + m_ * n_) * a_bytes,
+        weight_element_bytes=float(w_bytes),
     )
 
 

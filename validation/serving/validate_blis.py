@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 import roofline
+from roofline.engine.profiles import select_profile
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parents[2] / "shared" / "validation" / "serving" / "blis_vllm_groundtruth.csv"
@@ -90,7 +91,9 @@ def lengths(prompt_mean: float, output_mean: float, cv: float, n: int, seed: int
     return p, np.maximum(np.minimum(o, MAX_MODEL_LEN - p), 1)
 
 
-def simulate_run(row: pd.Series, cv: float, max_requests: int, seed: int = 0) -> dict[str, float]:
+def simulate_run(
+    row: pd.Series, cv: float, max_requests: int, engine_kernels: bool = False, seed: int = 0
+) -> dict[str, float]:
     """The run's simulated TTFT/ITL/E2E (ms) under its recorded engine options (module docstring)."""
     model, _ = MODELS[str(row["model"])]
     tp = int(row["tp"])
@@ -116,6 +119,7 @@ def simulate_run(row: pd.Series, cv: float, max_requests: int, seed: int = 0) ->
         weight_dtype="fp16",
         kv_dtype="fp16",
         engine_overrides=over,
+        calibration=select_profile(None, "h100-sxm", "vllm", engine_kernels=True) if engine_kernels else None,
     )
     out = {f"sim_{m}": s.summary[k] * 1e3 for m, k in METRICS.items()}
     out["sim_mean_batch"] = s.summary["mean_batch"]
@@ -127,14 +131,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cv", type=float, default=0.0, help="CV of lognormal lengths (0: the stated means, fixed)")
     ap.add_argument("--max-requests", type=int, default=4000, help="requests simulated per stage at most")
+    ap.add_argument(
+        "--profile",
+        choices=("default", "engine"),
+        default="default",
+        help="the default profile, or the shipped vLLM kernel profile of the H100 (writes serving_blis_engine.csv)",
+    )
     a = ap.parse_args()
     wide, skipped = runs()
-    sims = pd.DataFrame([simulate_run(r, a.cv, a.max_requests) for _, r in wide.iterrows()])
+    engine = a.profile == "engine"
+    sims = pd.DataFrame([simulate_run(r, a.cv, a.max_requests, engine) for _, r in wide.iterrows()])
     res = pd.concat([wide.drop(columns=["qps_or_concurrency"]), sims], axis=1)
     res["family"] = [MODELS[m][1] for m in res["model"]]
     for m in METRICS:
         res[f"err_{m}"] = res[f"sim_{m}"] / res[m] - 1.0
-    res.to_csv(OUT, index=False, float_format="%.6g")
+    out = OUT.with_name("serving_blis_engine.csv") if engine else OUT
+    res.to_csv(out, index=False, float_format="%.6g")
     shape = "fixed at the stated means" if a.cv == 0 else f"lognormal, CV {a.cv:g}"
     print(f"{len(res)} stages simulated ({skipped} left out: stage rates not published); lengths {shape}")
     print(f"{'family':8s} {'tp':>3s} {'n':>3s} " + " ".join(f"{m:>10s}" for m in METRICS))
@@ -142,7 +154,7 @@ def main() -> None:
         cells = " ".join(f"{np.median(np.abs(g[f'err_{m}'])) * 100:9.1f}%" for m in METRICS)
         print(f"{fam:8s} {tp:3d} {len(g):3d} {cells}")
     cells = " ".join(f"{np.median(np.abs(res[f'err_{m}'])) * 100:9.1f}%" for m in METRICS)
-    print(f"{'all':8s} {'':3s} {len(res):3d} {cells}   (median |error|; signed medians in {OUT.name})")
+    print(f"{'all':8s} {'':3s} {len(res):3d} {cells}   (median |error|; signed medians in {out.name})")
 
 
 if __name__ == "__main__":
