@@ -59,3 +59,20 @@ def test_plan_simulate_json_matches_size_finalist() -> None:
 def test_plan_simulate_prints_the_simulated_lines() -> None:
     res = CliRunner().invoke(app, [*ARGS, "--simulate"], terminal_width=200)
     assert res.exit_code == 0 and "simulated:" in res.stdout and "TTFT P99" in res.stdout
+
+
+def test_plan_simulate_recommends_what_the_report_recommends(readme_report: object) -> None:
+    """One answer: on the README main job's inputs ``plan --simulate`` recommends from its simulated check only,
+    and that is the report's recommendation (same hardware, tp and GPUs)."""
+    args = ["plan", "llama-3.1-70b", "--qps", "10", "-p", "1024", "-n", "256", "--ttft-slo", "p99=500ms",
+            "--tpot-slo", "p90=50ms", "-H", "h100-sxm,h200-sxm,a100-80gb-sxm", "--simulate", "--json"]  # fmt: skip
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    pick = json.loads(res.stdout)["recommended_simulated"]
+    rec = readme_report.data.recommended.finalist  # type: ignore[attr-defined]
+    assert pick["meets_slo"] and (pick["label"], pick["gpus"]) == (rec.candidate.label, rec.gpus)
+    text = CliRunner().invoke(app, args[:-1], terminal_width=250).stdout
+    assert (
+        "closed-form pick (before simulation):" in text
+        and f"recommended: {rec.replicas} × {rec.candidate.label}" in text
+    )

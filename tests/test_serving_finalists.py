@@ -56,8 +56,14 @@ def test_sizing_invariants_and_formulas(cand: Any) -> None:
     assert f.kwh_per_million_output_tokens == pytest.approx(f.gpus * 700.0 / (QPS * OUT) * 1e6 / 3.6e6)
     per_m = (f.usd_per_hour + f.energy_usd_per_hour) / (QPS * OUT * 3600) * 1e6
     assert f.usd_per_million_output_tokens == pytest.approx(per_m)
-    s = roofline.simulate(M, HW, tp=1, qps=QPS / f.replicas, prompt_len=P, output_len=OUT, num_requests=1000, seed=0)
-    assert f.ttft_s == pytest.approx(float(np.percentile(s.requests["ttft_s"].dropna(), 99)), rel=1e-12)
+    # the mean P99 over the deciding check's replicated runs, seeds 0 … runs − 1 (roofline.serving.plan.sampling)
+    p99 = []
+    for seed in range(f.sizing_runs):
+        s = roofline.simulate(
+            M, HW, tp=1, qps=QPS / f.replicas, prompt_len=P, output_len=OUT, num_requests=1000, seed=seed
+        )
+        p99.append(float(np.percentile(s.requests["ttft_s"].dropna(), 99)))
+    assert f.sizing_runs >= 1 and f.ttft_s == pytest.approx(sum(p99) / len(p99), rel=1e-12)
 
 
 def test_a_larger_minimum_headroom_adds_replicas(cand: Any) -> None:

@@ -326,6 +326,15 @@ def as_flags(message: str) -> str:
 
 
 #: ``--jobs N``: processes for a command's independent simulations (roofline.serving.plan.parallel.map_jobs).
+SizingSeedOpt = Annotated[
+    int,
+    typer.Option(
+        "--seed",
+        min=0,
+        max=2**31 - 1,
+        help="First seed of the replicated runs each simulated sizing check uses (the answer should not move).",
+    ),
+]
 JobsOpt = Annotated[
     int | None,
     typer.Option(

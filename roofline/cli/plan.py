@@ -10,6 +10,7 @@ import typer
 from roofline.cli.options import (
     JobsOpt,
     OptionError,
+    SizingSeedOpt,
     console,
     dumps,
     parse_count_opt,
@@ -123,6 +124,7 @@ def plan_cmd(
     json: JsonOpt = False,
     simulate: SimulateOpt = False,
     jobs: JobsOpt = None,
+    seed: SizingSeedOpt = 0,
 ) -> None:
     """How many GPUs of which kind serve --qps requests within the TTFT and TPOT SLOs, cheapest first.
 
@@ -159,19 +161,26 @@ def plan_cmd(
     )
     pcts = (ttft_pct, tpot_pct)
     sized = (
-        _simulated(model, res, engine, overrides, calibration, confidence, pcts, jobs)
+        _simulated(model, res, engine, overrides, calibration, confidence, pcts, jobs, seed)
         if simulate and res.recommended
         else []
     )
+    best = simulated_pick(sized)
     if json:
         doc = res.to_dict()
         if simulate:
             doc["simulated"] = [_sized_dict(f) for f in sized]
+            doc["recommended_simulated"] = _sized_dict(best) if best is not None else None
         typer.echo(dumps(doc))
     else:
-        _print_plan(res, sized, show_all)
+        _print_plan(res, sized, show_all, best)
     if res.recommended is None:
         raise InfeasibleError(res.explain_infeasible())
+    if simulate and best is None:
+        raise InfeasibleError(
+            "no candidate meets the SLOs on the simulator: "
+            + "; ".join(f"{f.candidate.label}: {f.reason}" for f in sized)
+        )
 
 
 def _simulated(
@@ -183,6 +192,7 @@ def _simulated(
     confidence: str | None,
     pcts: tuple[float, float],
     jobs: int | None = None,
+    seed: int = 0,
 ) -> list[Finalist]:
     """size_finalist for the 3 cheapest feasible candidates (roofline.serving.plan.finalists), every
     ``--engine-set`` option applied, on up to ``jobs`` processes (results as in turn)."""
@@ -208,6 +218,7 @@ def _simulated(
         engine_overrides=overrides,
         calibration=calibration,
         curve=False,
+        seed=seed,
     )
     return map_jobs(partial(_sized_with_tdp, size), [c for c in res.candidates if c.feasible][:3], jobs)
 
@@ -237,6 +248,7 @@ def _sized_dict(f: Finalist) -> dict[str, Any]:
         "usd_per_million_output_tokens",
         "kwh_per_million_output_tokens",
         "reason",
+        "sizing_runs",
     )
     d: dict[str, Any] = {"label": f.candidate.label, **{k: getattr(f, k) for k in keys}}
     d |= {"capacity_rps": f.capacity_rps, "knee_rps": f.knee_rps, "headroom": f.headroom}
@@ -287,8 +299,18 @@ def percentile_slo(text: str, option: str, default_pct: float) -> tuple[float, s
     return pct, tail
 
 
-def _print_plan(res: PlanResult, sized: list[Finalist], show_all: bool) -> None:
-    """The plan's tables, the recommendation with its confidence note, and each simulated finalist's line."""
+def simulated_pick(sized: list[Finalist]) -> Finalist | None:
+    """The simulated finalist that meets the SLOs and ranks first by the report's rule
+    (:func:`roofline.report.sizing.rank_key`: cost, then GPUs, then TPOT); None when none meets them."""
+    from roofline.report.sizing import rank_key
+
+    ok = [f for f in sized if f.meets_slo]
+    return min(ok, key=rank_key) if ok else None
+
+
+def _print_plan(res: PlanResult, sized: list[Finalist], show_all: bool, best: Finalist | None = None) -> None:
+    """The plan's tables, the recommendation with its confidence note, and each simulated finalist's line; with
+    simulated finalists the recommendation is the simulated pick and the closed form's is labelled as such."""
     from roofline.cli.render import plan_tables, usd
 
     con = console()
@@ -297,8 +319,9 @@ def _print_plan(res: PlanResult, sized: list[Finalist], show_all: bool) -> None:
     rec = res.recommended
     if rec is not None:
         cost = f", {usd(rec.usd_per_hour)}/hour" if rec.usd_per_hour is not None else ""
+        head = "closed-form pick (before simulation)" if sized else "recommended"
         con.print(
-            f"[bold]recommended:[/] {rec.replicas} × {rec.label} = [bold]{rec.gpus} GPUs[/]{cost}; "
+            f"[bold]{head}:[/] {rec.replicas} × {rec.label} = [bold]{rec.gpus} GPUs[/]{cost}; "
             f"batch ≤ {rec.batch} per replica, {rec.replica_rps:.3g} req/s per replica, "
             f"headroom {100 * rec.headroom:.0f}%" + _confidence_note(rec)
         )
@@ -319,3 +342,21 @@ def _print_plan(res: PlanResult, sized: list[Finalist], show_all: bool) -> None:
             f"capacity {f.capacity_rps:.3g} req/s, "
             f"headroom {100 * f.headroom:.0f}%"
         )
+    if sized:
+        _print_simulated_pick(best)
+
+
+def _print_simulated_pick(best: Finalist | None) -> None:
+    """The recommendation from the simulated check alone (or that none of the finalists meets the SLOs)."""
+    from roofline.cli.render import usd
+
+    con = console()
+    if best is None:
+        con.print("[bold red]recommended: none[/] — no simulated finalist meets the SLOs (reasons above)")
+        return
+    cost = f", {usd(best.usd_per_hour)}/hour" if best.usd_per_hour is not None else ""
+    con.print(
+        f"[bold]recommended:[/] {best.replicas} × {best.candidate.label} = [bold]{best.gpus} GPUs[/]{cost} "
+        f"(simulated; TTFT P{best.ttft_pct:g} {best.ttft_s * 1e3:.0f} ms, TPOT P{best.tpot_pct:g} "
+        f"{best.tpot_s * 1e3:.1f} ms over {best.sizing_runs} replicated run(s))"
+    )

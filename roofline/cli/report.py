@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from roofline.cli.options import JobsOpt
+from roofline.cli.options import JobsOpt, SizingSeedOpt
 from roofline.cli.predict import EngineSet
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ def report_command(
     out: OutOpt = None,
     force: ForceOpt = False,
     jobs: JobsOpt = None,
+    seed: SizingSeedOpt = 0,
 ) -> None:
     """Write a self-contained HTML capacity report for MODEL on --hardware.
 
@@ -132,6 +133,7 @@ def report_command(
         confidence=parse_float_opt(confidence, "--confidence"),
         min_headroom=parse_float_opt(min_headroom, "--min-headroom") if min_headroom is not None else None,
         usd_per_kwh=None if electricity_price is None else parse_float_opt(electricity_price, "--electricity-price"),
+        seed=seed,
     )
     rep.save(target)
     size_kb = len(rep.html.encode()) / 1e3

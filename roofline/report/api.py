@@ -54,6 +54,7 @@ class BuildOptions(TypedDict, total=False):
     usd_per_kwh: float | None
     output_path: str | Path | None
     jobs: int | None
+    seed: int
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ def build(
     usd_per_kwh: float | None = None,
     output_path: str | Path | None = None,
     jobs: int | None = None,
+    seed: int = 0,
 ) -> Report:
     """Plan ``model`` for ``workload`` on each ``hardware`` and render the full HTML report.
 
@@ -119,7 +121,8 @@ def build(
     (board power × time, an upper bound) to the cost.
     ``output_path`` only names the file in the report's "Reproduce" command. ``jobs``: processes for the
     independent simulations (hardware, sensitivity variants, what-ifs); None uses every core, 1 runs them in
-    turn; the report is the same either way.
+    turn; the report is the same either way. ``seed``: the first of the seeds each sizing check's replicated
+    runs use (seed, seed + 1, …; see :mod:`roofline.serving.plan.sampling`); the answer should not depend on it.
     """
     t0 = time.perf_counter()
     wl = resolve_workload(
@@ -140,6 +143,7 @@ def build(
         confidence=_level(confidence),
         min_headroom=_headroom(min_headroom),
         usd_per_kwh=_kwh(usd_per_kwh),
+        seed=_seed(seed),
     )
     data = report_data(inp, output_path, jobs)
     html = _html(data, t0)
@@ -171,6 +175,15 @@ def report_data(inp: ReportInputs, output_path: str | Path | None, jobs: int | N
         evidence=evidence(inp),
         reproduce=reproduce(inp, output_path),
     )
+
+
+def _seed(x: object) -> int:
+    """A seed as given (a whole number from 0 to 2**31 − 1), else a ScenarioError naming it."""
+    from roofline.errors import ScenarioError
+
+    if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < 2**31:
+        raise ScenarioError(f"seed must be a whole number from 0 to 2147483647, got {x!r}")
+    return x
 
 
 def _level(x: float) -> float:

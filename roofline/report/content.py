@@ -70,6 +70,8 @@ class ReportInputs:
     usd_per_kwh: float | None = None
     engine_overrides: Mapping[str, object] = field(default_factory=dict)
     calibrated: bool = False
+    seed: int = 0
+    num_requests: int = 1000
     variant: Callable[[CalibrationProfile], CalibrationProfile] | None = None
 
     def profile_for(self, hw: HardwareSpec) -> CalibrationProfile:
@@ -158,6 +160,7 @@ def resolve_inputs(
     min_headroom: float | None = None,
     usd_per_kwh: float | None = None,
     engine_overrides: Mapping[str, object] | None = None,
+    seed: int = 0,
 ) -> ReportInputs:
     """Load specs and the profile; split comma-separated lists; check the engine options on every hardware (the
     report simulates, so every option the simulator takes applies)."""
@@ -191,6 +194,7 @@ def resolve_inputs(
         min_headroom=min_headroom,
         usd_per_kwh=usd_per_kwh,
         engine_overrides=overrides,
+        seed=seed,
     )
 
 

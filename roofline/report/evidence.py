@@ -320,6 +320,8 @@ def _options(inp: ReportInputs) -> list[tuple[str, str]]:
         opts.append(("--min-headroom", f"{inp.min_headroom:g}"))
     if inp.usd_per_kwh is not None:
         opts.append(("--electricity-price", f"{inp.usd_per_kwh:g}"))
+    if inp.seed:
+        opts.append(("--seed", str(inp.seed)))
     return opts
 
 
@@ -365,6 +367,8 @@ def python_call(inp: ReportInputs, out: str | Path | None) -> str:
     args += [f"{k}={getattr(inp, k)!r}" for k in ("min_headroom", "usd_per_kwh") if getattr(inp, k) is not None]
     if inp.confidence != 0.8:
         args.append(f"confidence={inp.confidence!r}")
+    if inp.seed:
+        args.append(f"seed={inp.seed!r}")
     if out is None:
         return f"roofline.report.render({', '.join(args)})"
     return f"roofline.report.save({str(out)!r}, {', '.join(args)})"

@@ -75,6 +75,9 @@ def size_hardware(
                 usd_per_kwh=inp.usd_per_kwh,
                 curve=False,
                 speculative=speculative,
+                seed=inp.seed,
+                num_requests=inp.num_requests,
+                max_gpus=best.gpus if best is not None else None,  # more GPUs on this hardware cannot rank first
             )
         except RooflineError as exc:
             reasons.append(f"{c.label}: {exc}")

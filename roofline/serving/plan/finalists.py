@@ -30,6 +30,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from roofline.serving.plan.planner import Candidate
+from roofline.serving.plan.sampling import (
+    MAX_RUNS,
+    MIN_RUNS,
+    PercentileEstimate,
+    Verdict,
+    combined_verdict,
+    replicated_estimate,
+    within_run_sd,
+)
 from roofline.serving.sim.metrics import finite_percentile as pct
 from roofline.serving.workload.stream import Workload
 from roofline.units import usd_per_million_tokens
@@ -88,6 +97,7 @@ class Finalist:
     energy_usd_per_hour: float | None
     reason: str = ""
     curve: tuple[LoadPoint, ...] = field(default_factory=tuple)
+    sizing_runs: int = 1  # replicated runs (seeds seed … seed + runs − 1) of the deciding check
 
     @property
     def capacity_rps(self) -> float:
@@ -170,12 +180,13 @@ def size_finalist(
     seed: int = 0,
     curve: bool = True,
     speculative: str | None = None,
+    max_gpus: int | None = None,
 ) -> Finalist:
     """Re-size planner candidate ``c`` on the simulator (module docstring); ``min_headroom`` None: c.error_margin.
 
-    ``speculative`` (e.g. ``"eagle:k=3,alpha=0.7"``) runs the sizing on the speculative-decoding simulator
-    (``roofline.simulate(..., speculative=...)``); capacity and knee stay those of plain
-    decoding from the screening tier (it has no speculative form), a conservative bound when speculation pays.
+    ``speculative`` (e.g. ``"eagle:k=3,alpha=0.7"``) sizes on the speculative-decoding simulator; capacity and
+    knee stay plain decoding's from the screening tier (it has no speculative form), a conservative bound.
+    ``max_gpus`` stops the search past that many GPUs (a cheaper deployment is known): it then misses, saying so.
     """
     from functools import partial
 
@@ -192,9 +203,12 @@ def size_finalist(
     first = max(c.replicas, math.ceil(qps * (1.0 + h_min) / sus)) if sus > 0 else c.replicas
     wl = Workload(qps=qps, prompt_len=prompt_len, output_len=output_len, num_requests=num_requests, seed=seed)
     run = partial(simulate, model, c.hardware, speculative=speculative, **kw)
-    replicas, s, ttft, tpot, ok, why = _fewest_replicas(
-        run, wl, first, (ttft_slo_s, tpot_slo_s), (ttft_pct, tpot_pct), (f_ttft, f_tpot)
+    last = _last_replicas(c, first, max_gpus)
+    replicas, s, ttft, tpot, ok, why, runs = _fewest_replicas(
+        run, wl, first, (ttft_slo_s, tpot_slo_s), (ttft_pct, tpot_pct), (f_ttft, f_tpot), last
     )
+    if not ok and replicas >= last and last < first + MAX_EXTRA:
+        why += f"; stopped at {replicas * c.tp * c.pp} GPUs: a deployment of {max_gpus} GPUs is already known"
     gpus, usd_h, per_m, kwh_m, energy_usd_h = _costs(c, replicas, qps * output_len, tdp_watts, usd_per_kwh)
     pts = load_points(model, c, kw, sus, prompt_len, output_len, num_requests, seed) if curve and ok else ()
     r = s.requests
@@ -222,7 +236,15 @@ def size_finalist(
         energy_usd_per_hour=energy_usd_h,
         reason="" if ok else why,
         curve=pts,
+        sizing_runs=runs,
     )
+
+
+def _last_replicas(c: Candidate, first: int, max_gpus: int | None) -> int:
+    """The most replicas the search tries: first + MAX_EXTRA, or fewer where ``max_gpus`` caps the GPUs (never
+    below ``first``)."""
+    top = first + MAX_EXTRA if max_gpus is None else min(first + MAX_EXTRA, max_gpus // (c.tp * c.pp))
+    return max(first, top)
 
 
 def replica_capacity(
@@ -245,24 +267,83 @@ def _fewest_replicas(
     slo_s: tuple[float, float],
     pcts: tuple[float, float],
     factors: tuple[float, float],
-) -> tuple[int, SimulationResult, float, float, bool, str]:
-    """(replicas, run, TTFT and TPOT at the SLO percentiles, meets, why not): the fewest replicas from ``first``
+    last: int | None = None,
+) -> tuple[int, SimulationResult, float, float, bool, str, int]:
+    """(replicas, last run, TTFT and TPOT at the SLO percentiles, meets, why not, runs of the last check): the
+    fewest replicas from ``first``
     (at most ``MAX_EXTRA`` more) whose one-replica run of ``wl`` at its qps / replicas holds TTFT·f_TTFT ≤ its SLO and
-    TPOT·f_TPOT ≤ its SLO without saturating; the last one tried when none does."""
+    TPOT·f_TPOT ≤ its SLO without saturating, each percentile's sampling interval counted
+    (:func:`_sampled_check`); ``last`` (default first + MAX_EXTRA) is the most tried; the last one tried when
+    none does."""
     why, qps = "", float(wl.qps or 0.0)
-    for replicas in range(first, first + MAX_EXTRA + 1):
-        s = run(workload=replace(wl, qps=qps / replicas))
-        r = s.requests
-        ttft, tpot = pct(r["ttft_s"].to_numpy(), pcts[0]), pct(r["tpot_s"].to_numpy(), pcts[1])
+    thresholds = (slo_s[0] / factors[0], slo_s[1] / factors[1])
+    for replicas in range(first, (first + MAX_EXTRA if last is None else last) + 1):
+        s, est, verdict = _sampled_check(run, replace(wl, qps=qps / replicas), pcts, thresholds)
+        ttft, tpot = est[0].value, est[1].value
+        if verdict == "meets":
+            return replicas, s, ttft, tpot, True, "", est[0].runs
         upper = (ttft * factors[0], tpot * factors[1])
-        if s.saturated is None and upper[0] <= slo_s[0] and upper[1] <= slo_s[1]:
-            return replicas, s, ttft, tpot, True, ""
         why = s.saturated or (
             f"at {qps / replicas:.3g} req/s per replica the simulated TTFT P{pcts[0]:g} is {ttft * 1e3:.0f} ms "
             f"(upper bound {upper[0] * 1e3:.0f} ms) and TPOT P{pcts[1]:g} {tpot * 1e3:.1f} ms "
             f"(upper bound {upper[1] * 1e3:.1f} ms)"
+            + (
+                f"; too close to call after {est[0].runs} runs of {est[0].requests // est[0].runs:,} requests "
+                f"(90 % interval over the runs: TTFT "
+                f"{est[0].lo * 1e3:.0f}–{est[0].hi * 1e3:.0f} ms against {thresholds[0] * 1e3:.0f} ms, TPOT "
+                f"{est[1].lo * 1e3:.1f}–{est[1].hi * 1e3:.1f} ms against {thresholds[1] * 1e3:.1f} ms): sized up"
+                if verdict == "too close"
+                else ""
+            )
         )
-    return replicas, s, ttft, tpot, False, why
+        best = _fastest(s)
+        if s.saturated is None and (best[0] > thresholds[0] or best[1] > thresholds[1]):
+            why += (
+                f"; more replicas cannot help: the fastest request took TTFT {best[0] * 1e3:.0f} ms and TPOT "
+                f"{best[1] * 1e3:.1f} ms against {thresholds[0] * 1e3:.0f} / {thresholds[1] * 1e3:.1f} ms"
+            )
+            break
+    return replicas, s, ttft, tpot, False, why, est[0].runs
+
+
+def _fastest(s: SimulationResult) -> tuple[float, float]:
+    """(lowest TTFT, lowest TPOT) over a run's finished requests (s): what an idle replica gets at best, which no
+    number of replicas improves on; inf when none finished."""
+    import numpy as np
+
+    r = s.requests
+    t, u = r["ttft_s"].to_numpy(), r["tpot_s"].to_numpy()
+    t, u = t[np.isfinite(t)], u[np.isfinite(u)]
+    return (float(t.min()) if t.size else math.inf, float(u.min()) if u.size else math.inf)
+
+
+def _sampled_check(
+    run: Callable[..., SimulationResult], wl: Workload, pcts: tuple[float, float], thresholds: tuple[float, float]
+) -> tuple[SimulationResult, tuple[PercentileEstimate, PercentileEstimate], Verdict]:
+    """(last run, TTFT and TPOT estimates, verdict) of one replica at ``wl``, replicated over seeds wl.seed,
+    wl.seed + 1, … (roofline.serving.plan.sampling): MIN_RUNS runs, then one more while too close, up to MAX_RUNS;
+    a run that saturates misses at once."""
+    seed = int(wl.seed or 0)
+    vals: tuple[list[float], list[float]] = ([], [])
+    within: tuple[list[float], list[float]] = ([], [])
+    n = 0
+    for k in range(MAX_RUNS):
+        s = run(workload=replace(wl, seed=seed + k))
+        r = s.requests
+        for i, col in enumerate(("ttft_s", "tpot_s")):
+            x = r[col].to_numpy()
+            vals[i].append(pct(x, pcts[i]))
+            within[i].append(within_run_sd(x, pcts[i]))
+        n += len(r)
+        est = (replicated_estimate(vals[0], n, within[0]), replicated_estimate(vals[1], n, within[1]))
+        if s.saturated is not None:
+            return s, est, "misses"
+        if k + 1 < MIN_RUNS:
+            continue
+        verdict = combined_verdict([e.verdict(t) for e, t in zip(est, thresholds, strict=True)])
+        if verdict != "too close":
+            return s, est, verdict
+    return s, est, "too close"
 
 
 def _costs(

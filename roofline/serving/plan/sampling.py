@@ -1,0 +1,101 @@
+"""The sampling error of a simulated percentile, and the sizing verdict that accounts for it.
+
+A simulated P99 from N requests is a random quantity: another seed moves it (Llama-3.1-70B on one 8 × H200
+replica at 10 req/s, N = 1,000: P99 TTFT 198–271 ms over seeds 0–9, standard deviation 19 ms). Sizing on one
+draw lets the answer flip with the seed. Resampling the requests of one run does not see it: a calm run (seed 0,
+198 ms) has a calm bootstrap (block bootstrap interval 182–212 ms, below the 238 ms mean of ten seeds). So each
+check is **replicated**: R independent runs of N requests with seeds s, s + 1, …; the estimate is the mean of the
+R percentiles and its interval mean ± t(R − 1) · sd / √R at :data:`LEVEL` (two-sided; t from
+:data:`T_QUANTILES`), where sd is the larger of the runs' spread and each run's own sampling error (a block
+bootstrap over its requests, :func:`within_run_sd`): three calm runs can agree to 2 % while runs differ by 10 %.
+
+A check compares that interval with its threshold t (the SLO ÷ the model-error factor): it **meets** when the
+upper end is ≤ t, **misses** when the lower end is > t, and is **too close** otherwise. It starts with
+:data:`MIN_RUNS` runs and adds one at a time while too close, up to :data:`MAX_RUNS`; a check still too close
+then counts as a miss (the deployment is sized up) and says so. Seeds s and s + 1 share all runs but one, so the
+answer moves with the seed only where the threshold sits inside the interval of the runs they do not share.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+MIN_RUNS = 1
+MAX_RUNS = 6
+LEVEL = 0.9
+BLOCKS = 20  # contiguous blocks of a run's requests in the within-run bootstrap
+DRAWS = 100  # bootstrap draws
+RNG_SEED = 20261201
+#: Student-t quantile at (1 + LEVEL)/2 = 0.95 by degrees of freedom 1 … MAX_RUNS − 1 (standard tables).
+T_QUANTILES = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015}
+
+Verdict = Literal["meets", "misses", "too close"]
+
+
+@dataclass(frozen=True)
+class PercentileEstimate:
+    """A percentile over R replicated runs (s): their mean and its interval at :data:`LEVEL`."""
+
+    value: float
+    lo: float
+    hi: float
+    runs: int
+    requests: int
+
+    def verdict(self, threshold: float) -> Verdict:
+        """meets (hi ≤ threshold), misses (lo > threshold) or too close (the interval straddles it)."""
+        if self.hi <= threshold:
+            return "meets"
+        if self.lo > threshold:
+            return "misses"
+        return "too close"
+
+    def margin(self, threshold: float) -> float:
+        """threshold / upper end − 1: the relative room below the threshold (negative: over it)."""
+        return threshold / self.hi - 1.0 if self.hi > 0 else math.inf
+
+
+def replicated_estimate(values: Sequence[float], requests: int, within_sd: Sequence[float] = ()) -> PercentileEstimate:
+    """The mean of the runs' percentiles ``values`` (s) and mean ± t·sd/√R, sd = max(the spread of the values,
+    the root mean square of ``within_sd``, each run's own sampling error from :func:`within_run_sd`): a few calm
+    runs agree with each other more closely than runs do (the tail of a P99 comes from rare bursts), so the
+    runs' spread alone is not trusted below what each run's own sampling error says. One run and no
+    ``within_sd`` gives a zero-width interval; NaN values (a run whose requests all failed) give NaN."""
+    r = len(values)
+    if r == 0 or any(math.isnan(v) for v in values):
+        return PercentileEstimate(math.nan, math.nan, math.nan, r, requests)
+    mean = math.fsum(values) / r
+    between = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (r - 1)) if r > 1 else 0.0
+    within = math.sqrt(math.fsum(w * w for w in within_sd) / len(within_sd)) if within_sd else 0.0
+    sd = max(between, within)
+    half = T_QUANTILES[min(max(r - 1, 1), max(T_QUANTILES))] * sd / math.sqrt(r)
+    return PercentileEstimate(mean, mean - half, mean + half, r, requests)
+
+
+def within_run_sd(x: np.ndarray, q: float, blocks: int = BLOCKS, draws: int = DRAWS) -> float:
+    """Standard deviation (s) of the ``q``-th percentile of one run's latencies ``x`` (arrival order) by a block
+    bootstrap: B contiguous blocks, D draws of B blocks with replacement (fixed RNG seed); non-finite values
+    (requests in flight at the end) dropped; 0 for fewer than two values."""
+    v = np.asarray(x, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    n = int(v.size)
+    if n < 2:
+        return 0.0
+    b = min(blocks, n)
+    edges = np.linspace(0, n, b + 1).astype(np.int64)
+    picks = np.random.default_rng(RNG_SEED).integers(0, b, size=(draws, b))
+    parts = [v[edges[i] : edges[i + 1]] for i in range(b)]
+    stats = [np.percentile(np.concatenate([parts[j] for j in row]), q) for row in picks]
+    return float(np.std(stats, ddof=1))
+
+
+def combined_verdict(verdicts: Sequence[Verdict]) -> Verdict:
+    """Misses if any misses, too close if any is too close, else meets."""
+    if "misses" in verdicts:
+        return "misses"
+    return "too close" if "too close" in verdicts else "meets"
