@@ -186,11 +186,12 @@ def evaluate_scenario(m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: Calibr
         )
         return steps if fits else steps * nan
 
-    peak = hw.peak_flops_per_s(sc.gemm_compute_dtype(hw)) or nan
+    fallback = hw.peak_flops_per_s(sc.gemm_compute_dtype(hw)) or nan
+    pre_spf, dec_spf = (_seconds_per_peak_flop(ops, hw, fallback) for ops in (costs.prefill_ops, dec_ops))
     dec_bytes = float(dec.memory_bytes) / max(o - 1, 1) if o > 1 else float(first.memory_bytes)
     dec_flops = float(dec.flops) / max(o - 1, 1) if o > 1 else float(first.flops)
-    mfu, mbu = _utilisation(hw, sc, peak, float(pre.flops), float(pre.memory_bytes), float(pre.time_s))
-    mfu_dec, mbu_dec = _utilisation(hw, sc, peak, dec_flops, dec_bytes, float(lat.tpot_s))
+    mfu, mbu = _utilisation(hw, sc, pre_spf, float(pre.flops), float(pre.memory_bytes), float(pre.time_s))
+    mfu_dec, mbu_dec = _utilisation(hw, sc, dec_spf, dec_flops, dec_bytes, float(lat.tpot_s))
     kv_seq = float(kv_bytes_per_sequence(m, p + o, sc.kv_dtype.bytes_per_element))
     return PredictionResult(
         model=m,
@@ -245,15 +246,29 @@ def _kv_bytes_per_token(m: ModelSpec, kv_bytes: float) -> float:
 
 
 def _utilisation(
-    hw: HardwareSpec, sc: Scenario, peak: float, flops: float, mem_bytes: float, t: float
+    hw: HardwareSpec, sc: Scenario, seconds_per_flop: float, flops: float, mem_bytes: float, t: float
 ) -> tuple[float, float]:
-    """(MFU, MBU) of one phase: per-GPU FLOPs / (t × datasheet peak), bytes / (t × datasheet bandwidth).
+    """(MFU, MBU) of one phase: per-GPU FLOPs × the seconds one FLOP takes at the datasheet peak of its own
+    format (:func:`_seconds_per_peak_flop`) / t, and bytes / (t × datasheet bandwidth).
 
     Ops are per GPU over all layers; with pp each GPU holds 1/pp of them while stages run in turn.
     """
     if not t > 0:
         return float("nan"), float("nan")
-    return flops / sc.pp / (t * peak), mem_bytes / sc.pp / (t * hw.memory.bandwidth_bytes_per_s)
+    return flops * seconds_per_flop / sc.pp / t, mem_bytes / sc.pp / (t * hw.memory.bandwidth_bytes_per_s)
+
+
+def _seconds_per_peak_flop(ops: list[Op], hw: HardwareSpec, fallback_peak: float) -> float:
+    """Σ count·FLOPs / peak(op's format) ÷ Σ count·FLOPs over ``ops`` (s per FLOP): MFU's denominator when formats
+    mix (an fp8-block checkpoint runs its experts at the fp8 peak, its attention at bf16's), so MFU never exceeds 1
+    by dividing fp8 work by the bf16 peak. A format without a peak on ``hw`` counts at ``fallback_peak``."""
+    total = at_peak = 0.0
+    for op in ops:
+        f = op.count * float(np.max(op.flops))
+        peak = hw.peak_flops_per_s(op.dtype) or fallback_peak
+        total += f
+        at_peak += f / peak
+    return at_peak / total if total > 0 else 1.0 / fallback_peak
 
 
 def _step_times(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, contexts: np.ndarray) -> np.ndarray:

@@ -274,6 +274,9 @@ def test_hardware_and_model_commands(tmp_path: Path) -> None:
     res = run("hardware", "list")
     assert res.exit_code == 0 and "h100-sxm" in res.stdout and "GiB" in res.stdout
     assert "NVLink" in run("hardware", "show", "h100-sxm5").stdout
+    # the second figure is the decimal one (it printed "80.00 GiB (80.00 GiB)"): 80 × 2^30 B = 85.90 GB
+    assert "80.00 GiB (85.90 GB)" in run("hardware", "list").stdout
+    assert "80.00 GiB = 85.90 GB" in run("hardware", "show", "h100-sxm").stdout
     assert json.loads(run("hardware", "show", H100, "--json").stdout)["name"] == H100
     res = run("model", "list")
     assert res.exit_code == 0 and "deepseek-v3" in res.stdout

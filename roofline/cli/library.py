@@ -64,7 +64,7 @@ def hardware_list(json: Json = False) -> None:
         t.add_row(
             s.name,
             s.display_name,
-            f"{fmt_bytes(mem, True)} ({fmt_bytes(mem)})",
+            f"{fmt_bytes(mem, True)} ({fmt_bytes(mem, False)})",
             f"{s.memory.bandwidth_bytes_per_s / 1e12:.2f} TB/s",
             _tflops(pk.bf16),
             _tflops(pk.fp8),
@@ -98,7 +98,9 @@ def _hardware_table(s: HardwareSpec) -> Table:
     t.add_column("value", overflow="fold")
     rows: list[tuple[str, str]] = [("aliases", ", ".join(s.aliases) or "-"), ("vendor", f"{s.vendor}, {s.form_factor}")]
     m = s.memory
-    rows.append(("memory", f"{fmt_bytes(m.capacity_bytes, True)} = {fmt_bytes(m.capacity_bytes)} {m.type or ''}"))
+    rows.append(
+        ("memory", f"{fmt_bytes(m.capacity_bytes, True)} = {fmt_bytes(m.capacity_bytes, False)} {m.type or ''}")
+    )
     if m.visible_capacity_bytes is not None:
         rows.append(("visible memory", f"{fmt_bytes(m.visible_capacity_bytes, True)} (used for every memory decision)"))
     rows.append(("bandwidth", fmt_rate(m.bandwidth_bytes_per_s, "B/s")))

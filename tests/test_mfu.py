@@ -1,0 +1,36 @@
+"""MFU divides each op's FLOPs by the peak of its own format (an fp8-block checkpoint reported 'MFU 116 %')."""
+
+from __future__ import annotations
+
+import pytest
+
+import roofline
+from roofline.prediction import _seconds_per_peak_flop
+
+
+def test_mixed_formats_count_each_op_at_its_own_peak() -> None:
+    """Hand-derived: DeepSeek-V3 on H200 tp 8 runs its routed experts at the fp8 peak (1,979 TFLOP/s) and its
+    attention at bf16's (989.5): seconds per FLOP = Σ f_i / peak_i ÷ Σ f_i over the prefill ops."""
+    r = roofline.predict("deepseek-v3", "h200-sxm", 16, 4096, 128, tp=8)
+    from roofline.ops.builder import prefill_ops
+
+    ops = prefill_ops(r.model, r.scenario, r.hardware)
+    peaks = {op.dtype for op in ops if float(op.flops) > 0}
+    assert {"fp8", "bf16"} <= peaks  # the checkpoint mixes formats
+    spf = _seconds_per_peak_flop(ops, r.hardware, 1.0)
+    total = sum(op.count * float(op.flops) for op in ops)
+    by_hand = sum(op.count * float(op.flops) / r.hardware.peak_flops_per_s(op.dtype) for op in ops) / total
+    assert spf == pytest.approx(by_hand, rel=1e-12)
+    assert 1 / 1979e12 < spf < 1 / 989.5e12  # between the two peaks
+    assert r.mfu_prefill == pytest.approx(float(r.prefill_flops) * spf / r.ttft_s, rel=1e-9)  # physics-only TTFT
+    assert 0 < r.mfu_prefill < 1 and 0 < r.mfu_decode < 1
+
+
+def test_mfu_stays_below_one_on_fp8_and_fp4() -> None:
+    for model, hw, wd in (
+        ("deepseek-v3", "b200", "checkpoint"),
+        ("llama-3.1-70b", "b200", "fp4"),
+        ("llama-3.1-70b", "h100-sxm", "fp8"),
+    ):
+        r = roofline.predict(model, hw, 64, 4096, 64, tp=8, weight_dtype=wd)
+        assert 0 < r.mfu_prefill < 1, (model, hw, wd, r.mfu_prefill)
