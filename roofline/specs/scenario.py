@@ -252,7 +252,9 @@ class Scenario:
         )
         if not self.allow_long_context:
             raise ScenarioError(
-                f"{msg}; shorten the prompt or output, or pass allow_long_context=True to model it anyway"
+                f"{msg}, beyond what it was trained for (engines refuse it by default): shorten the prompt or output "
+                "(--prompt/--output, prompt_len/output_len); to model it anyway from Python, predict with "
+                "scenario=dataclasses.replace(roofline.specs.scenario.make_scenario(...), allow_long_context=True)"
             )
         import warnings
 
