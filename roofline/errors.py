@@ -30,6 +30,13 @@ class ScenarioError(RooflineError):
     """A scenario (batch, lengths, precision, parallelism) is impossible."""
 
 
+class NoFitError(ScenarioError):
+    """A well-formed deployment whose model does not fit in memory: infeasible, so the CLI exits 1 (as predict's
+    and plan's "does not fit" do); a ScenarioError, so callers that catch those still do."""
+
+    exit_code = 1
+
+
 class InfeasibleError(RooflineError):
     """A well-formed request that has no answer (does not fit, no candidate meets the SLO)."""
 

@@ -52,3 +52,21 @@ def test_the_context_error_names_only_options_that_exist() -> None:
     sc = dataclasses.replace(make_scenario(hw, 1, 8192, 128), allow_long_context=True)
     with pytest.warns(UserWarning, match="modelled anyway"):
         assert roofline.predict("llama-2-7b", hw, scenario=sc).ttft_s > 0
+
+
+def test_plan_disagg_speaks_its_own_flags_and_exits_1_when_infeasible() -> None:
+    """It suggested `--tp 2` and `--weight-dtype int4` (flags it does not have), took --ttft/--tpot where plan takes
+    --ttft-slo/--tpot-slo, and exited 2 for a well-formed request with no answer (README: 1)."""
+    from typer.testing import CliRunner
+
+    from roofline.cli.app import app
+
+    base = ["plan-disagg", "llama-3.1-70b", "h100-sxm", "--qps", "50", "-N", "50", "--p-max", "1", "--d-max", "1"]
+    res = CliRunner().invoke(app, [*base, "--n-max", "1", "--ttft-slo", "1s", "--tpot-slo", "50ms"])
+    assert res.exit_code == 1 and "does not fit" in res.output, res.output
+    assert "--tp-prefill / --tp-decode / --tp-colocated 2" in res.output and "--tp 2" not in res.output
+    assert "--weight-dtype" not in res.output and "roofline plan --precision int4" in res.output
+    tight = ["plan-disagg", "llama-3.1-8b", "h100-sxm", "--qps", "2", "-N", "30", "--p-max", "1", "--d-max", "1",
+             "--n-max", "1", "--ttft-slo", "1ms", "--tpot-slo", "1ms"]  # fmt: skip
+    res = CliRunner().invoke(app, tight)
+    assert res.exit_code == 1 and "no deployment tried meets the SLOs" in res.output and "--ttft-slo" in res.output

@@ -358,8 +358,8 @@ def test_disagg_link_and_latency_are_bounded(monkeypatch: pytest.MonkeyPatch, ex
 @pytest.mark.parametrize(
     ("args", "flag"),
     [
-        (["--ttft", "-5s"], "--ttft must be a positive"),
-        (["--tpot", "5"], "--tpot: '5' has no unit"),
+        (["--ttft", "-5s"], "--ttft-slo must be a positive"),
+        (["--tpot", "5"], "--tpot-slo: '5' has no unit"),
         (["--percentile", "95"], "--percentile 95"),
         (["--tp-prefill", "0"], "--tp-prefill 0"),
         (["--tp-colocated", "100000000"], "--tp-colocated 100000000"),

@@ -24,6 +24,7 @@ from roofline.cli.simulate import (
     WOpt,
     length_opt,
 )
+from roofline.errors import InfeasibleError, NoFitError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -138,8 +139,12 @@ def plan_disagg_cmd(
     model: ModelArg,
     hardware: Annotated[str, typer.Argument(help="Hardware of both pools (slug or alias).")],
     qps: Annotated[str, typer.Option("--qps", metavar="RATE", help="Offered requests per second.")],
-    ttft: Annotated[str, typer.Option("--ttft", metavar="DURATION", help="TTFT SLO, e.g. 500ms.")] = "1s",
-    tpot: Annotated[str, typer.Option("--tpot", metavar="DURATION", help="TPOT SLO, e.g. 20ms.")] = "50ms",
+    ttft: Annotated[
+        str, typer.Option("--ttft-slo", "--ttft", metavar="DURATION", help="TTFT SLO, e.g. 500ms (as plan).")
+    ] = "1s",
+    tpot: Annotated[
+        str, typer.Option("--tpot-slo", "--tpot", metavar="DURATION", help="TPOT SLO, e.g. 20ms (as plan).")
+    ] = "50ms",
     percentile: Annotated[int, typer.Option("--percentile", help="SLO percentile: 50, 90 or 99.")] = 90,
     tp_prefill: Annotated[int, typer.Option("--tp-prefill", help="tp of a prefill instance.")] = 1,
     tp_decode: Annotated[int, typer.Option("--tp-decode", help="tp of a decode instance.")] = 1,
@@ -160,31 +165,13 @@ def plan_disagg_cmd(
     """Size the P:D ratio for a load and SLOs and compare with co-located replicas (GPUs, $/h, KV transfer)."""
     from dataclasses import asdict
 
-    from roofline.cli.options import parse_duration_opt
-    from roofline.serving.plan.disagg import plan_disagg
-
     if first not in ("prefill", "decode"):
         raise OptionError(f"--first must be prefill or decode, got {first!r}")
-    pl = plan_disagg(
-        model,
-        hardware,
-        parse_float_opt(qps, "--qps"),
-        tp_prefill=tp_prefill,
-        tp_decode=tp_decode,
-        tp_colocated=tp_colocated,
-        p_max=p_max,
-        d_max=d_max,
-        n_max=n_max,
-        ttft_slo_s=parse_duration_opt(ttft, "--ttft"),
-        tpot_slo_s=parse_duration_opt(tpot, "--tpot"),
-        percentile=percentile,
-        first_token=first,
-        prompt_len=length_opt(prompt, "--prompt"),
-        output_len=length_opt(output, "--output"),
-        num_requests=parse_count_opt(num_requests, "--num-requests"),
-        engine=engine,
-        engine_overrides=parse_engine_set(engine_set),
-    )
+    try:
+        pl = _plan(model, hardware, qps, (tp_prefill, tp_decode, tp_colocated), (p_max, d_max, n_max), (ttft, tpot),
+                   percentile, first, (prompt, output, num_requests), engine, engine_set)  # fmt: skip
+    except NoFitError as exc:  # the hint names flags this command has (no --tp, no --weight-dtype)
+        raise NoFitError(_disagg_flags(str(exc))) from None
     bd, bc = pl.best_disagg, pl.best_colocated
     if json:
         doc = {"best_disagg": bd and asdict(bd), "best_colocated": bc and asdict(bc)}
@@ -194,7 +181,63 @@ def plan_disagg_cmd(
         return
     console().print(_disagg_plan_table(pl, f"p{percentile} TTFT ≤ {ttft}, TPOT ≤ {tpot} at {qps} req/s", percentile))
     if bd is None and bc is None:
-        raise OptionError("no deployment tried meets the SLOs; raise --p-max/--d-max/--n-max or relax --ttft/--tpot")
+        raise InfeasibleError(
+            "no deployment tried meets the SLOs; raise --p-max/--d-max/--n-max or relax --ttft-slo/--tpot-slo"
+        )
+
+
+def _plan(
+    model: str,
+    hardware: str,
+    qps: str,
+    tps: tuple[int, int, int],
+    maxes: tuple[int, int, int],
+    slos: tuple[str, str],
+    percentile: int,
+    first: str,
+    lengths: tuple[str, str, str],
+    engine: str,
+    engine_set: list[str] | None,
+) -> DisaggPlan:
+    """plan_disagg with the command's options parsed (durations, counts, lengths, engine options)."""
+    from roofline.cli.options import parse_duration_opt
+    from roofline.serving.plan.disagg import plan_disagg
+
+    return plan_disagg(
+        model,
+        hardware,
+        parse_float_opt(qps, "--qps"),
+        tp_prefill=tps[0],
+        tp_decode=tps[1],
+        tp_colocated=tps[2],
+        p_max=maxes[0],
+        d_max=maxes[1],
+        n_max=maxes[2],
+        ttft_slo_s=parse_duration_opt(slos[0], "--ttft-slo"),
+        tpot_slo_s=parse_duration_opt(slos[1], "--tpot-slo"),
+        percentile=percentile,
+        first_token=first,
+        prompt_len=length_opt(lengths[0], "--prompt"),
+        output_len=length_opt(lengths[1], "--output"),
+        num_requests=parse_count_opt(lengths[2], "--num-requests"),
+        engine=engine,
+        engine_overrides=parse_engine_set(engine_set),
+    )
+
+
+def _disagg_flags(message: str) -> str:
+    """A "does not fit" message in plan-disagg's own flags: tp=N names the three pools' tp flags; a weight
+    precision, which plan-disagg does not take, points to ``plan``."""
+    import re
+
+    message = re.sub(
+        r"\btp=(\d+)", r"--tp-prefill / --tp-decode / --tp-colocated \1 (the pool that does not fit)", message
+    )
+    return re.sub(
+        r"\bweight_dtype=(\S+?)(?=[,;.)]?(\s|$))",
+        r"\1 weights (plan-disagg prices the checkpoint's; `roofline plan --precision \1` sizes others)",
+        message,
+    )
 
 
 def _disagg_plan_table(pl: DisaggPlan, slo_text: str, percentile: int) -> Table:

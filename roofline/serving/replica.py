@@ -18,7 +18,7 @@ import numpy as np
 from roofline.advice import no_fit_reason
 from roofline.engine.config import EngineConfig, check_engine_options, latency_basis
 from roofline.engine.presets import EngineArg, overrides_map, resolve_engine
-from roofline.errors import ScenarioError
+from roofline.errors import NoFitError, ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu, memory_budget
 from roofline.prediction import HardwareArg, ModelArg, ProfileArg, resolve
 from roofline.profile import CalibrationProfile
@@ -248,7 +248,7 @@ def replica(
     per_block = float(kv_bytes_per_sequence_per_gpu(m, sc, ref_ctx)) / ref_ctx * bs
     total_blocks = int(budget // per_block) if budget > 0 else 0
     if total_blocks < 1:
-        raise ScenarioError(f"{m.name} on {hw.name} with {eng.label}: {no_fit_reason(m, hw, sc)}")
+        raise NoFitError(f"{m.name} on {hw.name} with {eng.label}: {no_fit_reason(m, hw, sc)}")
     max_seqs = min(eng.max_num_seqs, eng.max_num_batched_tokens)
     step = compiled_step(m, sc, hw, prof, eng, eng.max_num_batched_tokens, max_seqs, eng.async_scheduling)
     return Replica(m, hw, prof, eng, policy, sc, step, total_blocks, budget)
