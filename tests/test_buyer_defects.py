@@ -70,3 +70,22 @@ def test_plan_disagg_speaks_its_own_flags_and_exits_1_when_infeasible() -> None:
              "--n-max", "1", "--ttft-slo", "1ms", "--tpot-slo", "1ms"]  # fmt: skip
     res = CliRunner().invoke(app, tight)
     assert res.exit_code == 1 and "no deployment tried meets the SLOs" in res.output and "--ttft-slo" in res.output
+
+
+def test_spec_plan_defaults_to_the_checkpoint_and_an_empty_plan_is_an_error() -> None:
+    """The README's DeepSeek-V3 example printed an empty table, 'speculation pays at every batch tried' and exit 0:
+    spec-plan defaulted to bf16 weights, which do not fit on 8 H200. Now the checkpoint (fp8-block) is the default,
+    and a plan with no fitting batch exits 1 with why."""
+    from typer.testing import CliRunner
+
+    from roofline.cli.app import app
+
+    args = ["spec-plan", "deepseek-v3", "h200-sxm", "--tp", "8", "--spec", "mtp:k=1,alpha=0.8", "--batch", "1,8"]
+    res = CliRunner().invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    import json
+
+    doc = json.loads(res.stdout)
+    assert [b["batch"] for b in doc["best"]] == [1, 8] and all(b["speedup"] > 1 for b in doc["best"])
+    res = CliRunner().invoke(app, [*args, "--weight-dtype", "bf16"])
+    assert res.exit_code == 1 and "no batch tried fits" in res.output and "does not fit" in res.output

@@ -35,7 +35,7 @@ def spec_plan_cmd(
     prompt: Annotated[str, typer.Option("--prompt", "-p", metavar="TOKENS", help="Prompt tokens.")] = "1024",
     output: Annotated[str, typer.Option("--output", "-n", metavar="TOKENS", help="Output tokens.")] = "256",
     tp: Tp = 1,
-    weight_dtype: WeightDtype = "bf16",
+    weight_dtype: WeightDtype = "checkpoint",
     engine: Engine = "vllm",
     json: Annotated[bool, typer.Option("--json", help="Print JSON: every (batch, k) point and the summary.")] = False,
 ) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from roofline.boundary.limits import MAX_SPEC_K, MAX_SPEC_POINTS
-from roofline.errors import ScenarioError
+from roofline.errors import NoFitError, ScenarioError
 from roofline.prediction import HardwareArg, ModelArg, predict
 from roofline.specs.speculative import SpeculativeConfig
 from roofline.speculation.decode import with_speculation
@@ -88,9 +88,11 @@ def search_k(
         )
     cfg = SpeculativeConfig.parse(spec) if isinstance(spec, str) else spec
     points = []
+    first_miss = None
     for b in batches:
         plain = predict(model, hardware, int(b), prompt_len, output_len, **predict_kw)
         if not plain.fits:
+            first_miss = first_miss or plain
             continue
         for k in range(1, k_max + 1):
             r = with_speculation(plain, cfg.with_k(k))
@@ -111,4 +113,11 @@ def search_k(
                     float(s["spec_draft_s"]),
                 )
             )
+    if not points:  # nothing to compare: an empty table would read as "speculation pays everywhere"
+        if first_miss is not None:
+            from roofline.advice import no_fit_reason
+
+            why = no_fit_reason(first_miss.model, first_miss.hardware, first_miss.scenario)
+            raise NoFitError(f"no batch tried fits ({first_miss.model.name} on {first_miss.hardware.name}): {why}")
+        raise NoFitError("no (batch, k) point fits: the drafter does not fit beside any batch tried")
     return SpecPlan(cfg, tuple(points))
