@@ -89,3 +89,18 @@ def test_spec_plan_defaults_to_the_checkpoint_and_an_empty_plan_is_an_error() ->
     assert [b["batch"] for b in doc["best"]] == [1, 8] and all(b["speedup"] > 1 for b in doc["best"])
     res = CliRunner().invoke(app, [*args, "--weight-dtype", "bf16"])
     assert res.exit_code == 1 and "no batch tried fits" in res.output and "does not fit" in res.output
+
+
+def test_validate_takes_a_duration_and_says_what_it_needs() -> None:
+    """The documented `roofline validate llama-3.1-8b --device cpu --scale tiny` exited 2 with a terse error and
+    `--calibrate 30s` was rejected (a bare float, while every other duration needs a unit). The docs now give
+    `--calibrate 30s`; without a profile the error names both ways to get one; a bare number asks for a unit."""
+    from typer.testing import CliRunner
+
+    from roofline.cli.app import app
+
+    base = ["validate", "llama-3.1-8b", "--device", "cpu", "--scale", "tiny"]
+    res = CliRunner().invoke(app, base)
+    assert res.exit_code == 2 and "--calibrate 30s" in res.output and "--calibration PROFILE" in res.output
+    res = CliRunner().invoke(app, [*base, "--calibrate", "30"])
+    assert res.exit_code == 2 and "'30' has no unit" in res.output

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from roofline.boundary.outputs import write_output
-from roofline.cli.options import OptionError, console, dumps, output_target, write_frame
+from roofline.cli.options import OptionError, console, dumps, output_target, parse_duration_opt, write_frame
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -267,8 +267,12 @@ def validate_command(
     grid: Annotated[str | None, typer.Option("--grid", help=VALIDATE_GRID_HELP)] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the per-point table as CSV.")] = None,
     calibrate: Annotated[
-        float | None,
-        typer.Option("--calibrate", help="First measure a quick profile for the scaled model (seconds of budget)."),
+        str | None,
+        typer.Option(
+            "--calibrate",
+            metavar="DURATION",
+            help="First measure a quick profile for the scaled model: its budget, e.g. 30s.",
+        ),
     ] = None,
     threads: Annotated[
         int | None, typer.Option("--threads", help="torch CPU threads (default: the profile's).")
@@ -280,7 +284,7 @@ def validate_command(
 
     Random weights; Llama-family dense or MoE blocks with fused QKV and gate_up, a preallocated KV cache and scaled-dot-product attention. Prints measured vs predicted per point and the median and worst |error| per phase.
 
-    Example: roofline validate llama-3.1-8b --device cpu --calibrate 30 (measure a quick profile first). Needs torch.
+    Example: roofline validate llama-3.1-8b --device cpu --calibrate 30s (measure a quick profile first). Needs torch.
     """  # noqa: E501
     try:
         import torch  # noqa: F401
@@ -290,6 +294,11 @@ def validate_command(
 
     if scale not in ("tiny", "small", "full"):
         raise OptionError(f"--scale must be tiny, small or full, got {scale!r}")
+    if calibration is None and calibrate is None:
+        raise OptionError(
+            "validation compares with a profile measured on this device: add --calibrate 30s (a quick one first) or "
+            "--calibration PROFILE (roofline calibrate)"
+        )
     output_target(output, force, "CSV table")  # checked before the model is timed
     df = run(
         model,
@@ -300,7 +309,7 @@ def validate_command(
         output,
         threads,
         rounds,
-        calibrate_budget_s=calibrate,
+        calibrate_budget_s=parse_duration_opt(calibrate, "--calibrate") if calibrate is not None else None,
         progress=lambda line: typer.echo(line, err=True),
         force=force,
     )
