@@ -104,3 +104,16 @@ def test_validate_takes_a_duration_and_says_what_it_needs() -> None:
     assert res.exit_code == 2 and "--calibrate 30s" in res.output and "--calibration PROFILE" in res.output
     res = CliRunner().invoke(app, [*base, "--calibrate", "30"])
     assert res.exit_code == 2 and "'30' has no unit" in res.output
+
+
+def test_reproduce_names_repository_paths_from_an_installed_wheel() -> None:
+    """Installed with `pip install .` (the README's main job), spec files sit under roofline/_bundled/; the report's
+    Reproduce section named those paths, which are not in the repository."""
+    from roofline.profile import DEFAULT_PROFILE_PATH
+    from roofline.report.evidence import _display
+
+    root = DEFAULT_PROFILE_PATH.parents[2]
+    assert (
+        _display(root / "roofline" / "_bundled" / "hardware_specs" / "h100-sxm.yaml") == "hardware_specs/h100-sxm.yaml"
+    )
+    assert _display(root / "model_specs" / "llama-3.1-70b.yaml") == "model_specs/llama-3.1-70b.yaml"

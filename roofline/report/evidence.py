@@ -232,13 +232,20 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+#: Where an installed wheel keeps the repository's spec and validation folders (pyproject's force-include).
+BUNDLED_PREFIX = "roofline/_bundled/"
+
+
 def _display(path: Path) -> str:
+    """A spec file as the repository names it: relative to the checkout (or the working directory), with an
+    installed wheel's ``roofline/_bundled/`` copy shown as the repository path it was built from."""
     root = DEFAULT_PROFILE_PATH.parents[2]
     for base in (root, Path.cwd()):
         try:
-            return path.resolve().relative_to(base.resolve()).as_posix()
+            rel = path.resolve().relative_to(base.resolve()).as_posix()
         except ValueError:
             continue
+        return rel.removeprefix(BUNDLED_PREFIX)
     return str(path)
 
 
