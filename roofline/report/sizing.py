@@ -97,7 +97,6 @@ def size_hardware(
             inp.engine,
             inp.engine_overrides,
             inp.calibration_for(_spec(inp, best.candidate.hardware)),
-            inp.model,
         )
         pts = load_points(
             inp.model, best.candidate, kw, best.sustainable_replica_rps, wl.prompt_len, wl.output_len, 1000, 0

@@ -137,7 +137,7 @@ class Replica:
             "kv_budget_bytes": self.kv_budget_bytes,
             "max_num_seqs": max_seqs,
             "max_num_batched_tokens": e.max_num_batched_tokens,
-            "weight_dtype": sc.weight_dtype.value,
+            "weight_dtype": sc.weight_label(self.model),
             "kv_dtype": sc.kv_dtype.value,
             "wall_s": wall_s,
             "seed": seed,
