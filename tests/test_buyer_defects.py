@@ -135,3 +135,25 @@ def test_checkpoint_plans_simulate_each_module_in_its_own_format_and_say_so() ->
         "gpt-oss-120b", "h100-sxm", qps=1.0, num_requests=20, prompt_len=256, output_len=16, weight_dtype="mxfp4"
     )
     assert ck.summary["tpot_mean_s"] > all_mxfp4.summary["tpot_mean_s"]  # bf16 attention weights cost more
+
+
+def test_notebook_views_show_once_with_intervals() -> None:
+    """In a notebook `s.plot()` showed its figure twice (pyplot's inline backend plus the returned Figure),
+    `plot_roofline()` showed no image in a fresh kernel (no inline backend loaded), SimulationResult and PlanResult
+    had no HTML view, and the predict card omitted the intervals."""
+    import matplotlib.pyplot as plt
+
+    s = roofline.simulate("llama-3.1-8b", "h100-sxm", qps=5.0, num_requests=60, prompt_len=256, output_len=32)
+    fig = s.plot()
+    assert plt.get_fignums() == [] and fig._repr_png_().startswith(b"\x89PNG")  # type: ignore[attr-defined]
+    r = roofline.predict("llama-3.1-8b", "h100-sxm")
+    assert r.plot_roofline()._repr_png_().startswith(b"\x89PNG")  # type: ignore[attr-defined]
+    lo, hi = r.interval("ttft_s", 0.8)
+    from roofline.units import fmt_seconds
+
+    assert f"80 %: {fmt_seconds(lo)}–{fmt_seconds(hi)}" in r._repr_html_()
+    html = s._repr_html_()
+    assert "60 requests" in html and "TTFT P99" in html and "(80 % intervals in brackets)" in html
+    p = roofline.plan("llama-3.1-8b", qps=5, prompt_len=512, output_len=64, ttft_slo_s=0.5, tpot_slo_s=0.05,
+                      hardware=["h100-sxm"])  # fmt: skip
+    assert "recommended: 1 × h100-sxm tp=1" in p._repr_html_() and "<table" in p._repr_html_()

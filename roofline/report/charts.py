@@ -82,12 +82,32 @@ class SubplotOptions(TypedDict, total=False):
 
 
 def new_figure(width: float, height: float, ncols: int = 1, **kw: Unpack[SubplotOptions]) -> tuple[Figure, list[Axes]]:
-    """A figure (not registered with pyplot, so it is garbage-collected) with ``ncols`` axes."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), layout="constrained")
+    """A figure (not registered with pyplot, so it is garbage-collected and a notebook shows it once) with ``ncols``
+    axes; it renders itself in a notebook (``_repr_png_``) whether or not pyplot's inline backend is loaded."""
+    fig = _display_figure_class()(figsize=(width, height), layout="constrained")
     axes = fig.subplots(1, ncols, squeeze=False, **kw)[0]
     return fig, list(axes)
+
+
+_DISPLAY_FIGURE: list[type[Figure]] = []
+
+
+def _display_figure_class() -> type[Figure]:
+    """``matplotlib.figure.Figure`` with a PNG representation for IPython, defined on first use (matplotlib is
+    imported only when a chart is drawn)."""
+    if not _DISPLAY_FIGURE:
+        from matplotlib.figure import Figure
+
+        class DisplayFigure(Figure):
+            """A Figure IPython can show without pyplot: a fresh kernel displays it, and exactly once."""
+
+            def _repr_png_(self) -> bytes:
+                buf = io.BytesIO()
+                self.savefig(buf, format="png", dpi=100)
+                return buf.getvalue()
+
+        _DISPLAY_FIGURE.append(DisplayFigure)
+    return _DISPLAY_FIGURE[0]
 
 
 _STRIP = (

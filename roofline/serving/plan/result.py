@@ -96,6 +96,11 @@ class PlanResult:
 
         return pd.DataFrame([asdict(c) for c in self.candidates])
 
+    def _repr_html_(self) -> str:
+        from roofline.report.notebook import plan_html
+
+        return plan_html(self)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict: the request, the recommendation and every candidate (NaN → None)."""
         rec = self.recommended

@@ -78,15 +78,18 @@ class SimulationResult:
         iv = figure_interval("throughput_tok_s", value, level=level, extra_sigma_log=extra)
         return iv.low, iv.high
 
+    def _repr_html_(self) -> str:
+        from roofline.report.notebook import simulation_html
+
+        return simulation_html(self)
+
     def plot(self, path: str | None = None) -> Figure:
-        """Latency CDFs (TTFT, TPOT, E2E) and the running/waiting/KV time series; saved to ``path`` if given."""
-        import matplotlib
+        """Latency CDFs (TTFT, TPOT, E2E) and the running/waiting/KV time series; saved to ``path`` if given.
 
-        if path is not None:
-            matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        The figure is not registered with pyplot (a notebook shows it once, and no backend is switched)."""
+        from roofline.report.charts import new_figure
 
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        fig, axes = new_figure(11, 4, 2)
         r = self.requests
         for col in ("ttft_s", "tpot_s", "e2e_s"):
             x = np.sort(r[col].dropna().to_numpy())
@@ -108,7 +111,6 @@ class SimulationResult:
         axes[1].set_ylabel("requests")
         axes[1].legend(loc="upper left")
         axes[1].set_title("queue and KV over time")
-        fig.tight_layout()
         if path is not None:
             fig.savefig(path)
         return fig
