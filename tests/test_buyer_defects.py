@@ -157,3 +157,13 @@ def test_notebook_views_show_once_with_intervals() -> None:
     p = roofline.plan("llama-3.1-8b", qps=5, prompt_len=512, output_len=64, ttft_slo_s=0.5, tpot_slo_s=0.05,
                       hardware=["h100-sxm"])  # fmt: skip
     assert "recommended: 1 × h100-sxm tp=1" in p._repr_html_() and "<table" in p._repr_html_()
+
+
+def test_larger_tp_what_if_says_it_leaves_the_nvlink_domain() -> None:
+    """'Larger tp 16' failed in the report without saying tp 16 spans two 8-GPU nodes."""
+    from roofline.report.whatif import _domain_note
+
+    h100 = roofline.hardware("h100-sxm")
+    note = _domain_note(h100, 16)
+    assert "tp 16 spans 2 nodes of 8" in note and "crosses the network" in note
+    assert _domain_note(h100, 8) == ""  # inside one node: nothing to say

@@ -26,6 +26,7 @@ from roofline.errors import RooflineError
 
 if TYPE_CHECKING:
     from roofline.report.content import HardwareRow, ReportInputs
+    from roofline.specs.hardware import HardwareSpec
 
 PROMPT_CUT = 5
 
@@ -83,12 +84,26 @@ def _levers(inp: ReportInputs, rec: HardwareRow) -> list[tuple[str, str, ReportI
     out.append(
         (
             "Larger tp",
-            f"tensor parallel {tp2} instead of {c.tp}",
+            f"tensor parallel {tp2} instead of {c.tp}" + _domain_note(rec.hardware, tp2),
             replace(base, tp_options=(tp2,)) if ok else None,
             "" if ok else f"tp {tp2} does not divide the heads",
         )
     )
     return out
+
+
+def _domain_note(hw: HardwareSpec, tp: int) -> str:
+    """'; tp 16 spans 2 nodes of 8: …' when a tp group leaves ``hw``'s scale-up domain (why a larger tp can lose)."""
+    from roofline.specs.topology import comm_path
+
+    path = comm_path(hw, tp)
+    if path.nodes <= 1:
+        return ""
+    link = hw.interconnect.kind if hw.interconnect else "PCIe"
+    return (
+        f"; tp {tp} spans {path.nodes} nodes of {tp // path.nodes} ({link} inside a node, the network between), "
+        "so every all-reduce crosses the network"
+    )
 
 
 def _speculative(inp: ReportInputs, rec: HardwareRow) -> WhatIf:
