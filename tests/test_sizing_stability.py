@@ -85,12 +85,12 @@ def test_too_close_is_sized_up_and_says_why() -> None:
         return _fake({int(workload.seed or 0): base + 0.02 * (int(workload.seed or 0) % 2)}, calls, workload=workload)
 
     wl = Workload(qps=10.0, prompt_len=100, output_len=10, num_requests=400, seed=0)
-    replicas, _, ttft, _, ok, why, runs = _fewest_replicas(run, wl, 2, (0.6, 0.1), (99.0, 90.0), (2.0, 1.0))  # type: ignore[arg-type]
-    assert (replicas, ok, runs) == (3, True, 1) and ttft == pytest.approx(0.10, rel=0.15)
+    replicas, _, ttft, _, ok, why, est = _fewest_replicas(run, wl, 2, (0.6, 0.1), (99.0, 90.0), (2.0, 1.0))  # type: ignore[arg-type]
+    assert (replicas, ok, est[0].runs) == (3, True, 1) and ttft == pytest.approx(0.10, rel=0.15)
     always_close = partial(_fake, {k: 0.29 + 0.02 * (k % 2) for k in range(MAX_RUNS)}, calls)
-    _, _, _, _, ok, why, runs = _fewest_replicas(always_close, wl, 2, (0.6, 0.1), (99.0, 90.0), (2.0, 1.0))  # type: ignore[arg-type]
+    _, _, _, _, ok, why, est = _fewest_replicas(always_close, wl, 2, (0.6, 0.1), (99.0, 90.0), (2.0, 1.0))  # type: ignore[arg-type]
     assert (
-        runs == MAX_RUNS
+        est[0].runs == MAX_RUNS
         and not ok
         and f"too close to call after {MAX_RUNS} runs of 400 requests" in why
         and "sized up" in why
@@ -117,3 +117,21 @@ def test_each_runs_own_sampling_error_floors_the_spread() -> None:
     x = np.random.default_rng(0).exponential(0.1, 2000)
     sd = within_run_sd(x, 99.0)
     assert 0.01 < sd < 0.1 and within_run_sd(x, 99.0) == sd  # a pure function of the latencies
+
+
+def test_the_verdict_states_its_threshold_and_margin(readme_report: object) -> None:
+    """The report drew the nominal SLO, not the threshold that decided (SLO ÷ the error factor), and hid how close
+    the check was; now the recommendation states both, equal to the finalist's figures."""
+    import re
+
+    from roofline.published.serving_error import serving_upper_factor
+
+    f = readme_report.data.recommended.finalist  # type: ignore[attr-defined]
+    assert f.ttft_threshold_s == pytest.approx(0.5 / serving_upper_factor("ttft_s", 0.8, "vllm"))
+    assert f.tpot_threshold_s == pytest.approx(0.05 / serving_upper_factor("tpot_s", 0.8, "vllm"))
+    assert f.ttft_margin == pytest.approx(f.ttft_threshold_s / f.ttft_sampled_hi_s - 1) and f.ttft_margin >= 0
+    assert f.tpot_margin >= 0 and f.ttft_sampled_hi_s >= f.ttft_s
+    html = readme_report.html  # type: ignore[attr-defined]
+    shown = re.search(r'data-key="recommended.ttft_margin" data-value="([^"]+)"', html)
+    assert shown is not None and float(shown.group(1)) == f.ttft_margin
+    assert "decided at ≤ 216 ms" in html

@@ -249,6 +249,12 @@ def _sized_dict(f: Finalist) -> dict[str, Any]:
         "kwh_per_million_output_tokens",
         "reason",
         "sizing_runs",
+        "ttft_threshold_s",
+        "tpot_threshold_s",
+        "ttft_sampled_hi_s",
+        "tpot_sampled_hi_s",
+        "ttft_margin",
+        "tpot_margin",
     )
     d: dict[str, Any] = {"label": f.candidate.label, **{k: getattr(f, k) for k in keys}}
     d |= {"capacity_rps": f.capacity_rps, "knee_rps": f.knee_rps, "headroom": f.headroom}
@@ -341,6 +347,13 @@ def _print_plan(res: PlanResult, sized: list[Finalist], show_all: bool, best: Fi
             f"serving rows: TTFT ×{f.ttft_upper_s / f.ttft_s:.2f}, TPOT ×{f.tpot_upper_s / f.tpot_s:.2f}), "
             f"capacity {f.capacity_rps:.3g} req/s, "
             f"headroom {100 * f.headroom:.0f}%"
+            + (
+                f"; decided at TTFT ≤ {f.ttft_threshold_s * 1e3:.0f} ms, TPOT ≤ {f.tpot_threshold_s * 1e3:.1f} ms "
+                f"(SLO ÷ factor) with margins {100 * f.ttft_margin:.0f}% / {100 * f.tpot_margin:.0f}% over "
+                f"{f.sizing_runs} run(s)"
+                if f.meets_slo
+                else ""
+            )
         )
     if sized:
         _print_simulated_pick(best)

@@ -98,6 +98,22 @@ class Finalist:
     reason: str = ""
     curve: tuple[LoadPoint, ...] = field(default_factory=tuple)
     sizing_runs: int = 1  # replicated runs (seeds seed … seed + runs − 1) of the deciding check
+    ttft_threshold_s: float = math.nan  # the SLO ÷ the model-error factor: what the simulated percentile must meet
+    tpot_threshold_s: float = math.nan
+    ttft_sampled_hi_s: float = (
+        math.nan
+    )  # upper end of the deciding check's sampling interval (roofline.serving.plan.sampling)
+    tpot_sampled_hi_s: float = math.nan
+
+    @property
+    def ttft_margin(self) -> float:
+        """threshold ÷ the sampling interval's upper end − 1: the room the deciding check left (negative: over)."""
+        return self.ttft_threshold_s / self.ttft_sampled_hi_s - 1.0
+
+    @property
+    def tpot_margin(self) -> float:
+        """As :attr:`ttft_margin`, for TPOT."""
+        return self.tpot_threshold_s / self.tpot_sampled_hi_s - 1.0
 
     @property
     def capacity_rps(self) -> float:
@@ -202,7 +218,7 @@ def size_finalist(
     wl = Workload(qps=qps, prompt_len=prompt_len, output_len=output_len, num_requests=num_requests, seed=seed)
     run = partial(simulate, model, c.hardware, speculative=speculative, **kw)
     last = _last_replicas(c, first, max_gpus)
-    replicas, s, ttft, tpot, ok, why, runs = _fewest_replicas(
+    replicas, s, ttft, tpot, ok, why, est = _fewest_replicas(
         run, wl, first, (ttft_slo_s, tpot_slo_s), (ttft_pct, tpot_pct), (f_ttft, f_tpot), last
     )
     if not ok and replicas >= last and last < first + MAX_EXTRA:
@@ -234,7 +250,11 @@ def size_finalist(
         energy_usd_per_hour=energy_usd_h,
         reason="" if ok else why,
         curve=pts,
-        sizing_runs=runs,
+        sizing_runs=est[0].runs,
+        ttft_threshold_s=ttft_slo_s / f_ttft,
+        tpot_threshold_s=tpot_slo_s / f_tpot,
+        ttft_sampled_hi_s=est[0].hi,
+        tpot_sampled_hi_s=est[1].hi,
     )
 
 
@@ -266,8 +286,8 @@ def _fewest_replicas(
     pcts: tuple[float, float],
     factors: tuple[float, float],
     last: int | None = None,
-) -> tuple[int, SimulationResult, float, float, bool, str, int]:
-    """(replicas, last run, TTFT and TPOT at the SLO percentiles, meets, why not, runs of the last check): the
+) -> tuple[int, SimulationResult, float, float, bool, str, tuple[PercentileEstimate, PercentileEstimate]]:
+    """(replicas, last run, TTFT and TPOT at the SLO percentiles, meets, why not, the last check's estimates): the
     fewest replicas from ``first``
     (at most ``MAX_EXTRA`` more) whose one-replica run of ``wl`` at its qps / replicas holds TTFT·f_TTFT ≤ its SLO and
     TPOT·f_TPOT ≤ its SLO without saturating, each percentile's sampling interval counted
@@ -279,7 +299,7 @@ def _fewest_replicas(
         s, est, verdict = _sampled_check(run, replace(wl, qps=qps / replicas), pcts, thresholds)
         ttft, tpot = est[0].value, est[1].value
         if verdict == "meets":
-            return replicas, s, ttft, tpot, True, "", est[0].runs
+            return replicas, s, ttft, tpot, True, "", est
         upper = (ttft * factors[0], tpot * factors[1])
         why = s.saturated or (
             f"at {qps / replicas:.3g} req/s per replica the simulated TTFT P{pcts[0]:g} is {ttft * 1e3:.0f} ms "
@@ -301,7 +321,7 @@ def _fewest_replicas(
                 f"{best[1] * 1e3:.1f} ms against {thresholds[0] * 1e3:.0f} / {thresholds[1] * 1e3:.1f} ms"
             )
             break
-    return replicas, s, ttft, tpot, False, why, est[0].runs
+    return replicas, s, ttft, tpot, False, why, est
 
 
 def _fastest(s: SimulationResult) -> tuple[float, float]:
