@@ -11,13 +11,14 @@ import pandas as pd
 import pytest
 
 import roofline
-from roofline.serving.plan.finalists import _fewest_replicas, _sampled_check, size_finalist
+from roofline.serving.plan.finalists import _fewest_replicas, size_finalist
 from roofline.serving.plan.sampling import (
     MAX_RUNS,
     MIN_RUNS,
     T_QUANTILES,
     combined_verdict,
     replicated_estimate,
+    sampled_check,
     within_run_sd,
 )
 from roofline.serving.workload.stream import Workload
@@ -60,18 +61,18 @@ def test_a_far_case_is_decided_on_one_run_and_a_close_one_samples_on() -> None:
     wl = Workload(qps=1.0, prompt_len=100, output_len=10, num_requests=400, seed=7)
     calls: list[int] = []
     far = partial(_fake, {7: 0.10, 8: 0.11}, calls)
-    _, est, verdict = _sampled_check(far, wl, (99.0, 90.0), (0.5, 0.05))  # type: ignore[arg-type]
+    _, est, verdict = sampled_check(far, wl, (99.0, 90.0), (0.5, 0.05))  # type: ignore[arg-type]
     assert verdict == "meets" and calls == [7] and est[0].value == pytest.approx(0.10, rel=0.15)
     calls.clear()
     close_by_seed = {7 + k: 0.30 for k in range(MAX_RUNS)}
     p99s = [np.percentile(_fake(close_by_seed, [], workload=replace(wl, seed=7 + k)).requests["ttft_s"], 99)
             for k in range(MAX_RUNS)]  # fmt: skip
     close = partial(_fake, close_by_seed, calls)  # the threshold is the runs' own mean: the interval straddles it
-    _, est, verdict = _sampled_check(close, wl, (99.0, 90.0), (float(np.mean(p99s)), 0.05))  # type: ignore[arg-type]
+    _, est, verdict = sampled_check(close, wl, (99.0, 90.0), (float(np.mean(p99s)), 0.05))  # type: ignore[arg-type]
     assert verdict == "too close" and calls == list(range(7, 7 + MAX_RUNS)) and est[0].runs == MAX_RUNS
     calls.clear()
     over = partial(_fake, {7: 0.9, 8: 0.95}, calls)
-    assert _sampled_check(over, wl, (99.0, 90.0), (0.3, 0.05))[2] == "misses"  # type: ignore[arg-type]
+    assert sampled_check(over, wl, (99.0, 90.0), (0.3, 0.05))[2] == "misses"  # type: ignore[arg-type]
 
 
 def test_too_close_is_sized_up_and_says_why() -> None:

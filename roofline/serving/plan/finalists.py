@@ -30,15 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from roofline.serving.plan.planner import Candidate
-from roofline.serving.plan.sampling import (
-    MAX_RUNS,
-    MIN_RUNS,
-    PercentileEstimate,
-    Verdict,
-    combined_verdict,
-    replicated_estimate,
-    within_run_sd,
-)
+from roofline.serving.plan.sampling import PercentileEstimate, fastest, sampled_check
 from roofline.serving.sim.metrics import finite_percentile as pct
 from roofline.serving.workload.stream import Workload
 from roofline.units import usd_per_million_tokens
@@ -210,8 +202,7 @@ def size_finalist(
 
     kw = sim_kwargs(c, engine, engine_overrides, calibration)
     sus, knee = replica_capacity(model, c, kw, prompt_len, output_len)
-    h_min = c.error_margin if min_headroom is None else min_headroom
-    h_min = 0.0 if not math.isfinite(h_min) else max(h_min, 0.0)
+    h_min = _headroom_floor(c.error_margin if min_headroom is None else min_headroom)
     prof = load_profile(calibration)  # a measured profile widens the interval by its run-to-run spread
     f_ttft, f_tpot = (serving_upper_factor(fig, confidence, engine, prof) for fig in ("ttft_s", "tpot_s"))
     first = max(c.replicas, math.ceil(qps * (1.0 + h_min) / sus)) if sus > 0 else c.replicas
@@ -250,12 +241,24 @@ def size_finalist(
         energy_usd_per_hour=energy_usd_h,
         reason="" if ok else why,
         curve=pts,
-        sizing_runs=est[0].runs,
-        ttft_threshold_s=ttft_slo_s / f_ttft,
-        tpot_threshold_s=tpot_slo_s / f_tpot,
-        ttft_sampled_hi_s=est[0].hi,
-        tpot_sampled_hi_s=est[1].hi,
+        **_sampling_fields(est, (ttft_slo_s / f_ttft, tpot_slo_s / f_tpot)),
     )
+
+
+def _sampling_fields(est: tuple[PercentileEstimate, PercentileEstimate], thresholds: tuple[float, float]) -> Any:
+    """The Finalist fields of the deciding check: its runs, thresholds and sampling intervals' upper ends."""
+    return {
+        "sizing_runs": est[0].runs,
+        "ttft_threshold_s": thresholds[0],
+        "tpot_threshold_s": thresholds[1],
+        "ttft_sampled_hi_s": est[0].hi,
+        "tpot_sampled_hi_s": est[1].hi,
+    }
+
+
+def _headroom_floor(h: float) -> float:
+    """The least headroom a finalist must keep: ``h`` (0 when not finite, never negative)."""
+    return 0.0 if not math.isfinite(h) else max(h, 0.0)
 
 
 def _last_replicas(c: Candidate, first: int, max_gpus: int | None) -> int:
@@ -296,7 +299,7 @@ def _fewest_replicas(
     why, qps = "", float(wl.qps or 0.0)
     thresholds = (slo_s[0] / factors[0], slo_s[1] / factors[1])
     for replicas in range(first, (first + MAX_EXTRA if last is None else last) + 1):
-        s, est, verdict = _sampled_check(run, replace(wl, qps=qps / replicas), pcts, thresholds)
+        s, est, verdict = sampled_check(run, replace(wl, qps=qps / replicas), pcts, thresholds)
         ttft, tpot = est[0].value, est[1].value
         if verdict == "meets":
             return replicas, s, ttft, tpot, True, "", est
@@ -314,7 +317,7 @@ def _fewest_replicas(
                 else ""
             )
         )
-        best = _fastest(s)
+        best = fastest(s)
         if s.saturated is None and (best[0] > thresholds[0] or best[1] > thresholds[1]):
             why += (
                 f"; more replicas cannot help: the fastest request took TTFT {best[0] * 1e3:.0f} ms and TPOT "
@@ -322,46 +325,6 @@ def _fewest_replicas(
             )
             break
     return replicas, s, ttft, tpot, False, why, est
-
-
-def _fastest(s: SimulationResult) -> tuple[float, float]:
-    """(lowest TTFT, lowest TPOT) over a run's finished requests (s): what an idle replica gets at best, which no
-    number of replicas improves on; inf when none finished."""
-    import numpy as np
-
-    r = s.requests
-    t, u = r["ttft_s"].to_numpy(), r["tpot_s"].to_numpy()
-    t, u = t[np.isfinite(t)], u[np.isfinite(u)]
-    return (float(t.min()) if t.size else math.inf, float(u.min()) if u.size else math.inf)
-
-
-def _sampled_check(
-    run: Callable[..., SimulationResult], wl: Workload, pcts: tuple[float, float], thresholds: tuple[float, float]
-) -> tuple[SimulationResult, tuple[PercentileEstimate, PercentileEstimate], Verdict]:
-    """(last run, TTFT and TPOT estimates, verdict) of one replica at ``wl``, replicated over seeds wl.seed,
-    wl.seed + 1, … (roofline.serving.plan.sampling): MIN_RUNS runs, then one more while too close, up to MAX_RUNS;
-    a run that saturates misses at once."""
-    seed = int(wl.seed or 0)
-    vals: tuple[list[float], list[float]] = ([], [])
-    within: tuple[list[float], list[float]] = ([], [])
-    n = 0
-    for k in range(MAX_RUNS):
-        s = run(workload=replace(wl, seed=seed + k))
-        r = s.requests
-        for i, col in enumerate(("ttft_s", "tpot_s")):
-            x = r[col].to_numpy()
-            vals[i].append(pct(x, pcts[i]))
-            within[i].append(within_run_sd(x, pcts[i]))
-        n += len(r)
-        est = (replicated_estimate(vals[0], n, within[0]), replicated_estimate(vals[1], n, within[1]))
-        if s.saturated is not None:
-            return s, est, "misses"
-        if k + 1 < MIN_RUNS:
-            continue
-        verdict = combined_verdict([e.verdict(t) for e, t in zip(est, thresholds, strict=True)])
-        if verdict != "too close":
-            return s, est, verdict
-    return s, est, "too close"
 
 
 def _costs(

@@ -20,10 +20,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+
+from roofline.serving.sim.metrics import finite_percentile as pct
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from roofline.serving.sim.result import SimulationResult
+    from roofline.serving.workload.stream import Workload
 
 MIN_RUNS = 1
 MAX_RUNS = 6
@@ -99,3 +107,41 @@ def combined_verdict(verdicts: Sequence[Verdict]) -> Verdict:
     if "misses" in verdicts:
         return "misses"
     return "too close" if "too close" in verdicts else "meets"
+
+
+def fastest(s: SimulationResult) -> tuple[float, float]:
+    """(lowest TTFT, lowest TPOT) over a run's finished requests (s): what an idle replica gets at best, which no
+    number of replicas improves on; inf when none finished."""
+    r = s.requests
+    t, u = r["ttft_s"].to_numpy(), r["tpot_s"].to_numpy()
+    t, u = t[np.isfinite(t)], u[np.isfinite(u)]
+    return (float(t.min()) if t.size else math.inf, float(u.min()) if u.size else math.inf)
+
+
+def sampled_check(
+    run: Callable[..., SimulationResult], wl: Workload, pcts: tuple[float, float], thresholds: tuple[float, float]
+) -> tuple[SimulationResult, tuple[PercentileEstimate, PercentileEstimate], Verdict]:
+    """(last run, TTFT and TPOT estimates, verdict) of one replica at ``wl``, replicated over seeds wl.seed,
+    wl.seed + 1, … (roofline.serving.plan.sampling): MIN_RUNS runs, then one more while too close, up to MAX_RUNS;
+    a run that saturates misses at once."""
+    seed = int(wl.seed or 0)
+    vals: tuple[list[float], list[float]] = ([], [])
+    within: tuple[list[float], list[float]] = ([], [])
+    n = 0
+    for k in range(MAX_RUNS):
+        s = run(workload=replace(wl, seed=seed + k))
+        r = s.requests
+        for i, col in enumerate(("ttft_s", "tpot_s")):
+            x = r[col].to_numpy()
+            vals[i].append(pct(x, pcts[i]))
+            within[i].append(within_run_sd(x, pcts[i]))
+        n += len(r)
+        est = (replicated_estimate(vals[0], n, within[0]), replicated_estimate(vals[1], n, within[1]))
+        if s.saturated is not None:
+            return s, est, "misses"
+        if k + 1 < MIN_RUNS:
+            continue
+        verdict = combined_verdict([e.verdict(t) for e, t in zip(est, thresholds, strict=True)])
+        if verdict != "too close":
+            return s, est, verdict
+    return s, est, "too close"
