@@ -167,3 +167,20 @@ def test_larger_tp_what_if_says_it_leaves_the_nvlink_domain() -> None:
     note = _domain_note(h100, 16)
     assert "tp 16 spans 2 nodes of 8" in note and "crosses the network" in note
     assert _domain_note(h100, 8) == ""  # inside one node: nothing to say
+
+
+def test_a_what_if_that_costs_more_gpus_says_why() -> None:
+    """A lever that should help but came out at more GPUs (EAGLE: 16 against 8) gave no reason."""
+    from types import SimpleNamespace
+
+    from roofline.report.whatif import _more_gpus_note
+
+    cand = SimpleNamespace(tp=8)
+    base = SimpleNamespace(gpus=8, replicas=1, candidate=cand, sustainable_replica_rps=14.4, replica_rate=10.0,
+                           sizing_runs=2)  # fmt: skip
+    more = SimpleNamespace(gpus=16, replicas=2, candidate=cand, sustainable_replica_rps=12.1, replica_rate=5.0,
+                           sizing_runs=3)  # fmt: skip
+    note = _more_gpus_note(more, base)
+    assert note.startswith("needs 8 more GPUs: 2 replicas of 8 GPUs (tp 8) against 1 of 8")
+    assert "12.1 req/s against 14.4" in note and "over 3 run(s)" in note
+    assert _more_gpus_note(base, base) == ""

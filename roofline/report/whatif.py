@@ -203,6 +203,21 @@ def _row(label: str, desc: str, f: Any, why: str, rec: HardwareRow) -> WhatIf:
         cost_f - rec.values["usd_per_hour"],
         f.ttft_s,
         f.tpot_s,
+        _more_gpus_note(f, f0),
+    )
+
+
+def _more_gpus_note(f: Any, f0: Any) -> str:
+    """Why a lever that should help costs more GPUs (empty when it does not): the replicas and GPUs per replica it
+    was sized to, against the recommendation's, and each one's replica capacity."""
+    if f.gpus <= f0.gpus:
+        return ""
+    per, per0 = f.gpus // f.replicas, f0.gpus // f0.replicas
+    return (
+        f"needs {f.gpus - f0.gpus} more GPUs: {f.replicas} replicas of {per} GPUs (tp {f.candidate.tp}) against "
+        f"{f0.replicas} of {per0}; a replica sustains {f.sustainable_replica_rps:.3g} req/s against "
+        f"{f0.sustainable_replica_rps:.3g}, and the SLO check at {f.replica_rate:.3g} req/s per replica decided "
+        f"over {f.sizing_runs} run(s)"
     )
 
 
