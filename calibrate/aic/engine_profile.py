@@ -28,9 +28,9 @@ import pandas as pd
 
 from calibrate.aic import latency
 from calibrate.aic.compare import gemm_formats
-from calibrate.aic.fit import FIT_FORMATS, fit_format, fit_record, version_key, with_efficiency
+from calibrate.aic.fit import FIT_FORMATS, fit_format, fit_record, with_efficiency
 from calibrate.aic.moe import GroupedFit, fit_grouped, fit_rows
-from calibrate.aic.tables import AIC_HARDWARE, AIC_VERSION, AicTable, list_tables, load_table
+from calibrate.aic.tables import AIC_HARDWARE, AIC_VERSION, AicTable, load_table, tables_newest_first
 from roofline.errors import CalibrationError
 from roofline.profile import CalibrationProfile, GroupedRates, default_profile
 from roofline.profile_moe import format_key
@@ -44,8 +44,8 @@ SOURCE = f"aiconfigurator-core {AIC_VERSION}"
 
 def newest_table(gpu: str, framework: str, kind: str, root: Path | None = None) -> AicTable | None:
     """The newest-version table of ``kind`` (gemm, moe, custom_allreduce, generation_attention) or None."""
-    tables = [t for t in list_tables(root, gpu=gpu, framework=framework) if t.kind == kind]
-    return max(tables, key=lambda t: version_key(t.version)) if tables else None
+    tables = tables_newest_first(gpu, framework, kind, root)
+    return tables[0] if tables else None
 
 
 def shippable(root: Path | None = None) -> list[tuple[str, str]]:
@@ -123,12 +123,6 @@ MOE_FITS: tuple[tuple[tuple[str, ...], ...], ...] = (
 WEIGHT_ONLY_FIT: tuple[tuple[str, ...], ...] = (("int4_wo", "w4a16_mxfp4"),)
 
 
-def moe_tables(gpu: str, framework: str, root: Path | None = None) -> list[AicTable]:
-    """Every ``moe_perf`` table (not ``wideep_*``) of (gpu, framework), newest version first."""
-    tables = [t for t in list_tables(root, gpu=gpu, framework=framework) if t.kind == "moe"]
-    return sorted(tables, key=lambda t: version_key(t.version), reverse=True)
-
-
 def _first_fit(
     tables: list[tuple[AicTable, pd.DataFrame]],
     alternatives: tuple[tuple[str, ...], ...],
@@ -151,7 +145,7 @@ def _moe(
     gpu: str, eng: str, hw: HardwareSpec, prof: CalibrationProfile, root: Path | None, notes: dict[str, Any]
 ) -> CalibrationProfile:
     """Step 5 (module docstring): the 16-bit grouped rates, and each quantised kernel's own (``by_format``)."""
-    tables = [(t, load_table(t)) for t in moe_tables(gpu, eng, root)]
+    tables = [(t, load_table(t)) for t in tables_newest_first(gpu, eng, "moe", root)]
     wanted = MOE_FITS if hw.peak_flops_per_s("fp4") else (*MOE_FITS, WEIGHT_ONLY_FIT)
     fits = [f for alts in wanted if (f := _first_fit(tables, alts, hw, prof)) is not None]
     top = next((f for f in fits if f[1] == ("bfloat16",)), None)

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from calibrate.aic.compare import gemm_op
-from calibrate.aic.tables import AIC_VERSION, AicTable, list_tables, load_table
+from calibrate.aic.tables import AIC_VERSION, AicTable, load_table, tables_newest_first
 from roofline.errors import CalibrationError
 from roofline.evaluate import op_time
 from roofline.profile import CalibrationProfile, Ceiling, default_profile
@@ -51,16 +51,12 @@ class FormatFit:
     residual_p90: float
 
 
-def version_key(v: str) -> tuple[tuple[int, str], ...]:
-    return tuple((int(p), "") if p.isdigit() else (-1, p) for p in v.replace("rc", ".rc.").split("."))
-
-
 def gemm_table(gpu: str, framework: str, root: Path | None = None) -> AicTable:
     """The newest-version GEMM table of (gpu, framework) under ``root`` (default: the installed package)."""
-    tables = list_tables(root, gpu=gpu, op="gemm", framework=framework)
+    tables = tables_newest_first(gpu, framework, "gemm", root)
     if not tables:
         raise CalibrationError(f"no AIConfigurator GEMM table for gpu {gpu!r} and framework {framework!r}")
-    return max(tables, key=lambda t: version_key(t.version))
+    return tables[0]
 
 
 def fit_format(rows: pd.DataFrame, aic_dtype: str, hw: HardwareSpec, base: CalibrationProfile) -> FormatFit | None:

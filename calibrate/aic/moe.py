@@ -40,8 +40,7 @@ import numpy as np
 import pandas as pd
 
 from calibrate.aic.compare import ROW_COLUMNS, gemm_formats
-from calibrate.aic.fit import version_key
-from calibrate.aic.tables import AIC_VERSION, AicTable, list_tables, load_table
+from calibrate.aic.tables import AIC_VERSION, AicTable, list_tables, load_table, tables_newest_first
 from roofline.errors import CalibrationError
 from roofline.evaluate import OpTiming, op_time
 from roofline.ops.ffn import grouped_rows, routed_rows
@@ -88,14 +87,13 @@ class GroupedFit:
 
 def moe_table(gpu: str, framework: str, root: Path | None = None) -> AicTable:
     """The newest-version ``moe_perf.parquet`` table of (gpu, framework) (not ``wideep_*``), under ``root``."""
-    tables = list_tables(root, gpu=gpu, op="moe", framework=framework)
-    plain = [t for t in tables if t.kind == "moe"]
+    plain = tables_newest_first(gpu, framework, "moe", root)
     if not plain:
         found = ", ".join(t.label for t in list_tables(root, op="moe") if t.kind == "moe") or "none"
         raise CalibrationError(
             f"no AIConfigurator moe_perf table for gpu {gpu!r} and framework {framework!r}; moe_perf tables: {found}"
         )
-    return max(plain, key=lambda t: version_key(t.version))
+    return plain[0]
 
 
 def moe_ops_for_rows(rows: pd.DataFrame, hw: HardwareSpec, moe_dtype: str, gated: bool = True) -> MoeOps | None:

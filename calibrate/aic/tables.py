@@ -113,6 +113,18 @@ def _rows(path: Path) -> int:
     return int(pq.ParquetFile(path).metadata.num_rows)
 
 
+def version_key(v: str) -> tuple[tuple[int, str], ...]:
+    """Sort key of an engine version (``0.5.6.post2``, ``1.3.0rc23``): numeric parts as numbers, rc after its base."""
+    return tuple((int(p), "") if p.isdigit() else (-1, p) for p in v.replace("rc", ".rc.").split("."))
+
+
+def tables_newest_first(gpu: str, framework: str, kind: str, root: Path | None = None) -> list[AicTable]:
+    """Every table of ``kind`` (gemm, moe, custom_allreduce, generation_attention, …) of (gpu, framework), newest
+    engine version first: the one rule every fit picks its tables by."""
+    tables = [t for t in list_tables(root, gpu=gpu, framework=framework) if t.kind == kind]
+    return sorted(tables, key=lambda t: version_key(t.version), reverse=True)
+
+
 def list_tables(
     root: Path | None = None, *, gpu: str | None = None, op: str | None = None, framework: str | None = None
 ) -> list[AicTable]:
