@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from roofline.memory import (
 from roofline.ops.records import Op
 from roofline.profile import CalibrationProfile, load_profile
 from roofline.result import PredictionResult
-from roofline.specs.hardware import HardwareSpec
+from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.library import hardware as load_hardware
 from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
@@ -262,12 +263,12 @@ def _seconds_per_peak_flop(ops: list[Op], hw: HardwareSpec, fallback_peak: float
     """Σ count·FLOPs / peak(op's format) ÷ Σ count·FLOPs over ``ops`` (s per FLOP): MFU's denominator when formats
     mix (an fp8-block checkpoint runs its experts at the fp8 peak, its attention at bf16's), so MFU never exceeds 1
     by dividing fp8 work by the bf16 peak. A format without a peak on ``hw`` counts at ``fallback_peak``."""
-    total = at_peak = 0.0
+    by_dtype: dict[ComputeDtype, float] = {}  # Σ count·FLOPs per format, then one peak lookup per format
     for op in ops:
-        f = op.count * float(np.max(op.flops))
-        peak = hw.peak_flops_per_s(op.dtype) or fallback_peak
-        total += f
-        at_peak += f / peak
+        f = op.flops
+        by_dtype[op.dtype] = by_dtype.get(op.dtype, 0.0) + op.count * float(f if f.ndim == 0 else np.max(f))
+    total = sum(by_dtype.values())
+    at_peak = math.fsum(f / (hw.peak_flops_per_s(d) or fallback_peak) for d, f in by_dtype.items())
     return at_peak / total if total > 0 else 1.0 / fallback_peak
 
 
