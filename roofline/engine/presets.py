@@ -189,9 +189,14 @@ DEFAULT_ENGINE = "vllm"
 EngineArg = EngineConfig | str | None
 
 
+def preset_key(name: str) -> str:
+    """A preset name as :data:`PRESETS` spells it (case and the TensorRT-LLM spellings folded)."""
+    return name.strip().lower().replace("tensorrt-llm", "trtllm").replace("tensorrt_llm", "trtllm")
+
+
 def engine_preset(name: str, hw: HardwareSpec) -> EngineConfig:
     """The preset ``name`` resolved for ``hw`` (raises UnknownNameError with a suggestion)."""
-    key = name.strip().lower().replace("tensorrt-llm", "trtllm").replace("tensorrt_llm", "trtllm")
+    key = preset_key(name)
     if key not in PRESETS:
         raise UnknownNameError(
             f"unknown engine {name!r}{suggest(name, list(PRESETS))}; known engines: {', '.join(PRESETS)}"

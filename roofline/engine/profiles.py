@@ -54,8 +54,9 @@ def engine_name(engine: EngineConfig | str | None) -> str:
         return engine.name
     if not isinstance(engine, str):  # None, or a wrong type the engine resolver refuses by name later
         return DEFAULT_ENGINE_NAME
-    key = (engine or DEFAULT_ENGINE_NAME).strip().lower()
-    return key.replace("tensorrt-llm", "trtllm").replace("tensorrt_llm", "trtllm")
+    from roofline.engine.presets import preset_key
+
+    return preset_key(engine or DEFAULT_ENGINE_NAME)
 
 
 def select_profile(
