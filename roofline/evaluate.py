@@ -60,7 +60,10 @@ def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.
             c_att = np.minimum(c_att, peak * curve(op.n))
         return c_att, np.asarray(memory * profile.attention.memory_efficiency) + 0 * op.m
     if op.kind == "gemm":  # efficiency at its M and, where measured, at its inner dimension K
-        c = compute * profile.gemm_curve(op.dtype)(op.m) * profile.gemm_k.factor(hw.name, op.dtype, op.k)
+        fmt = "" if op.grouped else op.weight_format  # the kernel the engine dispatches for the weights' format
+        if fmt:
+            compute = profile.gemm_compute_ceiling(hw, op.dtype, fmt)
+        c = compute * profile.gemm_curve(op.dtype, fmt)(op.m) * profile.gemm_k.factor(hw.name, op.dtype, op.k)
     else:
         c = compute + 0 * op.m
     size_curve = profile.memory_size_efficiency
@@ -86,9 +89,14 @@ def hbm_bytes(op: Op, profile: CalibrationProfile) -> np.ndarray:
 
 
 def launch_overhead_s(op: Op, profile: CalibrationProfile) -> float:
-    """Fixed launch cost of one instance of ``op``: kernels × the per-kernel cost of its launch mode."""
+    """Fixed launch cost of one instance of ``op``: kernels × the per-kernel cost of its launch mode; in a graph
+    on the engine's own kernel count where the profile measured its cost per engine kernel
+    (``overheads.graph_kernels`` = "engine" and the op knows its ``engine_kernels``)."""
     o = profile.overheads
-    return op.kernels * (o.per_kernel_graph_s if op.launch == "graph" else o.per_kernel_s)
+    if op.launch != "graph":
+        return op.kernels * o.per_kernel_s
+    n = op.engine_kernels if o.graph_kernels == "engine" and op.engine_kernels >= 0 else op.kernels
+    return n * o.per_kernel_graph_s
 
 
 def fixed_overhead_s(op: Op, profile: CalibrationProfile) -> float:

@@ -21,6 +21,7 @@ from pydantic import Field, model_validator
 
 from roofline.errors import CalibrationError
 from roofline.profile_curve import Curve as Curve
+from roofline.profile_curve import WeightFormatGemm as WeightFormatGemm
 from roofline.profile_curve import interp_log2 as interp_log2
 from roofline.profile_moe import GroupedGemm as GroupedGemm
 from roofline.profile_moe import GroupedRates as GroupedRates
@@ -113,10 +114,16 @@ class Overheads(Frozen):
     ``per_kernel_s`` is paid by every eagerly launched kernel (prefill always; decode when the
     scenario has ``cuda_graphs=False``); ``per_kernel_graph_s`` by every kernel of a decode step
     replayed as a CUDA graph (the graph removes the host launch, leaving the GPU-side gap).
+    ``graph_kernels`` says which kernel count ``per_kernel_graph_s`` was measured against, so it is paid on
+    that count: ``per_op`` (one kernel per roofline op, as the default profile fitted it to whole decode steps,
+    absorbing the kernels the op list does not hold) or ``engine`` (the engine's own kernels, as measured one
+    by one in the engines' graph replays: the engine's kernel inventory, :mod:`roofline.engine.inventory`).
+    Eager launches always pay ``per_kernel_s`` on the per-op count it was fitted against.
     """
 
     per_kernel_s: float = Field(default=0.0, ge=0)
     per_kernel_graph_s: float = Field(default=0.0, ge=0, description="fixed cost per kernel in a replayed CUDA graph")
+    graph_kernels: Literal["per_op", "engine"] = "per_op"
     per_step_s: float = Field(default=0.0, ge=0)
     sources: tuple[str, ...] = ()
 
@@ -166,6 +173,12 @@ class CalibrationProfile(Frozen):
     gemm_m_efficiency_by_dtype: dict[ComputeDtype, Curve] = Field(
         default_factory=dict, description="per-format curves; formats not listed use gemm_m_efficiency"
     )
+    compute_by_weight_format: dict[str, WeightFormatGemm] = Field(
+        default_factory=dict,
+        description="dense GEMMs whose weights are stored in this format (Precision value, e.g. fp8-block) run "
+        "the kernel the engine dispatches for it: efficiency of the compute dtype's peak; formats not listed use "
+        "`compute`",
+    )
     memory: Ceiling
     memory_size_efficiency: Curve | None = None
     gemm_k: GemmK = GemmK()
@@ -176,9 +189,23 @@ class CalibrationProfile(Frozen):
     residuals: dict[str, Any] = Field(default_factory=dict)
 
     # ---- ceilings -------------------------------------------------------------------
-    def gemm_curve(self, dtype: ComputeDtype) -> Curve:
-        """GEMM efficiency against M for ``dtype``: its own curve when measured, else the shared one."""
+    def gemm_curve(self, dtype: ComputeDtype, weight_format: str = "") -> Curve:
+        """GEMM efficiency against M for ``dtype``: the weight format's kernel's curve where measured
+        (``compute_by_weight_format``), else the dtype's own curve when measured, else the shared one."""
+        fmt = self.compute_by_weight_format.get(weight_format) if weight_format else None
+        if fmt is not None and fmt.m_efficiency is not None:
+            return fmt.m_efficiency
         return self.gemm_m_efficiency_by_dtype.get(dtype, self.gemm_m_efficiency)
+
+    def gemm_compute_ceiling(self, hw: HardwareSpec, dtype: ComputeDtype, weight_format: str) -> float:
+        """Large-GEMM FLOP/s of a dense GEMM in ``dtype`` whose weights are stored in ``weight_format``:
+        ``compute_by_weight_format[weight_format].efficiency`` × the ``dtype`` peak where the profile measured
+        that format's kernel, else :meth:`compute_ceiling`."""
+        fmt = self.compute_by_weight_format.get(weight_format) if weight_format else None
+        peak = hw.peak_flops_per_s(dtype)
+        if fmt is None or peak is None:
+            return self.compute_ceiling(hw, dtype)
+        return fmt.efficiency * peak
 
     def _absolute(self, hw: HardwareSpec) -> bool:
         return self.device is not None and self.device == hw.name

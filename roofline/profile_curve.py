@@ -1,4 +1,5 @@
-"""The profile's curves: multipliers against a size, piecewise-linear in log2 of the size, clamped at both ends."""
+"""The profile's curves (multipliers against a size, piecewise-linear in log2 of the size, clamped at both ends) and
+the per-weight-format GEMM rates that carry one."""
 
 from __future__ import annotations
 
@@ -35,3 +36,13 @@ class Curve(Frozen):
     def __call__(self, x: ArrayLike) -> np.ndarray:
         """Interpolated multiplier at ``x`` (array-friendly), see :func:`interp_log2`."""
         return interp_log2(self.x, self.y, x)
+
+
+class WeightFormatGemm(Frozen):
+    """The dense-GEMM kernel an engine dispatches for one weight storage format (e.g. block-scaled FP8):
+    large-GEMM ``efficiency`` of the compute format's peak and its own efficiency against M (``m_efficiency``;
+    None: the compute format's curve)."""
+
+    efficiency: float = Field(gt=0, le=1.5)
+    m_efficiency: Curve | None = None
+    sources: tuple[str, ...] = ()

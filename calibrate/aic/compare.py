@@ -119,7 +119,8 @@ def gemm_op(rows: pd.DataFrame, aic_dtype: str, hw: HardwareSpec) -> Op | None:
         return None
     compute, w_bytes, a_bytes = fmt
     m, n, k = (rows[c].to_numpy(np.float64) for c in ("m", "n", "k"))
-    return _graph(gemm("aic.gemm", "aic", "aic", 1, compute, m, n, k, w_bytes, a_bytes))
+    op = gemm("aic.gemm", "aic", "aic", 1, compute, m, n, k, w_bytes, a_bytes)
+    return _graph(replace(op, weight_format=GEMM_FORMATS[aic_dtype][0].value))
 
 
 def gemm_rows(df: pd.DataFrame, hw: HardwareSpec, profile: CalibrationProfile) -> pd.DataFrame:

@@ -28,7 +28,7 @@ import pandas as pd
 
 from calibrate.aic import latency
 from calibrate.aic.compare import gemm_formats
-from calibrate.aic.fit import FIT_FORMATS, fit_format, fit_record, with_efficiency
+from calibrate.aic.fit import fit_format, fit_record, fittable, with_efficiency
 from calibrate.aic.moe import GroupedFit, fit_grouped, fit_rows
 from calibrate.aic.tables import AIC_HARDWARE, AIC_VERSION, AicTable, load_table, tables_newest_first
 from roofline.errors import CalibrationError
@@ -98,12 +98,12 @@ def _gemm_and_moe(
     if t is not None:
         df = load_table(t)
         for dtype, rows in df.groupby("dtype", sort=True):
-            f = fit_format(rows, str(dtype), hw, prof) if str(dtype) in FIT_FORMATS else None
+            f = fit_format(rows, str(dtype), hw, prof) if fittable(str(dtype)) else None
             if f is None:
                 continue
             src = (f"{SOURCE} {t.label}: {f.rows_used} compute-bound {f.aic_dtype} rows",)
-            prof = with_efficiency(prof, hw, f.compute, f.efficiency, src)
-            notes["fits"][f"compute.{f.compute}"] = {"table": t.label, **fit_record(f)}
+            prof = with_efficiency(prof, hw, f.compute, f.efficiency, src, f.weight_format, f.curve)
+            notes["fits"][f.key] = {"table": t.label, **fit_record(f)}
     return _moe(gpu, eng, hw, prof, root, notes)
 
 

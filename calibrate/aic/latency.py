@@ -92,11 +92,12 @@ def fit_per_kernel(gemm: pd.DataFrame, hw: HardwareSpec, base: CalibrationProfil
 
 
 def with_per_kernel(profile: CalibrationProfile, value_s: float, source: str) -> CalibrationProfile:
-    """``profile`` with ``overheads.per_kernel_graph_s`` = ``value_s`` and its source appended."""
+    """``profile`` with ``overheads.per_kernel_graph_s`` = ``value_s`` and its source appended: a cost per engine
+    kernel (one GEMM kernel's excess in the engine's graph replay), so paid on the engine's kernel inventory
+    (``graph_kernels`` = "engine")."""
     o = profile.overheads
-    return profile.model_copy(
-        update={"overheads": o.model_copy(update={"per_kernel_graph_s": value_s, "sources": (*o.sources, source)})}
-    )
+    update = {"per_kernel_graph_s": value_s, "graph_kernels": "engine", "sources": (*o.sources, source)}
+    return profile.model_copy(update={"overheads": o.model_copy(update=update)})
 
 
 def decode_attention_ops(df: pd.DataFrame, hw: HardwareSpec) -> list[tuple[pd.DataFrame, Op]]:

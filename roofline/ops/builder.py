@@ -15,6 +15,8 @@ from collections import Counter
 
 import numpy as np
 
+from roofline.engine.inventory import KernelInventory, Where, kernel_inventory
+from roofline.engine.presets import DEFAULT_ENGINE, engine_preset
 from roofline.ops import attention, comm, ffn, mixers, traffic
 from roofline.ops.context import BuildContext
 from roofline.ops.records import Op, Phase, elementwise, gemm, with_fields
@@ -98,7 +100,8 @@ def build_ops(
     With pipeline parallelism the stages run one after another for a single batch, so
     the pass traverses all layers plus (pp − 1) activation hand-offs. The lm_head runs
     on the last position of each sequence only: m = B. A decode step of a scenario with
-    ``cuda_graphs`` replays as one CUDA graph: every op gets ``launch="graph"``.
+    ``cuda_graphs`` replays as one CUDA graph: every op gets ``launch="graph"``. Each op's ``engine_kernels`` is
+    what the scenario's engine launches for it (:mod:`roofline.engine.inventory`; -1 without an inventory).
     """
     c = BuildContext.create(model, sc, hw, phase, batch, new_tokens, past)
     h, v, M, B, ab, dt = model.hidden_size, model.vocab_size, c.tokens, c.batch, c.a_bytes, c.gemm_dtype
@@ -117,6 +120,10 @@ def build_ops(
         ops.append(comm.send_recv("comm.pp_send_recv", "comm", sc.pp - 1, dt, M * h * ab, sc.tp * sc.pp))
     if sc.use_checkpoint or sc.weight_overrides:
         ops = [_module_format(c, op) for op in ops]
+    ops = [with_fields(op, weight_format=weight_format(c, op)) if op.kind == "gemm" else op for op in ops]
+    inventory = engine_inventory(sc, hw)
+    if inventory is not None:
+        ops = [_engine_kernels(c, inventory, op) for op in ops]
     if phase == "decode" and sc.cuda_graphs:
         ops = [with_fields(op, launch="graph") for op in ops]
     return ops
@@ -148,6 +155,27 @@ def _module_format(c: BuildContext, op: Op) -> Op:
     return with_fields(
         op, weight_bytes=op.weight_bytes * scale, dtype=dtype, weight_element_bytes=fmt.bytes_per_element
     )
+
+
+def engine_inventory(sc: Scenario, hw: HardwareSpec) -> KernelInventory | None:
+    """The kernel inventory of the scenario's engine (the default preset when none is set), or None: the
+    ``ideal`` engine, or an engine version with no shipped inventory."""
+    engine = sc.engine if sc.engine is not None else engine_preset(DEFAULT_ENGINE, hw)
+    return kernel_inventory(engine.name, engine.version)
+
+
+def weight_format(c: BuildContext, op: Op) -> str:
+    """Storage format of a weight GEMM's weights (its module group's), "bf16" for the 16-bit router and
+    lm_head, "" for ops that read no weights."""
+    if op.kind != "gemm":
+        return ""
+    group = module_group(op)
+    return c.formats.get(group).value if group is not None else "bf16"
+
+
+def _engine_kernels(c: BuildContext, inventory: KernelInventory, op: Op) -> Op:
+    where = Where(c.phase, op.weight_format, c.tp, c.model.architecture, c.model.hidden_size)
+    return with_fields(op, engine_kernels=inventory.kernels(op.name, where, op.kernels))
 
 
 def prefill_ops(model: ModelSpec, sc: Scenario, hw: HardwareSpec) -> list[Op]:

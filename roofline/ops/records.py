@@ -45,7 +45,8 @@ class Op:
     profile says the kernel re-reads K/V per query head (``attention.gqa_kv_reuse`` < 1).
     ``launch`` says how its ``kernels`` are launched: "eager" (one host launch each, paying
     ``overheads.per_kernel_s``) or "graph" (replayed inside a CUDA graph, paying
-    ``overheads.per_kernel_graph_s``).
+    ``overheads.per_kernel_graph_s``, on ``engine_kernels`` — the engine's own count — where the profile's
+    per-kernel cost was measured per engine kernel).
     """
 
     name: str
@@ -67,6 +68,7 @@ class Op:
     comm_hops: np.ndarray = field(default_factory=lambda: arr(0.0))
     group_size: int = 1
     kernels: int = 1
+    engine_kernels: int = -1  # kernels the scenario's engine launches for it (its kernel inventory); -1: none known
     flops_per_ctx: np.ndarray = field(default_factory=lambda: arr(0.0))
     kv_read_bytes_per_ctx: np.ndarray = field(default_factory=lambda: arr(0.0))
     ctx_ref: np.ndarray = field(default_factory=lambda: arr(0.0))
@@ -78,6 +80,7 @@ class Op:
     grouped: bool = False  # one grouped GEMM over the touched MoE experts (profile.grouped_gemm applies)
     custom_collective: np.ndarray = field(default_factory=lambda: arr(0.0))  # 1: engine custom all-reduce kernel
     weight_element_bytes: float = 0.0  # bytes per weight element of a GEMM (its format: 2 bf16, 1 fp8, ~0.5 4-bit)
+    weight_format: str = ""  # the weight GEMM's storage format (Precision value, e.g. "fp8-block"); "" otherwise
 
     @property
     def memory_bytes(self) -> np.ndarray:
