@@ -5,6 +5,7 @@ Heavy libraries are imported inside the command.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -17,6 +18,7 @@ from roofline.errors import InfeasibleError
 from roofline.units import fmt_seconds
 
 if TYPE_CHECKING:
+    from roofline.boundary.outputs import OutputTarget
     from roofline.serving.sim.result import SimulationResult
     from roofline.serving.workload.arrivals import LengthArg
     from roofline.serving.workload.stream import Workload
@@ -94,6 +96,25 @@ SpecOpt = Annotated[
         "--spec`, e.g. eagle:k=4,alpha=0.8); not with --pp/--ep/--prefix-share.",
     ),
 ]
+ClientOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--client",
+        metavar="NAME",
+        help="Benchmark client whose protocol to follow: vllm-bench, sglang-bench, aiperf, genai-perf, "
+        "inference-perf, ideal (`roofline simulate --client list`).",
+    ),
+]
+MaxConcOpt = Annotated[
+    str | None,
+    typer.Option("--max-concurrency", metavar="N", help="With --qps: at most N requests in flight (a semaphore)."),
+]
+WarmupOpt = Annotated[str, typer.Option("--warmup", metavar="N", help="Warm-up requests, left out of the statistics.")]
+DrainOpt = Annotated[
+    bool,
+    typer.Option("--warmup-drain/--no-warmup-drain", help="Measured requests wait for the warm-up to finish."),
+]
+RampOpt = Annotated[str, typer.Option("--ramp", metavar="SECONDS", help="Closed loop: start the clients over this.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON: config, summary, saturation.")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print the summary as one CSV row.")]
 
@@ -116,6 +137,11 @@ def simulate_cmd(
     num_requests: NumOpt = "2000",
     seed: SeedOpt = 0,
     prefix_share: ShareOpt = "0",
+    client: ClientOpt = None,
+    max_concurrency: MaxConcOpt = None,
+    warmup: WarmupOpt = "0",
+    warmup_drain: DrainOpt = True,
+    ramp: RampOpt = "0",
     weight_dtype: WOpt = None,
     kv_dtype: KvOpt = None,
     calibration: Calibration = None,
@@ -135,16 +161,16 @@ def simulate_cmd(
     Exactly one of --qps, --concurrency or --trace. Exit code 1 (after the results) when the offered
     load saturates the engine: the queue grows without bound; the message gives the sustainable rate.
     """
-    from roofline.cli.options import output_target, write_frame
     from roofline.serving.simulate import simulate
 
     if json and csv:
         raise OptionError("--json and --csv are exclusive; pick one")
-    # destinations are checked before the simulation runs (roofline.boundary.outputs)
-    req_target = output_target(requests_out, force, "per-request table", "--requests-out")
-    tl_target = output_target(timeline_out, force, "timeline table", "--timeline-out")
-    plot_target = output_target(plot, force, "plot", "--plot")
+    targets = _targets(requests_out, timeline_out, plot, force)  # checked before the simulation runs
+    if client == "list":
+        typer.echo(_client_table())
+        return
     wl = _workload(qps, concurrency, trace, prompt, output, num_requests, seed, arrival, arrival_cv, prefix_share)
+    wl = _protocol(wl, client, max_concurrency, warmup, warmup_drain, ramp)
     bar = _progress(wl.num_requests) if sys.stderr.isatty() and not (json or csv) else None
     if spec is not None and (pp != 1 or ep != 1 or wl.prefix_share != 0):
         raise OptionError("--spec simulates tp-only replicas without prefix sharing; drop --pp/--ep/--prefix-share")
@@ -168,15 +194,56 @@ def simulate_cmd(
     finally:
         if bar is not None:
             bar[0].stop()
-    if req_target is not None:
-        write_frame(s.requests, req_target, None)
-    if tl_target is not None:
-        write_frame(s.timeline, tl_target, None)
-    if plot_target is not None:
-        s.plot(str(plot_target.path))
+    _write(s, *targets)
     _emit(s, "json" if json else "csv" if csv else "text", replicas)
     if s.saturated:
         raise InfeasibleError(s.saturated)
+
+
+def _targets(
+    requests_out: Path | None, timeline_out: Path | None, plot: Path | None, force: bool
+) -> tuple[OutputTarget | None, OutputTarget | None, OutputTarget | None]:
+    """The output destinations, each checked before the simulation runs (roofline.boundary.outputs)."""
+    from roofline.cli.options import output_target
+
+    return (
+        output_target(requests_out, force, "per-request table", "--requests-out"),
+        output_target(timeline_out, force, "timeline table", "--timeline-out"),
+        output_target(plot, force, "plot", "--plot"),
+    )
+
+
+def _write(
+    s: SimulationResult, req_target: OutputTarget | None, tl_target: OutputTarget | None, plot: OutputTarget | None
+) -> None:
+    """Write the per-request table, the timeline and the plot where their options said."""
+    from roofline.cli.options import write_frame
+
+    for target, frame in ((req_target, s.requests), (tl_target, s.timeline)):
+        if target is not None:
+            write_frame(frame, target, None)
+    if plot is not None:
+        s.plot(str(plot.path))
+
+
+def _client_table() -> str:
+    from roofline.serving.workload.clients import client_table
+
+    return client_table()
+
+
+def _protocol(
+    wl: Workload, client: str | None, max_concurrency: str | None, warmup: str, drained: bool, ramp: str
+) -> Workload:
+    """``wl`` with the benchmark client's protocol options (each parsed with its option named in errors)."""
+    return dataclasses.replace(
+        wl,
+        client=client,
+        max_concurrency=None if max_concurrency is None else parse_count_opt(max_concurrency, "--max-concurrency"),
+        warmup=0 if warmup.strip() == "0" else parse_count_opt(warmup, "--warmup"),
+        warmup_drained=drained,
+        ramp_s=0.0 if ramp.strip() in ("0", "0.0") else parse_float_opt(ramp, "--ramp"),
+    )
 
 
 def _fraction(text: str) -> float:

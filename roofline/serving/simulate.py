@@ -96,6 +96,11 @@ def simulate(
     arrival_cv: float = 1.0,
     prefix_share: float = 0.0,
     trace_block_tokens: int = TRACE_BLOCK_TOKENS,
+    max_concurrency: int | None = None,
+    warmup: int = 0,
+    warmup_drained: bool = True,
+    ramp_s: float = 0.0,
+    client: str | None = None,
     engine_overrides: EngineOverrides = None,
     weight_dtype: str | Precision | None = None,
     kv_dtype: str | Precision | None = None,
@@ -225,7 +230,15 @@ def run_replica(rep: Replica, wl: Workload, req: Requests, progress: ProgressFn 
     rep.check_requests(req.prompt, req.output)
     hashes = req.hashes(eng.kv_block_tokens, wl.prefix_share)
     sim = rep.engine_sim(
-        req.prompt, req.output, req.send_s, concurrency=wl.concurrency, hashes=hashes, overhead_seed=wl.seed
+        req.prompt,
+        req.output,
+        req.send_s,
+        concurrency=req.slots,
+        hashes=hashes,
+        overhead_seed=wl.seed,
+        release_s=req.release_s,
+        warmup=req.warmup,
+        warmup_drained=req.warmup_drained,
     )
     t0 = time.perf_counter()
     sim.run(None if progress is None else (lambda done: progress(done, len(req.prompt))))

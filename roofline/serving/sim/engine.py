@@ -50,6 +50,7 @@ from roofline.serving.sim.lifecycle import DECODE, Req
 from roofline.serving.sim.metrics import GapHistogram
 from roofline.serving.sim.policy import Policy
 from roofline.serving.sim.runstats import RunStats
+from roofline.serving.sim.sends import ClientSends
 from roofline.serving.sim.steptime import StepModel
 
 
@@ -77,6 +78,9 @@ class EngineSim(Admission, RunStats):
         entry_extra_s: np.ndarray | None = None,
         saturation_queue: int = 2000,
         timeline_rows: int = 200_000,
+        release_s: np.ndarray | None = None,
+        warmup: int = 0,
+        warmup_drained: bool = False,
     ) -> None:
         self.step, self.pol = step, policy
         self.bs, self.max_tokens, self.max_seqs = block_tokens, max_tokens, min(max_seqs, max_tokens)
@@ -87,8 +91,10 @@ class EngineSim(Admission, RunStats):
         self.req_overhead = request_overhead_s
         self.lag_steps = float(output_lag_steps)  # output pipeline lag, in the request's own token intervals
         self.extra = entry_extra_s  # per-request addition to the overhead (its variability), or None
-        self.closed = concurrency is not None
-        self.send: list[float] = list(send_s) if send_s is not None else [0.0] * min(concurrency or 0, self.n)
+        self.closed = concurrency is not None  # client-driven sends (roofline.serving.sim.sends)
+        self.warmup = warmup if self.closed else 0
+        self.client = ClientSends(self.n, concurrency or 0, release_s, self.warmup, warmup_drained)
+        self.send: list[float] = list(send_s) if send_s is not None and not self.closed else []
         self.arrived = 0
         self.span = 0  # 1 + the highest index that reached the queue (= arrived when entries keep send order)
         # requests sent but not yet in the queue, by entry time: a sorted array (open loop, all known) or a heap
@@ -96,8 +102,8 @@ class EngineSim(Admission, RunStats):
         self.order = np.zeros(0, dtype=np.int64)
         self.entry_at = np.zeros(0)
         if self.closed:
-            for i, t in enumerate(self.send):
-                heapq.heappush(self.pending, (self._entry(i, t), i))
+            for i, t in self.client.start():
+                self._send(i, t)
         else:
             self.entry_at = np.asarray(self.send, dtype=np.float64) + request_overhead_s
             if self.extra is not None:
@@ -133,9 +139,17 @@ class EngineSim(Admission, RunStats):
         e = t + self.req_overhead + (float(self.extra[i]) if self.extra is not None else 0.0)
         return e if e > t else math.nextafter(t, math.inf)
 
-    def _sent(self, t: float) -> None:
-        """A closed-loop client sends its next request at t."""
-        i = len(self.send)
+    def _freed(self, t: float, rid: int) -> None:
+        """Request ``rid`` reached its client at t: send what its free slot allows (:class:`ClientSends`). When
+        the last warm-up request is done, the inter-token gaps start over: ITL counts the measured requests' gaps
+        from then on (all of them after a drained warm-up)."""
+        for i, ts in self.client.freed(t, rid):
+            self._send(i, ts)
+        if rid < self.warmup and self.client.warm_done == self.warmup:
+            self.hist = GapHistogram()
+
+    def _send(self, i: int, t: float) -> None:
+        """The client sends request i (the next in order) at t."""
         self.send.append(t)
         heapq.heappush(self.pending, (self._entry(i, t), i))
 

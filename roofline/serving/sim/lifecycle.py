@@ -192,10 +192,10 @@ class RequestLifecycle:
             r.preempt,
         )
         self.generated += r.gen
-        if self.closed and len(self.send) < self.n:
-            self._sent(end + lag)
+        if self.closed:
+            self._freed(end + lag, i)
 
-    def _sent(self, t: float) -> None:  # the client's next request (EngineSim)
+    def _freed(self, t: float, rid: int) -> None:  # the client's slot is free again (EngineSim)
         raise NotImplementedError
 
     def _preempt(self, r: Req) -> None:

@@ -127,6 +127,7 @@ def build_result(sim: EngineSim, send_s: np.ndarray, config: dict[str, Any]) -> 
     ttft, e2e = first - send, finish - send
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output > 1, (e2e - ttft) / (output - 1), np.nan)
+    warm = np.arange(n) < sim.warmup  # a client's warm-up: served, left out of the statistics
     df = pd.DataFrame(
         {
             "arrival_s": send,
@@ -139,10 +140,12 @@ def build_result(sim: EngineSim, send_s: np.ndarray, config: dict[str, Any]) -> 
             "ttft_s": ttft,
             "tpot_s": tpot,
             "e2e_s": e2e,
+            "warmup": warm,
         }
     )
-    done = np.isfinite(finish)
-    duration = float(np.max(finish[done])) if done.any() else float("nan")
+    done = np.isfinite(finish) & ~warm
+    start = float(np.min(send[~warm])) if sim.warmup and (~warm).any() else 0.0
+    duration = float(np.max(finish[done])) - start if done.any() else float("nan")
     summary: dict[str, float] = {}
     summary |= stats("ttft", ttft[done])
     tp = tpot[done]

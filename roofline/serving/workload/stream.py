@@ -7,6 +7,12 @@ Exactly one load: ``qps`` (open loop; ``arrival`` poisson | gamma (gaps of coeff
 ``trace_block_tokens``). Lengths in tokens (:func:`~roofline.serving.workload.arrivals.parse_length`).
 ``prefix_share`` ∈ [0, 1]: the first round(share × mean prompt) tokens of every prompt are one common
 system prompt. Deterministic given ``seed``: :meth:`Workload.draw` always returns the same requests.
+
+How a benchmark client sends them (:mod:`roofline.serving.sim.sends`): ``max_concurrency`` caps the requests in
+flight of a rate (vLLM's / SGLang's ``--max-concurrency``); ``warmup`` requests go first and are left out of the
+statistics, and with ``warmup_drained`` the measured ones wait until every warm-up request is back (aiperf);
+``ramp_s`` starts closed-loop clients spread over that many seconds; ``client`` names a tool whose cited protocol
+fills the fields not set (:mod:`roofline.serving.workload.clients`, ``roofline/data/clients.yaml``).
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ class Requests:
     output: np.ndarray
     trace_hashes: list[HashChain] | None
     hash_block_tokens: int
+    slots: int | None = None  # client-driven sends (roofline.serving.sim.sends): requests in flight at most
+    release_s: np.ndarray | None = None  # their release times (None: all at 0)
+    warmup: int = 0  # the first ``warmup`` requests are a warm-up, left out of the statistics
+    warmup_drained: bool = False  # the measured requests wait for the warm-up to finish
 
     @property
     def prompt_mean(self) -> float:
@@ -76,6 +86,11 @@ class Workload:
     arrival_cv: float = 1.0
     prefix_share: float = 0.0
     trace_block_tokens: int = TRACE_BLOCK_TOKENS
+    max_concurrency: int | None = None
+    warmup: int = 0
+    warmup_drained: bool = True
+    ramp_s: float = 0.0
+    client: str | None = None
 
     def __post_init__(self) -> None:
         c = self.concurrency  # 4.0 or numpy's 4 → 4: the engine counts clients in whole numbers
@@ -92,19 +107,30 @@ class Workload:
         return replace(self, seed=seed)
 
     def draw(self) -> Requests:
-        """The requests of this workload (numpy's ``default_rng(seed)``: arrivals first, then lengths)."""
+        """The requests of this workload (numpy's ``default_rng(seed)``: arrivals first, then lengths), with the
+        benchmark client's protocol (``client``, :mod:`roofline.serving.workload.clients`) applied."""
+        if self.client is not None:
+            from roofline.serving.workload.clients import with_client
+
+            return with_client(self).raw_draw()
+        return self.raw_draw()
+
+    def raw_draw(self) -> Requests:
+        """:meth:`draw` of the fields as they are (no client preset applied)."""
         if sum(x is not None for x in (self.qps, self.concurrency, self.trace)) != 1:
             raise ScenarioError("give exactly one of qps= (open loop), concurrency= (closed loop) or trace= (replay)")
         if not 0 <= self.prefix_share <= 1:
             raise ScenarioError(f"prefix_share must be between 0 and 1 (got {self.prefix_share})")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer) or self.seed < 0:
             raise ScenarioError(f"seed must be >= 0 (got {self.seed!r}); give a whole number such as 0")
+        check_protocol(self)
         if self.trace is not None:
             tr = load_trace(self.trace, self.trace_block_tokens)
             return Requests(tr.arrival_s, tr.prompt_tokens, tr.output_tokens, tr.hashes, self.trace_block_tokens)
         n = self.num_requests
         if not isinstance(n, int | np.integer) or isinstance(n, bool) or n < 1:
             raise ScenarioError(f"num_requests must be a whole number >= 1 (got {n!r})")
+        n = int(n) + self.warmup
         if n > MAX_SIM_REQUESTS:
             raise ScenarioError(
                 f"num_requests={n:,} exceeds {MAX_SIM_REQUESTS:,} (roofline.boundary.limits MAX_SIM_REQUESTS); "
@@ -112,13 +138,20 @@ class Workload:
             )
         rng = np.random.default_rng(self.seed)
         pl, ol = parse_length(self.prompt_len, "prompt_len"), parse_length(self.output_len, "output_len")
-        send = None
+        send = release = None
         c = self.concurrency
         if self.qps is not None:
             send = arrival_times(n, float(self.qps), self.arrival, self.arrival_cv, rng)
+            if self.max_concurrency is not None:  # released at the rate, sent once a slot is free
+                send, release, c = None, send, self.max_concurrency
         elif c is None or isinstance(c, bool) or not isinstance(c, int) or c < 1:  # floats: see __post_init__
             raise ScenarioError(f"concurrency must be a whole number >= 1 (got {c!r})")
-        return Requests(send, pl.sample(n, rng), ol.sample(n, rng), None, self.trace_block_tokens)
+        else:
+            release = ramp_releases(n, c, self.ramp_s, self.warmup if self.warmup_drained else 0)
+        prompt, output = pl.sample(n, rng), ol.sample(n, rng)
+        return Requests(
+            send, prompt, output, None, self.trace_block_tokens, c, release, self.warmup, self.warmup_drained
+        )
 
     def describe(self) -> str:
         """``poisson arrivals at 10 req/s; prompt 1024, output 256 tokens`` style label."""
@@ -132,5 +165,48 @@ class Workload:
                 load += f" (CV {self.arrival_cv:g})"
         else:
             load = f"closed loop, concurrency {self.concurrency}"
+            if self.ramp_s:
+                load += f" (started over {self.ramp_s:g} s)"
+        if self.max_concurrency is not None:
+            load += f", at most {self.max_concurrency} in flight"
+        if self.warmup:
+            load += f", {self.warmup} warm-up requests{' drained' if self.warmup_drained else ''} left out"
+        if self.client is not None:
+            load += f" ({self.client} client)"
         extra = f", shared prefix {self.prefix_share:.0%}" if self.prefix_share else ""
         return f"{load}; prompt {p}, output {o} tokens{extra}"
+
+
+def ramp_releases(n: int, clients: int, ramp_s: float, phase_start: int) -> np.ndarray | None:
+    """Release times of a closed loop whose ``clients`` workers start spread over ``ramp_s``: worker i's first
+    request of each phase (the start, and ``phase_start`` after a drained warm-up) at i·ramp_s/C; None: all at 0."""
+    if ramp_s <= 0:
+        return None
+    release = np.zeros(n)
+    for start in {0, phase_start}:
+        k = min(clients, n - start)
+        release[start : start + k] = np.arange(k) * (ramp_s / clients)
+    return release
+
+
+def check_protocol(wl: Workload) -> None:
+    """Refuse, by field and with the fix, a client protocol the load cannot run."""
+    mc, w = wl.max_concurrency, wl.warmup
+    if mc is not None and (isinstance(mc, bool) or not isinstance(mc, int | np.integer) or mc < 1):
+        raise ScenarioError(f"max_concurrency must be a whole number >= 1 (got {mc!r})")
+    if mc is not None and wl.qps is None:
+        raise ScenarioError(
+            "max_concurrency caps the requests in flight of a request rate (qps=): with concurrency= the clients "
+            "already are the cap; drop one of them"
+        )
+    if isinstance(w, bool) or not isinstance(w, int | np.integer) or w < 0:
+        raise ScenarioError(f"warmup must be a whole number of requests >= 0 (got {w!r})")
+    if w and wl.concurrency is None and mc is None:
+        raise ScenarioError(
+            "warmup runs on client-driven sends: give concurrency= (closed loop) or max_concurrency= with qps=; "
+            "an uncapped rate's drained warm-up is a cold start, so simulate without it"
+        )
+    if not (isinstance(wl.ramp_s, int | float) and np.isfinite(wl.ramp_s) and wl.ramp_s >= 0):
+        raise ScenarioError(f"ramp_s must be a finite number of seconds >= 0 (got {wl.ramp_s!r})")
+    if wl.ramp_s and wl.concurrency is None:
+        raise ScenarioError("ramp_s spreads the start of closed-loop clients: give concurrency=, or drop ramp_s")
