@@ -258,6 +258,7 @@ def _sized_dict(f: Finalist) -> dict[str, Any]:
     )
     d: dict[str, Any] = {"label": f.candidate.label, **{k: getattr(f, k) for k in keys}}
     d |= {"capacity_rps": f.capacity_rps, "knee_rps": f.knee_rps, "headroom": f.headroom}
+    d |= {"slo_capacity_rps": f.slo_capacity_rps, "slo_headroom": f.slo_headroom}
     return d
 
 

@@ -243,6 +243,7 @@ def _html(data: ReportData, t0: float) -> str:
         rank_rule=RANK_RULE,
         engine_label=_engine_label(inp),
         headroom_floor=_floor(data),
+        slo_bounded=_slo_bounded(data),
         x_limits=_x_limits(data),
         pareto_empty=empty_reason(data),
         stress=stress_level(inp.confidence),
@@ -270,6 +271,14 @@ def _engine_label(inp: Any) -> str:
         return str(inp.engine)
     label = str(resolve_engine(inp.engine, inp.hardware[0]).label)
     return label + "".join(f", {k}={v}" for k, v in inp.engine_overrides.items())
+
+
+def _slo_bounded(data: ReportData) -> bool:
+    """Whether a point of the recommendation's latency curve bounds its SLO capacity (else it is a lower bound)."""
+    from roofline.serving.plan.slo_capacity import slo_capacity
+
+    rec = data.recommended
+    return rec is not None and rec.finalist is not None and slo_capacity(rec.finalist)[1]
 
 
 def _floor(data: ReportData) -> float:

@@ -40,6 +40,7 @@ COLUMNS: tuple[tuple[str, str, str, str | None], ...] = (
     ("tpot_s", "TPOT", "at load", "min"),
     ("tok_s_per_gpu", "Tok/s per GPU", "at load", "max"),
     ("capacity_rps", "Capacity", "req/s max", "max"),
+    ("slo_capacity_rps", "SLO capacity", "req/s", "max"),
     ("headroom", "Headroom", "", "max"),
     ("gpus", "GPUs", "", "min"),
     ("usd_per_hour", "Cost", "$/h", "min"),
@@ -262,7 +263,8 @@ def row_values(inp: ReportInputs, f: Finalist) -> dict[str, float]:
     """The comparison-table numbers of one simulator-sized deployment, at the planned load.
 
     Tok/s per GPU = qps × output_len / GPUs (what each GPU produces at the planned load);
-    capacity = replicas × the replica's sustainable rate; headroom = capacity / qps − 1.
+    capacity = replicas × the replica's sustainable rate; headroom = capacity / qps − 1; SLO capacity = the
+    highest rate the SLOs hold at (:mod:`roofline.serving.plan.slo_capacity`).
     """
     wl = inp.workload
     per_gpu = float(tokens_per_s_per_gpu(wl.qps, wl.output_len, f.gpus))
@@ -271,6 +273,7 @@ def row_values(inp: ReportInputs, f: Finalist) -> dict[str, float]:
         "tpot_s": f.tpot_s,
         "tok_s_per_gpu": per_gpu,
         "capacity_rps": f.capacity_rps,
+        "slo_capacity_rps": f.slo_capacity_rps,
         "headroom": f.headroom,
         "gpus": float(f.gpus),
         "usd_per_hour": num(f.total_usd_per_hour),

@@ -47,11 +47,18 @@ def load_figure(data: ReportData, i: int, row: HardwareRow, colour: str) -> Figu
             ("TTFT", [p.ttft_p50_s for p in sel], [p.ttft_p99_s for p in sel], wl.ttft_slo_s, wl.ttft_pct, f.ttft_s),
             ("TPOT", [p.tpot_p50_s for p in sel], [p.tpot_p99_s for p in sel], wl.tpot_slo_s, wl.tpot_pct, f.tpot_s),
         )
-        for ax, (name, p50, p99, slo, pct, at) in zip(axes, panels, strict=True):
+        thresholds = (f.ttft_threshold_s, f.tpot_threshold_s)
+        slo_cap = f.slo_capacity_rps
+        for ax, (name, p50, p99, slo, pct, at), thr in zip(axes, panels, thresholds, strict=True):
             y50, y99 = np.asarray(p50) * 1e3, np.asarray(p99) * 1e3
             ax.fill_between(x, y50, y99, color=colour, alpha=0.18, lw=0, label="P50 to P99 band")
             ax.plot(x, y50, color=colour, lw=1.6, label="P50")
             ax.axhline(slo * 1e3, color="#111827", ls="--", lw=1, label=f"SLO P{pct:g} ≤ {slo * 1e3:g} ms")
+            if math.isfinite(thr) and thr < slo:
+                label = f"decided at ≤ {thr * 1e3:.3g} ms (SLO ÷ model error)"
+                ax.axhline(thr * 1e3, color="#b45309", ls=(0, (4, 2)), lw=1.2, label=label)
+            if math.isfinite(slo_cap) and slo_cap <= right:
+                ax.axvline(slo_cap, color="#b45309", ls="-", lw=1, label=f"SLO capacity {slo_cap:.3g} req/s")
             ax.axvline(wl.qps, color="#6b7280", ls=":", lw=1.2, label=f"planned load {wl.qps:g} req/s")
             ax.plot(
                 [wl.qps],

@@ -7,8 +7,9 @@ Sources, most severe first:
    public serving rows (:func:`roofline.published.serving_error.serving_upper_factor`) and capacity
    capacity·e^(−q_ℓ') (:func:`roofline.published.uncertainty.upper_factor`). The figure that breaks
    first is named with its excess over the SLO (or its shortfall under the planned load).
-2. **Traffic.** Above the knee (mean TTFT twice its zero-load value) latency grows quickly; above
-   capacity requests queue without bound. The box says how far above the planned load each is.
+2. **Traffic.** Above the SLO capacity (:mod:`roofline.serving.plan.slo_capacity`; without a latency curve,
+   the knee: mean TTFT twice its zero-load value) the SLOs break; above capacity requests queue without bound.
+   The box says how far above the planned load each is.
 3. **Sensitivity downsides**: bandwidth or compute 15 % below the profile needing more GPUs, other hardware
    or no plan (a variant above the profile is an upside, never listed).
 4. **Unmeasured profile.** The ceilings were not measured on the target machines.
@@ -76,11 +77,26 @@ def model_error_risk(rec: HardwareRow, inp: ReportInputs) -> tuple[float, str] |
 
 
 def traffic_risk(rec: HardwareRow, inp: ReportInputs) -> tuple[float, str] | None:
-    """Sustained traffic above the knee breaks the tail latency; above capacity requests queue."""
+    """Sustained traffic above the SLO capacity breaks the SLOs; above capacity requests queue. Without a
+    latency curve (no SLO capacity) the knee stands in for it."""
+    from roofline.serving.plan.slo_capacity import slo_capacity
+
     f, wl = rec.finalist, inp.workload
     if f is None:
         return None
-    knee, cap = f.knee_rps, f.capacity_rps
+    per_replica, bounded = slo_capacity(f)
+    cap = f.capacity_rps
+    if math.isfinite(per_replica):
+        slo_cap = f.replicas * per_replica
+        rise = slo_cap / wl.qps - 1
+        first = "its SLOs break" if bounded else "the latency curve was not followed further (the SLOs still held)"
+        text = (
+            f"Sustained traffic above {slo_cap:.3g} requests/s ({rise:+.0%} over the planned {wl.qps:g}) is where "
+            f"{first}: the SLO capacity, read off the latency-against-load curve; above {cap:.3g} requests/s "
+            "(capacity) requests queue without bound."
+        )
+        return 2.0 - min(rise, 1.0), text
+    knee = f.knee_rps
     rise = knee / wl.qps - 1
     return (
         2.0 - min(rise, 1.0),

@@ -98,9 +98,9 @@ def size_hardware(
             inp.engine_overrides,
             inp.calibration_for(_spec(inp, best.candidate.hardware)),
         )
-        pts = load_points(
-            inp.model, best.candidate, kw, best.sustainable_replica_rps, wl.prompt_len, wl.output_len, 1000, 0
-        )
+        pcts = (best.ttft_pct, best.tpot_pct)
+        sus = best.sustainable_replica_rps
+        pts = load_points(inp.model, best.candidate, kw, sus, wl.prompt_len, wl.output_len, 1000, 0, pcts)
         best = replace(best, curve=pts)
     return best, "; ".join(reasons)
 

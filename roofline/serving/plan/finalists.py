@@ -56,6 +56,8 @@ class LoadPoint:
     tpot_p50_s: float
     tpot_p99_s: float
     saturated: bool
+    ttft_slo_s: float = math.nan  # TTFT and TPOT at the SLO percentiles (the curve's own, for the SLO capacity)
+    tpot_slo_s: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,19 @@ class Finalist:
     def headroom(self) -> float:
         """capacity / qps − 1 at the planned load."""
         return self.capacity_rps / (self.replica_rate * self.replicas) - 1.0
+
+    @property
+    def slo_capacity_rps(self) -> float:
+        """Highest deployment rate at which the simulated SLO percentiles stay under their thresholds, read off the
+        latency-vs-load curve (:func:`roofline.serving.plan.slo_capacity.slo_capacity`); NaN without a curve."""
+        from roofline.serving.plan.slo_capacity import slo_capacity
+
+        return self.replicas * slo_capacity(self)[0]
+
+    @property
+    def slo_headroom(self) -> float:
+        """SLO capacity / qps − 1: how much more sustained traffic the SLOs take."""
+        return self.slo_capacity_rps / (self.replica_rate * self.replicas) - 1.0
 
     @property
     def total_usd_per_hour(self) -> float | None:
@@ -215,7 +230,8 @@ def size_finalist(
     if not ok and replicas >= last and last < first + MAX_EXTRA:
         why += f"; stopped at {replicas * c.tp * c.pp} GPUs: a deployment of {max_gpus} GPUs is already known"
     gpus, usd_h, per_m, kwh_m, energy_usd_h = _costs(c, replicas, qps * output_len, tdp_watts, usd_per_kwh)
-    pts = load_points(model, c, kw, sus, prompt_len, output_len, num_requests, seed) if curve and ok else ()
+    pcts = (ttft_pct, tpot_pct)
+    pts = load_points(model, c, kw, sus, prompt_len, output_len, num_requests, seed, pcts) if curve and ok else ()
     r = s.requests
     return Finalist(
         candidate=c,
@@ -344,9 +360,18 @@ def _costs(
 
 
 def load_points(
-    model: ModelArg, c: Candidate, kw: dict[str, Any], sus: float, p: int, o: int, n: int, seed: int
+    model: ModelArg,
+    c: Candidate,
+    kw: dict[str, Any],
+    sus: float,
+    p: int,
+    o: int,
+    n: int,
+    seed: int,
+    pcts: tuple[float, float] = (99.0, 99.0),
 ) -> tuple[LoadPoint, ...]:
-    """Simulated P50/P99 TTFT and TPOT of one replica over CURVE_LOADS × the sustainable rate."""
+    """Simulated P50/P99 TTFT and TPOT (and both at the SLO percentiles ``pcts``) of one replica over
+    CURVE_LOADS × the sustainable rate."""
     from roofline.serving.simulate import simulate
 
     out = []
@@ -354,5 +379,8 @@ def load_points(
         s = simulate(model, c.hardware, qps=f * sus, prompt_len=p, output_len=o, num_requests=n, seed=seed, **kw)
         r = s.requests
         t, u = r["ttft_s"].to_numpy(), r["tpot_s"].to_numpy()
-        out.append(LoadPoint(f * sus, pct(t, 50), pct(t, 99), pct(u, 50), pct(u, 99), s.saturated is not None))
+        sat = s.saturated is not None
+        out.append(
+            LoadPoint(f * sus, pct(t, 50), pct(t, 99), pct(u, 50), pct(u, 99), sat, pct(t, pcts[0]), pct(u, pcts[1]))
+        )
     return tuple(out)
