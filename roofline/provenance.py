@@ -5,18 +5,49 @@ says which evidence it rests on. :func:`device_evidence` states, for a hardware 
 profile that decides its op times: the ceilings (measured on this device, or a fraction of its datasheet peaks
 fitted on public microbenchmarks, with any vendor factor), and each device-scoped correction (the GEMM rate
 against K, the MoE grouped-GEMM rates) with the device it was measured on and whether it applies here. ``predict``,
-``simulate`` and the report show these sentences next to their numbers.
+``simulate`` and the report show these sentences next to their numbers, with one on how many public measurements
+of the device roofline is validated against (none, for most devices: say so rather than imply it).
 """
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 from roofline.profile import CalibrationProfile, GemmK, GroupedGemm
 from roofline.specs.hardware import HardwareSpec
 
+VALIDATION_PATH = Path(__file__).resolve().parent / "data" / "device_validation.yaml"
+
+
+@functools.cache
+def device_validation() -> dict[str, dict[str, int]]:
+    """{hardware: {source: public measurements}} (``roofline/data/device_validation.yaml``, written by
+    :mod:`roofline.published.device_coverage` from the validation sets)."""
+    import yaml
+
+    data = yaml.safe_load(VALIDATION_PATH.read_text(encoding="utf-8"))
+    return {str(k): {str(s): int(n) for s, n in v.items()} for k, v in (data or {}).items()}
+
+
+def validation_sentence(hardware: str) -> str:
+    """What public measurements of ``hardware`` roofline's accuracy is measured on, or that there are none."""
+    cov = device_validation()
+    mine = cov.get(hardware)
+    if mine:
+        parts = ", ".join(f"{n:,} {src}" for src, n in mine.items())
+        return f"validated on {hardware}: {sum(mine.values()):,} public measurements ({parts})"
+    measured = ", ".join(sorted(cov))
+    return (
+        f"validated on {hardware}: no public measurement of this device is in roofline's validation sets "
+        f"(they measure {measured}); its numbers rest on its datasheet and the rules fitted there, unvalidated here"
+    )
+
 
 def device_evidence(profile: CalibrationProfile, hw: HardwareSpec, moe: bool = False) -> tuple[str, ...]:
-    """One sentence per part of ``profile`` that prices ops on ``hw`` (``moe``: include the grouped-GEMM rates)."""
-    out = [_ceilings(profile, hw)]
+    """One sentence per part of ``profile`` that prices ops on ``hw`` (``moe``: include the grouped-GEMM rates),
+    and one on the public measurements of ``hw`` roofline is validated against (:func:`validation_sentence`)."""
+    out = [_ceilings(profile, hw), validation_sentence(hw.name)]
     if profile.gemm_k.devices:
         out.append(_scoped("GEMM rate against K", profile.gemm_k, hw, "dense GEMMs at its ceilings at every K"))
     if moe:
