@@ -105,6 +105,13 @@ def test_a_cap_above_the_load_changes_nothing_and_a_binding_cap_bounds_the_reque
         ({"qps": 2.0, "ramp_s": 1.0}, "ramp_s"),
         ({"concurrency": 4, "warmup": -1}, "warmup"),
         ({"qps": 2.0, "max_concurrency": 0}, "max_concurrency"),
+        ({"qps": 2.0, "max_concurrency": 2.5}, "max_concurrency"),
+        ({"concurrency": 2, "warmup": 4.0}, "warmup"),
+        ({"concurrency": 2, "warmup": 10**9}, "num_requests"),
+        ({"concurrency": 2, "ramp_s": 1e300}, "ramp_s"),
+        ({"concurrency": 2, "ramp_s": float("nan")}, "ramp_s"),
+        ({"concurrency": 2, "warmup": 2, "warmup_drained": "yes"}, "warmup_drained"),
+        ({"concurrency": 2, "client": 5}, "unknown client"),
     ],
 )
 def test_a_protocol_the_load_cannot_run_is_refused_by_name(kw: dict[str, object], field: str) -> None:

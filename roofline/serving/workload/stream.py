@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from roofline.boundary.limits import MAX_SIM_REQUESTS
+from roofline.boundary.limits import MAX_SIM_REQUESTS, MAX_SIM_SPAN_S
 from roofline.errors import ScenarioError
 from roofline.serving.workload.arrivals import LengthArg, arrival_times, parse_length
 from roofline.serving.workload.trace import HashChain, block_hashes, load_trace
@@ -133,8 +133,9 @@ class Workload:
         n = int(n) + self.warmup
         if n > MAX_SIM_REQUESTS:
             raise ScenarioError(
-                f"num_requests={n:,} exceeds {MAX_SIM_REQUESTS:,} (roofline.boundary.limits MAX_SIM_REQUESTS); "
-                "percentiles settle long before that: simulate fewer requests"
+                f"num_requests={n:,}{f' (with {self.warmup:,} warm-up requests)' if self.warmup else ''} exceeds "
+                f"{MAX_SIM_REQUESTS:,} (roofline.boundary.limits MAX_SIM_REQUESTS); percentiles settle long before "
+                "that: simulate fewer requests"
             )
         rng = np.random.default_rng(self.seed)
         pl, ol = parse_length(self.prompt_len, "prompt_len"), parse_length(self.output_len, "output_len")
@@ -206,7 +207,14 @@ def check_protocol(wl: Workload) -> None:
             "warmup runs on client-driven sends: give concurrency= (closed loop) or max_concurrency= with qps=; "
             "an uncapped rate's drained warm-up is a cold start, so simulate without it"
         )
-    if not (isinstance(wl.ramp_s, int | float) and np.isfinite(wl.ramp_s) and wl.ramp_s >= 0):
-        raise ScenarioError(f"ramp_s must be a finite number of seconds >= 0 (got {wl.ramp_s!r})")
+    if isinstance(wl.ramp_s, bool) or not (
+        isinstance(wl.ramp_s, int | float) and np.isfinite(wl.ramp_s) and 0 <= wl.ramp_s <= MAX_SIM_SPAN_S
+    ):
+        raise ScenarioError(
+            f"ramp_s must be a number of seconds from 0 to {MAX_SIM_SPAN_S:g} (roofline.boundary.limits "
+            f"MAX_SIM_SPAN_S, what the simulated clock resolves; got {wl.ramp_s!r})"
+        )
+    if not isinstance(wl.warmup_drained, bool):
+        raise ScenarioError(f"warmup_drained must be True or False (got {wl.warmup_drained!r})")
     if wl.ramp_s and wl.concurrency is None:
         raise ScenarioError("ramp_s spreads the start of closed-loop clients: give concurrency=, or drop ramp_s")
