@@ -7,8 +7,11 @@ the parameter describes, and subtracts what the earlier steps priced (formulas i
 2. ``attention.decode_fixed_s``: latency-bound decode attention rows (:func:`~calibrate.aic.latency.fit_decode_floor`);
 3. ``comm.custom_allreduce_latency_s``: latency-bound custom all-reduce rows per GPU count
    (:func:`~calibrate.aic.latency.fit_custom_allreduce`);
-4. the large-GEMM compute efficiency per format: compute-bound GEMM rows (:mod:`calibrate.aic.fit`);
-5. ``grouped_gemm``: memory- and compute-bound balanced MoE rows (:func:`calibrate.aic.moe.fit_grouped`), the 16-bit
+4. ``attention.prefill_compute_efficiency``: each head dim's prefill curve from the context-attention rows
+   (:func:`calibrate.aic.attention.fit_prefill`);
+5. the GEMM rates per format (large-GEMM efficiency and its curve against M, and each weight format's dispatched
+   kernel): layer-shaped compute-bound GEMM rows (:mod:`calibrate.aic.fit`);
+6. ``grouped_gemm``: memory- and compute-bound balanced MoE rows (:func:`calibrate.aic.moe.fit_grouped`), the 16-bit
    kernel's rates and each quantised kernel's own (``by_format``: fp8, 4-bit weight-only, NVFP4), each from the
    newest table that holds that format.
 
@@ -26,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from calibrate.aic import latency
+from calibrate.aic import attention, latency
 from calibrate.aic.compare import gemm_formats
 from calibrate.aic.fit import fit_format, fit_record, fittable, with_efficiency
 from calibrate.aic.moe import GroupedFit, fit_grouped, fit_rows
@@ -90,10 +93,27 @@ def _latencies(
     return prof
 
 
+def _prefill_attention(
+    gpu: str, eng: str, hw: HardwareSpec, prof: CalibrationProfile, root: Path | None, notes: dict[str, Any]
+) -> CalibrationProfile:
+    """Step 4 (module docstring): each head dim's prefill curve from the context-attention table."""
+    t = newest_table(gpu, eng, "context_attention", root)
+    fits = attention.fit_prefill(load_table(t), hw, prof, t.label) if t is not None else []
+    if not fits:
+        notes["kept"].append("attention.prefill_compute_efficiency (no context-attention rows): the FA3 paper curve")
+        return prof
+    label = t.label if t is not None else ""
+    for f in fits:
+        notes["fits"][f"prefill_attention.d{f.head_dim}"] = {"table": label, **f.record()}
+    dims = ", ".join(str(f.head_dim) for f in fits)
+    src = f"prefill_compute_efficiency: {SOURCE} {label}, head dims {dims}"
+    return attention.with_prefill(prof, {f.head_dim: f.curve for f in fits}, (src,))
+
+
 def _gemm_and_moe(
     gpu: str, eng: str, hw: HardwareSpec, prof: CalibrationProfile, root: Path | None, notes: dict[str, Any]
 ) -> CalibrationProfile:
-    """Steps 4–5 (module docstring) on ``prof``."""
+    """Steps 5–6 (module docstring) on ``prof``."""
     t = newest_table(gpu, eng, "gemm", root)
     if t is not None:
         df = load_table(t)
@@ -144,7 +164,7 @@ def _first_fit(
 def _moe(
     gpu: str, eng: str, hw: HardwareSpec, prof: CalibrationProfile, root: Path | None, notes: dict[str, Any]
 ) -> CalibrationProfile:
-    """Step 5 (module docstring): the 16-bit grouped rates, and each quantised kernel's own (``by_format``)."""
+    """Step 6 (module docstring): the 16-bit grouped rates, and each quantised kernel's own (``by_format``)."""
     tables = [(t, load_table(t)) for t in tables_newest_first(gpu, eng, "moe", root)]
     wanted = MOE_FITS if hw.peak_flops_per_s("fp4") else (*MOE_FITS, WEIGHT_ONLY_FIT)
     fits = [f for alts in wanted if (f := _first_fit(tables, alts, hw, prof)) is not None]
@@ -191,7 +211,8 @@ def fit_engine_profile(gpu: str, engine: str, root: Path | None = None) -> Calib
         raise CalibrationError(f"no AIConfigurator GEMM table for {gpu} and {engine}: nothing to fit a profile from")
     hw, base = hardware(slug), default_profile()
     notes: dict[str, Any] = {"fits": {}, "kept": []}
-    prof = _gemm_and_moe(gpu, engine, hw, _latencies(gpu, engine, hw, base, root, notes), root, notes)
+    prof = _latencies(gpu, engine, hw, base, root, notes)
+    prof = _gemm_and_moe(gpu, engine, hw, _prefill_attention(gpu, engine, hw, prof, root, notes), root, notes)
     provenance = {
         "kind": "aiconfigurator",
         "source": SOURCE,
