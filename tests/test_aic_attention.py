@@ -35,9 +35,22 @@ def _table() -> pd.DataFrame:
         for i in range(MIN_BIN_ROWS):
             batch, n = (1 + i % 4) * 8.0, float(n0 + 64 * i)  # 8-32 sequences × 32 heads, inside the octave
             t = _flops(batch, n, 32.0, 8.0, 128.0) / (a * HW.peak_flops_per_s("bf16"))
-            rows.append({"phase": "prefill", "batch": batch, "new_tokens": n, "past": 0.0, "q_heads": 32.0,
-                         "kv_heads": 8.0, "head_dim": 128.0, "window": np.inf, "beam_width": 1, "dtype": "bfloat16",
-                         "kv_dtype": "bfloat16", "time_s": t})  # fmt: skip
+            rows.append(
+                {
+                    "phase": "prefill",
+                    "batch": batch,
+                    "new_tokens": n,
+                    "past": 0.0,
+                    "q_heads": 32.0,
+                    "kv_heads": 8.0,
+                    "head_dim": 128.0,
+                    "window": np.inf,
+                    "beam_width": 1,
+                    "dtype": "bfloat16",
+                    "kv_dtype": "bfloat16",
+                    "time_s": t,
+                }
+            )
     noise = [
         {**rows[0], "batch": 1.0, "q_heads": 8.0, "time_s": 1.0},  # 8 tiles: cannot fill the GPU
         {**rows[0], "past": 512.0, "time_s": 1.0},  # a chunk after a cached past
