@@ -53,8 +53,10 @@ def test_decode_bound_memory_limited_replicas_by_hand() -> None:
     assert (rec.batch, rec.limited_by, rec.replicas, rec.gpus) == (b, "memory", expected, expected)
     assert rec.replica_rps == pytest.approx(lam_max, rel=1e-12)
     assert rec.headroom == pytest.approx(expected * lam_max / 50 - 1, rel=1e-12)
-    assert rec.usd_per_hour == pytest.approx(3 * 3.99)
-    assert rec.usd_per_million_output_tokens == pytest.approx(3 * 3.99 / (50 * o * 3600) * 1e6)
+    # 3 GPUs used, rented as one 8-GPU instance (the price's source: Lambda's 8x H100 SXM instance)
+    assert rec.rented_gpus(rec.replicas) == 8
+    assert rec.usd_per_hour == pytest.approx(8 * 3.99)
+    assert rec.usd_per_million_output_tokens == pytest.approx(8 * 3.99 / (50 * o * 3600) * 1e6)
 
 
 def test_tpot_limited_batch_is_the_largest_meeting_the_slo() -> None:

@@ -100,3 +100,34 @@ def test_price_matches_its_source_arithmetic(path: Path) -> None:
 def test_unpriced_devices_say_how_to_supply_a_price(name: str) -> None:
     raw = (HW_DIR / f"{name}.yaml").read_text(encoding="utf-8")
     assert f"--price {name}=USD" in raw
+
+
+def test_capacity_is_rented_in_whole_instances_by_hand() -> None:
+    """A replica stays in its instances: k = floor(instance / replica) share one; a replica larger than an
+    instance takes ceil(replica / instance) of them (issue #29 item 5: price what a buyer pays)."""
+    from roofline.serving.plan.result import rented_gpus
+
+    assert rented_gpus(3, 4, 8) == 16  # 3 x tp4 on 8-GPU nodes: 2 per node, 2 nodes
+    assert rented_gpus(2, 4, 8) == 8
+    assert rented_gpus(3, 1, 8) == 8
+    assert rented_gpus(5, 3, 8) == 24  # tp3: 2 per 8-GPU node (2 GPUs idle each), 3 nodes
+    assert rented_gpus(2, 16, 8) == 32  # tp16 across two 8-GPU nodes each
+    assert rented_gpus(7, 2, 1) == 14  # single-GPU rentals: exactly what is used
+    assert rented_gpus(0, 8, 8) == 0
+
+
+def test_each_price_states_the_instance_its_source_rents() -> None:
+    """The instance size is the one the price's source names (8x instances, a 4-GPU GB200 slice, single GPUs)."""
+    import roofline
+
+    want = {"h100-sxm": 8, "h200-sxm": 8, "b200": 8, "gb200": 4, "h100-pcie": 1, "l4": 1, "tpu-v5p": 4}
+    for name, n in want.items():
+        price = roofline.hardware(name).price
+        assert price is not None and price.gpus_per_instance == n, name
+        assert (
+            f"{n}x" in price.source
+            or f"{n} GPUs" in price.source
+            or f"{n} chips" in price.source
+            or f"{n}-GPU" in price.source
+            or f"for {n} GPU" in price.source
+        ), name

@@ -51,7 +51,7 @@ def test_sizing_invariants_and_formulas(cand: Any) -> None:
     assert f.tpot_upper_s == pytest.approx(f.tpot_s * serving_upper_factor("tpot_s", 0.8, "vllm"))
     assert f.ttft_upper_s <= 0.5 and f.tpot_upper_s <= 0.05
     price = roofline.hardware(HW).price.usd_per_gpu_hour
-    assert f.usd_per_hour == pytest.approx(f.gpus * price)
+    assert f.rented_gpus == 8 and f.usd_per_hour == pytest.approx(f.rented_gpus * price)  # one 8-GPU instance
     assert f.energy_usd_per_hour == pytest.approx(f.gpus * 0.7 * 0.1)  # kW × USD/kWh
     assert f.kwh_per_million_output_tokens == pytest.approx(f.gpus * 700.0 / (QPS * OUT) * 1e6 / 3.6e6)
     per_m = (f.usd_per_hour + f.energy_usd_per_hour) / (QPS * OUT * 3600) * 1e6

@@ -325,12 +325,15 @@ def _print_plan(res: PlanResult, sized: list[Finalist], show_all: bool, best: Fi
         con.print(table)
     rec = res.recommended
     if rec is not None:
+        rented = rec.rented_gpus(rec.replicas)
         cost = f", {usd(rec.usd_per_hour)}/hour" if rec.usd_per_hour is not None else ""
+        cost += f" ({rented} rented)" if rec.usd_per_hour is not None and rented != rec.gpus else ""
         head = "closed-form pick (before simulation)" if sized else "recommended"
         con.print(
             f"[bold]{head}:[/] {rec.replicas} × {rec.label} = [bold]{rec.gpus} GPUs[/]{cost}; "
             f"batch ≤ {rec.batch} per replica, {rec.replica_rps:.3g} req/s per replica, "
-            f"headroom {100 * rec.headroom:.0f}%" + _confidence_note(rec)
+            f"headroom {100 * rec.headroom:.0f}%" + _confidence_note(rec),
+            soft_wrap=True,
         )
         unpriced = sorted({c.hardware for c in res.candidates if c.feasible and c.usd_per_hour is None})
         if unpriced:
@@ -369,8 +372,10 @@ def _print_simulated_pick(best: Finalist | None) -> None:
         con.print("[bold red]recommended: none[/] — no simulated finalist meets the SLOs (reasons above)")
         return
     cost = f", {usd(best.usd_per_hour)}/hour" if best.usd_per_hour is not None else ""
+    cost += f" ({best.rented_gpus} rented)" if best.usd_per_hour is not None and best.rented_gpus != best.gpus else ""
     con.print(
         f"[bold]recommended:[/] {best.replicas} × {best.candidate.label} = [bold]{best.gpus} GPUs[/]{cost} "
         f"(simulated; TTFT P{best.ttft_pct:g} {best.ttft_s * 1e3:.0f} ms, TPOT P{best.tpot_pct:g} "
-        f"{best.tpot_s * 1e3:.1f} ms over {best.sizing_runs} replicated run(s))"
+        f"{best.tpot_s * 1e3:.1f} ms over {best.sizing_runs} replicated run(s))",
+        soft_wrap=True,
     )

@@ -334,7 +334,7 @@ def plan_tables(res: PlanResult, limit: int | None = 15) -> list[Table]:
             c.limited_by.replace("_slo", " SLO"),
             num(c.replica_rps),
             str(c.replicas),
-            str(c.gpus),
+            str(c.gpus) if c.rented_gpus(c.replicas) == c.gpus else f"{c.gpus} ({c.rented_gpus(c.replicas)} rented)",
             _latency(c, c.ttft_s),
             _latency(c, c.tpot_s),
             headroom_cell(c),

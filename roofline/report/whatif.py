@@ -169,9 +169,11 @@ def _disaggregated(inp: ReportInputs, rec: HardwareRow) -> WhatIf:
             math.nan,
             "no P:D pair up to 3:3 meets the SLOs",
         )
-    price = rec.hardware.price.usd_per_gpu_hour if rec.hardware.price else None
-    price = inp.prices.get(rec.hardware.name, price)
-    cost = math.nan if price is None else best.gpus * float(price)
+    given = inp.prices.get(rec.hardware.name)  # a given price is per GPU; the spec's is for its whole instances
+    if given is not None:
+        cost = best.gpus * float(given)
+    else:
+        cost = math.nan if best.usd_per_hour is None else float(best.usd_per_hour)
     return WhatIf(
         "Disaggregation",
         f"{desc}: {best.label}",

@@ -113,9 +113,12 @@ class Link(Frozen):
 
 
 class Price(Frozen):
-    """Price of one GPU-hour in USD, with the date it was read and where."""
+    """Price of one GPU-hour in USD, with the date it was read and where; ``gpus_per_instance``: the GPUs of the
+    smallest instance the source rents at that price (capacity is rented in whole instances; 1 where the source
+    rents single GPUs or does not state an instance)."""
 
     usd_per_gpu_hour: float = Field(gt=0)
+    gpus_per_instance: int = Field(default=1, ge=1, le=4096)
     date: dt.date
     source: str
 

@@ -18,6 +18,7 @@ from roofline.boundary.limits import MAX_PARALLEL, MAX_PLAN_CELLS, MAX_PLAN_SIM_
 from roofline.engine.presets import EngineArg
 from roofline.errors import ScenarioError
 from roofline.prediction import ModelArg
+from roofline.serving.plan.result import rented_gpus
 from roofline.serving.simulate import simulate
 from roofline.serving.workload.arrivals import LengthArg
 from roofline.serving.workload.stream import Workload
@@ -101,6 +102,7 @@ def plan_disagg(
     _check_plan_size(p_max, d_max, n_max, num_requests)
     price = load_hardware(hardware).price
     usd = price.usd_per_gpu_hour if price is not None else None
+    inst = price.gpus_per_instance if price is not None else 1
     q = f"p{percentile}"
     wl = Workload(prompt_len=prompt_len, output_len=output_len, num_requests=num_requests, seed=seed)
     dis = []
@@ -115,9 +117,10 @@ def plan_disagg(
             ttft, tpot = s[f"ttft_{q}_s"], s[f"tpot_{q}_s"]
             ok = s["completed"] == r.config["num_requests"] and ttft <= ttft_slo_s and tpot <= tpot_slo_s
             g = cfg.prefill.gpus + cfg.decode.gpus
+            rent = rented_gpus(p, tp_prefill, inst) + rented_gpus(d, tp_decode, inst)  # each pool on its own nodes
             dis.append(
                 Candidate(
-                    f"{p}P:{d}D", g, ttft, tpot, s["kv_transfer_mean_s"], bool(ok), None if usd is None else g * usd
+                    f"{p}P:{d}D", g, ttft, tpot, s["kv_transfer_mean_s"], bool(ok), None if usd is None else rent * usd
                 )
             )
     col = []
@@ -127,7 +130,8 @@ def plan_disagg(
         ttft, tpot = sim.summary[f"ttft_{q}_s"], sim.summary[f"tpot_{q}_s"]
         ok = not sim.saturated and ttft <= ttft_slo_s and tpot <= tpot_slo_s
         g = n * tp_colocated
-        col.append(Candidate(f"{n}× tp{tp_colocated}", g, ttft, tpot, 0.0, bool(ok), None if usd is None else g * usd))
+        cost = None if usd is None else rented_gpus(n, tp_colocated, inst) * usd
+        col.append(Candidate(f"{n}× tp{tp_colocated}", g, ttft, tpot, 0.0, bool(ok), cost))
     return DisaggPlan(tuple(dis), tuple(col))
 
 

@@ -98,6 +98,7 @@ class Finalist:
         math.nan
     )  # upper end of the deciding check's sampling interval (roofline.serving.plan.sampling)
     tpot_sampled_hi_s: float = math.nan
+    rented_gpus: int = 0  # GPUs rented in whole instances of the price's source (what usd_per_hour pays for)
 
     @property
     def ttft_margin(self) -> float:
@@ -229,14 +230,16 @@ def size_finalist(
     )
     if not ok and replicas >= last and last < first + MAX_EXTRA:
         why += f"; stopped at {replicas * c.tp * c.pp} GPUs: a deployment of {max_gpus} GPUs is already known"
-    gpus, usd_h, per_m, kwh_m, energy_usd_h = _costs(c, replicas, qps * output_len, tdp_watts, usd_per_kwh)
-    pcts = (ttft_pct, tpot_pct)
-    pts = load_points(model, c, kw, sus, prompt_len, output_len, num_requests, seed, pcts) if curve and ok else ()
+    costs = _cost_fields(c, replicas, qps * output_len, tdp_watts, usd_per_kwh)
+    pts = (
+        load_points(model, c, kw, sus, prompt_len, output_len, num_requests, seed, (ttft_pct, tpot_pct))
+        if curve and ok
+        else ()
+    )
     r = s.requests
     return Finalist(
         candidate=c,
         replicas=replicas,
-        gpus=gpus,
         replica_rate=qps / replicas,
         ttft_pct=ttft_pct,
         tpot_pct=tpot_pct,
@@ -251,14 +254,34 @@ def size_finalist(
         knee_replica_rps=knee,
         meets_slo=ok,
         min_headroom=h_min,
-        usd_per_hour=usd_h,
-        usd_per_million_output_tokens=per_m,
-        kwh_per_million_output_tokens=kwh_m,
-        energy_usd_per_hour=energy_usd_h,
         reason="" if ok else why,
         curve=pts,
+        **costs,
         **_sampling_fields(est, (ttft_slo_s / f_ttft, tpot_slo_s / f_tpot)),
     )
+
+
+def _cost_fields(
+    c: Candidate, replicas: int, tok_s: float, tdp_watts: float | None, usd_per_kwh: float | None
+) -> dict[str, Any]:
+    """The Finalist's GPUs, rented GPUs, $/hour of the rented GPUs, $/M output tokens incl. energy, kWh/M output
+    tokens and energy $/hour of ``replicas`` replicas serving ``tok_s`` output tokens/s; energy at board power
+    (every GPU used at its TDP)."""
+    gpus, rented = replicas * c.tp * c.pp, c.rented_gpus(replicas)
+    usd_h = None if c.usd_per_gpu_hour is None else rented * c.usd_per_gpu_hour
+    kw_total = None if tdp_watts is None else gpus * tdp_watts / 1000.0
+    # kWh per M tokens has the same form as $ per M tokens: (kW per hour of service) / (tokens per hour) × 1e6
+    kwh_m = None if kw_total is None else usd_per_million_tokens(kw_total, tok_s)
+    energy_usd_h = None if kw_total is None or usd_per_kwh is None else kw_total * usd_per_kwh
+    total_h = None if usd_h is None else usd_h + (energy_usd_h or 0.0)
+    return {
+        "gpus": gpus,
+        "rented_gpus": rented,
+        "usd_per_hour": usd_h,
+        "usd_per_million_output_tokens": None if total_h is None else usd_per_million_tokens(total_h, tok_s),
+        "kwh_per_million_output_tokens": kwh_m,
+        "energy_usd_per_hour": energy_usd_h,
+    }
 
 
 def _sampling_fields(est: tuple[PercentileEstimate, PercentileEstimate], thresholds: tuple[float, float]) -> Any:
@@ -341,22 +364,6 @@ def _fewest_replicas(
             )
             break
     return replicas, s, ttft, tpot, False, why, est
-
-
-def _costs(
-    c: Candidate, replicas: int, tok_s: float, tdp_watts: float | None, usd_per_kwh: float | None
-) -> tuple[int, float | None, float | None, float | None, float | None]:
-    """(GPUs, $/hour of the GPUs, $/M output tokens incl. energy, kWh/M output tokens, energy $/hour) of
-    ``replicas`` replicas serving ``tok_s`` output tokens/s; energy at board power (every GPU at its TDP)."""
-    gpus = replicas * c.tp * c.pp
-    usd_h = None if c.usd_per_gpu_hour is None else gpus * c.usd_per_gpu_hour
-    kw_total = None if tdp_watts is None else gpus * tdp_watts / 1000.0
-    # kWh per M tokens has the same form as $ per M tokens: (kW per hour of service) / (tokens per hour) × 1e6
-    kwh_m = None if kw_total is None else usd_per_million_tokens(kw_total, tok_s)
-    energy_usd_h = None if kw_total is None or usd_per_kwh is None else kw_total * usd_per_kwh
-    total_h = None if usd_h is None else usd_h + (energy_usd_h or 0.0)
-    per_m = None if total_h is None else usd_per_million_tokens(total_h, tok_s)
-    return gpus, usd_h, per_m, kwh_m, energy_usd_h
 
 
 def load_points(

@@ -178,9 +178,11 @@ def plan(
     for hw in hws:
         prof = per_hw.get(hw.name) or given or select_profile(None, hw.name, engine)  # engine kernels where measured
         price = prices_usd.get(hw.name, hw.price.usd_per_gpu_hour if hw.price else None)
+        # a given price is per GPU as given; the spec's is for its source's instance
+        inst = 1 if hw.name in prices_usd or hw.price is None else hw.price.gpus_per_instance
         for prec in precisions:
             for tp in tps:
-                cands.append(_candidate(m, hw, prof, str(prec), int(tp), price, req))
+                cands.append(_candidate(m, hw, prof, str(prec), int(tp), price, req, inst))
     return PlanResult(m.name, qps, req.p, req.o, ttft_slo_s, tpot_slo_s, max_gpus, _rank(cands), confidence)
 
 
@@ -192,7 +194,14 @@ def _rank(cands: list[Candidate]) -> list[Candidate]:
 
 
 def _candidate(
-    m: ModelSpec, hw: HardwareSpec, prof: CalibrationProfile, prec: str, tp: int, price: float | None, req: PlanRequest
+    m: ModelSpec,
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+    prec: str,
+    tp: int,
+    price: float | None,
+    req: PlanRequest,
+    gpus_per_instance: int = 1,
 ) -> Candidate:
     """Plan one (hardware, precision, tp): memory limit, SLO-limited batch, replicas, cost."""
     from roofline.grid import sweep
@@ -208,6 +217,7 @@ def _candidate(
         tp=tp,
         kv_dtype=kv,
         usd_per_gpu_hour=price,
+        gpus_per_instance=gpus_per_instance,
         link_flag="; ".join(f for f, _ in links),
         link_note="; ".join(n for _, n in links),
     )
@@ -320,7 +330,7 @@ def _size(c: Candidate, req: PlanRequest, y: float = 0.0, k: float = 0.0) -> Can
         return replace(c, feasible=False, reason=why, replica_rps=lam_max)
     ttft, tpot, rho, conc = load(replicas)
     gpus = replicas * per_replica
-    cost = gpus * c.usd_per_gpu_hour if c.usd_per_gpu_hour is not None else None
+    cost = c.rented_gpus(replicas) * c.usd_per_gpu_hour if c.usd_per_gpu_hour is not None else None
     per_m = usd_per_million_tokens(cost, req.qps * req.o) if cost is not None else None
     c = replace(
         c,

@@ -51,6 +51,7 @@ class Candidate:
     prefill_share: float = NAN
     concurrency: float = NAN
     usd_per_gpu_hour: float | None = None
+    gpus_per_instance: int = 1  # capacity is rented in whole instances of this many GPUs (Price.gpus_per_instance)
     usd_per_hour: float | None = None
     usd_per_million_output_tokens: float | None = None
     missing_bytes: float = 0.0
@@ -63,6 +64,10 @@ class Candidate:
     utilisation: float = NAN
     saturation_rps: float = NAN  # load at which utilisation reaches SATURATION (not the knee: see screening.knee_qps)
     latency_bound: str = "point"
+
+    def rented_gpus(self, replicas: int) -> int:
+        """GPUs rented for ``replicas`` replicas: :func:`rented_gpus` at this candidate's instance size."""
+        return rented_gpus(replicas, self.tp * self.pp, self.gpus_per_instance)
 
     @property
     def label(self) -> str:
@@ -156,3 +161,15 @@ def _clean(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
         return None
     return x
+
+
+def rented_gpus(replicas: int, gpus_per_replica: int, gpus_per_instance: int) -> int:
+    """GPUs a buyer rents for ``replicas`` replicas of ``gpus_per_replica`` GPUs, in whole instances of
+    ``gpus_per_instance`` GPUs. A replica stays inside its instances (its tensor-parallel group on one node's
+    interconnect): k = ⌊instance / replica⌋ replicas share an instance, so ⌈replicas / k⌉ instances; a replica
+    larger than an instance takes ⌈replica / instance⌉ of them. E.g. 3 × tp 4 on 8-GPU nodes: 2 nodes, 16 GPUs."""
+    if replicas <= 0:
+        return 0
+    per, inst = max(1, gpus_per_replica), max(1, gpus_per_instance)
+    instances = -(-replicas // (inst // per)) if per <= inst else replicas * -(-per // inst)
+    return instances * inst
