@@ -15,7 +15,7 @@ from roofline.specs.hf_config import HfConfig
 if TYPE_CHECKING:
     from roofline.specs.jsontypes import JsonObject
 
-DEEPSEEK_ARCHS = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM")
+DEEPSEEK_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM")
 _QWEN = ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiMoForCausalLM")
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _LAYER_TYPES = {"sliding_attention": "local", "full_attention": "global"}

@@ -71,6 +71,7 @@ SUPPORTED: dict[str, str] = {
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3MoeForCausalLM": "qwen3_moe",
     "DeepseekV3ForCausalLM": "deepseek_v3",
+    "DeepseekV2ForCausalLM": "deepseek_v2",
     "Gemma2ForCausalLM": "gemma2",
     "Phi3ForCausalLM": "phi3",
     "GptOssForCausalLM": "gpt_oss",
