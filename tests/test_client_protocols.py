@@ -165,3 +165,14 @@ def test_rate_conventions_of_the_clients() -> None:
     assert (wl.arrival, wl.arrival_cv, wl.client) == ("gamma", 0.5, None)
     with pytest.raises(ScenarioError, match="unknown client 'vllm-bnech'; did you mean vllm-bench"):
         roofline.simulate(M, HW, concurrency=2, client="vllm-bnech", **KW)
+
+
+def test_the_clients_command_lists_every_protocol() -> None:
+    from typer.testing import CliRunner
+
+    from roofline.cli.app import app
+
+    res = CliRunner().invoke(app, ["clients"])
+    assert res.exit_code == 0, res.output
+    names = [line.split()[0] for line in res.output.splitlines() if line.strip()]
+    assert names == ["aiperf", "genai-perf", "ideal", "inference-perf", "sglang-bench", "vllm-bench"]

@@ -122,7 +122,7 @@ def _register() -> None:
     from roofline.cli.plan import plan_cmd
     from roofline.cli.predict import compare_cmd, predict_cmd
     from roofline.cli.report import report_command
-    from roofline.cli.simulate import simulate_cmd
+    from roofline.cli.simulate import clients_cmd, simulate_cmd
     from roofline.cli.simulate_ext import plan_disagg_cmd, simulate_disagg_cmd
     from roofline.cli.spec_plan import spec_plan_cmd
     from roofline.cli.sweep import sweep_cmd
@@ -133,6 +133,7 @@ def _register() -> None:
     app.command("compare", no_args_is_help=True)(compare_cmd)
     app.command("plan", no_args_is_help=True)(plan_cmd)
     app.command("simulate", no_args_is_help=True)(simulate_cmd)
+    app.command("clients")(clients_cmd)
     app.command("spec-plan", no_args_is_help=True)(spec_plan_cmd)
     app.command("simulate-disagg", no_args_is_help=True)(simulate_disagg_cmd)
     app.command("plan-disagg", no_args_is_help=True)(plan_disagg_cmd)

@@ -102,7 +102,7 @@ ClientOpt = Annotated[
         "--client",
         metavar="NAME",
         help="Benchmark client whose protocol to follow: vllm-bench, sglang-bench, aiperf, genai-perf, "
-        "inference-perf, ideal (`roofline simulate --client list`).",
+        "inference-perf, ideal (`roofline clients` lists them with their sources).",
     ),
 ]
 MaxConcOpt = Annotated[
@@ -166,9 +166,6 @@ def simulate_cmd(
     if json and csv:
         raise OptionError("--json and --csv are exclusive; pick one")
     targets = _targets(requests_out, timeline_out, plot, force)  # checked before the simulation runs
-    if client == "list":
-        typer.echo(_client_table())
-        return
     wl = _workload(qps, concurrency, trace, prompt, output, num_requests, seed, arrival, arrival_cv, prefix_share)
     wl = _protocol(wl, client, max_concurrency, warmup, warmup_drain, ramp)
     bar = _progress(wl.num_requests) if sys.stderr.isatty() and not (json or csv) else None
@@ -226,10 +223,11 @@ def _write(
         s.plot(str(plot.path))
 
 
-def _client_table() -> str:
+def clients_cmd() -> None:
+    """The benchmark clients `simulate --client` follows: how each sends and times requests, as its source states."""
     from roofline.serving.workload.clients import client_table
 
-    return client_table()
+    typer.echo(client_table())
 
 
 def _protocol(
