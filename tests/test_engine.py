@@ -46,10 +46,13 @@ def test_vllm_budget_is_a_fraction_of_total_memory() -> None:
 
 
 def test_sglang_budget_is_a_static_pool_of_weights_and_kv() -> None:
-    # SGLang: KV = min(f·C − W, C − W − (A + R)) with f = 0.88 on an 80 GiB GPU; page size 1.
+    # SGLang 0.5: KV = min(f·C − W, C − W − (A + R)), f = round((M − 10 GiB) / M, 3) below 90 GiB (9.5 + p/2 GiB
+    # reserved at p = 1: 0.874 on the H100's 79.65 GiB); page size 1.
     eng, w, reserve = _parts("sglang")
-    assert (eng.memory_fraction, eng.memory_fraction_of, eng.kv_block_tokens) == (0.88, "static_pool", 1)
-    budget = min(0.88 * CAPACITY - w, CAPACITY - w - reserve)
+    f = round((CAPACITY / 2**30 - 10.0) / (CAPACITY / 2**30), 3)
+    assert (eng.memory_fraction, eng.memory_fraction_of, eng.kv_block_tokens) == (f, "static_pool", 1)
+    assert f == 0.874 and eng.max_num_batched_tokens == 8192
+    budget = min(f * CAPACITY - w, CAPACITY - w - reserve)
     assert roofline.max_batch("llama-2-7b", H100, 4096, engine="sglang") == int(budget // (4096 * KV_PER_TOKEN))
 
 

@@ -26,11 +26,12 @@ def test_vllm_and_trtllm_budget_is_batch_plus_prompt_plus_1500() -> None:
 
 
 @pytest.mark.parametrize(
-    ("hw", "isl", "budget"), [("h200-sxm", 1024, 2524), ("h200-sxm", 16384, 16384), ("h100-sxm", 8192, 8192)]
+    ("hw", "isl", "budget"),
+    [("h200-sxm", 1024, 2524), ("h200-sxm", 16384, 8192), ("b200", 16384, 16384), ("h100-sxm", 8192, 8192)],
 )
 def test_sglang_mixed_chunks_and_prefill_cap(hw: str, isl: int, budget: int) -> None:
     """sglang.rule: enable_mixed_chunk and max_prefill_tokens = ISL + 1500, chunks capped by the preset's
-    chunked_prefill_size (16,384 on 141 GB GPUs, 8,192 on 80 GB ones)."""
+    chunked_prefill_size (SGLang 0.5: 8,192 below 160 GiB of GPU memory, 16,384 from it)."""
     assert vs.deployment_options(_row("sglang", 16, isl, hw)) == {"mixed_chunk": True, "max_num_batched_tokens": budget}
 
 
@@ -72,4 +73,5 @@ def test_disaggregated_pool_options_follow_the_benchmark_rules() -> None:
     assert pre == {"max_num_seqs": 1, "max_num_batched_tokens": 9692}
     assert dec == {"max_num_seqs": 48, "max_num_batched_tokens": 48}
     pre, dec = vd.pool_options(row("sglang", 2.0))
-    assert pre == {"max_num_seqs": 2, "max_num_batched_tokens": 9692} and dec == {"max_num_seqs": 48}
+    # SGLang: ISL + 1500 capped by its chunk, 8,192 on a 141 GB GPU (0.5: below 160 GiB)
+    assert pre == {"max_num_seqs": 2, "max_num_batched_tokens": 8192} and dec == {"max_num_seqs": 48}

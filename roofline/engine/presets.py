@@ -33,9 +33,14 @@ VLLM_DEFAULTS = (
     "(H100/H200/MI300X class, A100 excluded) max_num_batched_tokens 8192 and max_num_seqs 1024, otherwise 2048 / 256"
 )
 SGLANG_ARGS = "SGLang v0.5 server arguments (docs.sglang.ai/advanced_features/server_arguments)"
-SGLANG_DEFAULTS = (
-    "SGLang v0.5 python/sglang/srt/server_args.py: mem_fraction_static and chunked_prefill_size chosen by GPU "
-    "memory (< 35 GiB: 0.80 / 2048; < 60 GiB: 0.85 / 4096; < 100 GiB: 0.88 / 8192; larger: 0.90 / 16384)"
+SGLANG_FRACTION = (
+    "SGLang 0.5.0rc0 python/sglang/srt/server_args.py ServerArgs.__post_init__: mem_fraction_static = "
+    "round((M - reserved) / M, 3), M the GPU memory, reserved = 2.8 + p/10 GiB below 35 GiB, 9.5 + p/2 below 90 GiB, "
+    "12 + p/2 below 160 GiB, else 32 GiB, p = tp x pp; taken at p = 1 (a larger group reserves p/2 GiB more)"
+)
+SGLANG_CHUNK = (
+    "SGLang 0.5.0rc0 python/sglang/srt/server_args.py ServerArgs.__post_init__: chunked_prefill_size 2048 below "
+    "35 GiB of GPU memory, 8192 below 160 GiB, else 16384"
 )
 TRTLLM_ARGS = "TensorRT-LLM 1.0 LLM API reference (nvidia.github.io/TensorRT-LLM/llm-api/reference)"
 VLLM_SCHEDULER = "vLLM v0.11 vllm/v1/core/sched/scheduler.py Scheduler.schedule"
@@ -62,11 +67,14 @@ def _vllm(hw: HardwareSpec) -> EngineConfig:
         runtime_reserve_bytes=RUNTIME_RESERVE_BYTES,
         sources={
             "memory_fraction": f"{VLLM_ARGS}: --gpu-memory-utilization default 0.9, a fraction of total memory",
-            "kv_block_tokens": "vLLM v0.11 CacheConfig.DEFAULT_BLOCK_SIZE = 16 on CUDA",
+            "kv_block_tokens": "vLLM 0.11.0 vllm/platforms/cuda.py CudaPlatformBase.check_and_update_config: "
+            "block_size 16 when unset (FlashMLA / FlashInfer-MLA backends force 64, CUTLASS MLA 128)",
             "max_num_seqs": VLLM_DEFAULTS,
             "max_num_batched_tokens": VLLM_DEFAULTS,
-            "chunked_prefill": "vLLM V1 engine: chunked prefill always enabled (docs: 'Optimization and Tuning')",
-            "max_partial_prefills": f"{VLLM_ARGS}: --max-num-partial-prefills default 1",
+            "chunked_prefill": "vLLM 0.11.0 vllm/engine/arg_utils.py EngineArgs._set_default_args: forced on for "
+            "non-pooling models",
+            "max_partial_prefills": f"{VLLM_ARGS}: --max-num-partial-prefills default 1 (vllm/config/scheduler.py; "
+            "the V1 scheduler does not read it: one partial prefill per step)",
             "cuda_graphs": f"{VLLM_ARGS}: --enforce-eager default False (CUDA graphs captured)",
             "prefix_caching": f"{VLLM_ARGS}: --enable-prefix-caching, on by default in the V1 engine (hash per full "
             "block)",
@@ -79,11 +87,17 @@ def _vllm(hw: HardwareSpec) -> EngineConfig:
     )
 
 
+def sglang_static_fraction(gpu_gib: float, group_gpus: int = 1) -> float:
+    """SGLang 0.5's default mem_fraction_static for a GPU of ``gpu_gib`` GiB (:data:`SGLANG_FRACTION`)."""
+    p = group_gpus
+    reserved = 2.8 + p / 10 if gpu_gib < 35 else 9.5 + p / 2 if gpu_gib < 90 else 12 + p / 2 if gpu_gib < 160 else 32
+    return round((gpu_gib - reserved) / gpu_gib, 3)
+
+
 def _sglang(hw: HardwareSpec) -> EngineConfig:
     gib = hw.memory.usable_capacity_bytes / GIB
-    frac, chunk = (
-        (0.80, 2048) if gib < 35 else (0.85, 4096) if gib < 60 else (0.88, 8192) if gib < 100 else (0.9, 16384)
-    )
+    frac = sglang_static_fraction(gib)
+    chunk = 2048 if gib < 35 else 8192 if gib < 160 else 16384
     return EngineConfig(
         name="sglang",
         version="0.5",
@@ -100,12 +114,14 @@ def _sglang(hw: HardwareSpec) -> EngineConfig:
         mixed_chunk=False,
         runtime_reserve_bytes=RUNTIME_RESERVE_BYTES,
         sources={
-            "memory_fraction": f"{SGLANG_DEFAULTS}; the static pool holds weights + KV",
+            "memory_fraction": f"{SGLANG_FRACTION}; the static pool holds weights + KV",
             "kv_block_tokens": f"{SGLANG_ARGS}: --page-size default 1",
-            "max_num_seqs": f"{SGLANG_ARGS}: --max-running-requests default derived from the KV pool; 4096 is "
-            "the cap of its request-to-token pool (assumed; binds only for very short sequences)",
-            "max_num_batched_tokens": SGLANG_DEFAULTS,
-            "chunked_prefill": SGLANG_DEFAULTS,
+            "max_num_seqs": "SGLang 0.5.0rc0 python/sglang/srt/managers/tp_worker.py TpModelWorker.__init__: "
+            "max_running_requests = min(KV tokens // 2, the request pool), the pool min(max(KV tokens / context "
+            "length x 512, 2048), 4096) (model_executor/model_runner.py); 4096 is its cap, which binds only for "
+            "very short sequences",
+            "max_num_batched_tokens": SGLANG_CHUNK,
+            "chunked_prefill": f"{SGLANG_CHUNK} (chunking on because the size is set)",
             "cuda_graphs": f"{SGLANG_ARGS}: --disable-cuda-graph default False",
             "prefix_caching": f"{SGLANG_ARGS}: --disable-radix-cache default False (radix prefix cache on)",
             "async_scheduling": f"{SGLANG_ARGS}: --disable-overlap-schedule default False (the overlap scheduler is "
