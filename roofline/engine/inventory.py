@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from roofline.errors import SpecError
 
@@ -144,12 +144,20 @@ class KernelInventory(_Strict):
     sampler: Sampler
     dispatch: tuple[Cited, ...] = ()
     notes: str = ""
+    _extra_by_op: dict[str, tuple[ExtraKernels, ...]] = PrivateAttr(default_factory=dict)
+
+    def model_post_init(self, context: object, /) -> None:
+        """Index the extras by the op they hang on (each build looks them up once per op)."""
+        by: dict[str, list[ExtraKernels]] = {}
+        for e in self.extra:
+            by.setdefault(e.per, []).append(e)
+        self._extra_by_op = {k: tuple(v) for k, v in by.items()}
 
     def kernels(self, name: str, where: Where, default: int) -> int:
         """Kernels one instance of op ``name`` launches (``default`` when the op is not listed), at least 0."""
         entry = self.ops.get(name)
         n = default if entry is None else entry.kernels.of(where.phase)
-        n += sum(e.kernels.of(where.phase) for e in self.extra if e.per == name and e.applies(where))
+        n += sum(e.kernels.of(where.phase) for e in self._extra_by_op.get(name, ()) if e.applies(where))
         return max(0, n + (self.sampler.kernels if name == "lm_head" else 0))
 
 

@@ -120,10 +120,8 @@ def build_ops(
         ops.append(comm.send_recv("comm.pp_send_recv", "comm", sc.pp - 1, dt, M * h * ab, sc.tp * sc.pp))
     if sc.use_checkpoint or sc.weight_overrides:
         ops = [_module_format(c, op) for op in ops]
-    ops = [with_fields(op, weight_format=weight_format(c, op)) if op.kind == "gemm" else op for op in ops]
     inventory = engine_inventory(sc, hw)
-    if inventory is not None:
-        ops = [_engine_kernels(c, inventory, op) for op in ops]
+    ops = [_engine_fields(c, inventory, op) for op in ops]
     if phase == "decode" and sc.cuda_graphs:
         ops = [with_fields(op, launch="graph") for op in ops]
     return ops
@@ -157,11 +155,18 @@ def _module_format(c: BuildContext, op: Op) -> Op:
     )
 
 
+_DEFAULT_VERSION: dict[str, str] = {}  # hardware name -> the default preset's version (resolved once per device)
+
+
 def engine_inventory(sc: Scenario, hw: HardwareSpec) -> KernelInventory | None:
     """The kernel inventory of the scenario's engine (the default preset when none is set), or None: the
     ``ideal`` engine, or an engine version with no shipped inventory."""
-    engine = sc.engine if sc.engine is not None else engine_preset(DEFAULT_ENGINE, hw)
-    return kernel_inventory(engine.name, engine.version)
+    if sc.engine is not None:
+        return kernel_inventory(sc.engine.name, sc.engine.version)
+    version = _DEFAULT_VERSION.get(hw.name) or _DEFAULT_VERSION.setdefault(
+        hw.name, engine_preset(DEFAULT_ENGINE, hw).version
+    )
+    return kernel_inventory(DEFAULT_ENGINE, version)
 
 
 def weight_format(c: BuildContext, op: Op) -> str:
@@ -173,9 +178,13 @@ def weight_format(c: BuildContext, op: Op) -> str:
     return c.formats.get(group).value if group is not None else "bf16"
 
 
-def _engine_kernels(c: BuildContext, inventory: KernelInventory, op: Op) -> Op:
-    where = Where(c.phase, op.weight_format, c.tp, c.model.architecture, c.model.hidden_size)
-    return with_fields(op, engine_kernels=inventory.kernels(op.name, where, op.kernels))
+def _engine_fields(c: BuildContext, inventory: KernelInventory | None, op: Op) -> Op:
+    """``op`` with its weight format (GEMMs) and the kernels the engine launches for it (one copy of the op)."""
+    fmt = weight_format(c, op)
+    if inventory is None:
+        return with_fields(op, weight_format=fmt) if fmt else op
+    where = Where(c.phase, fmt, c.tp, c.model.architecture, c.model.hidden_size)
+    return with_fields(op, weight_format=fmt, engine_kernels=inventory.kernels(op.name, where, op.kernels))
 
 
 def prefill_ops(model: ModelSpec, sc: Scenario, hw: HardwareSpec) -> list[Op]:
