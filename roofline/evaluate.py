@@ -70,7 +70,7 @@ def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.
     bw = memory * size_curve(op.memory_bytes) if size_curve is not None else memory + 0 * op.m
     if op.grouped:  # grouped expert GEMM (m rows per expert): below a dense GEMM on both sides
         fmt = format_key(op.dtype, op.weight_element_bytes)
-        c = c * profile.grouped_gemm.compute_factor(hw.name, fmt)
+        c = c * profile.grouped_gemm.compute_factor(hw.name, op.m, fmt)
         bw = bw * profile.grouped_gemm.memory_factor(hw.name, op.m, op.n * op.k, fmt)
     return np.asarray(c), np.asarray(bw)
 

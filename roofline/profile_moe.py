@@ -18,10 +18,13 @@ def format_key(compute_dtype: str, weight_element_bytes: float) -> str:
 
 
 class GroupedRates(Frozen):
-    """One kernel format's grouped-GEMM rates: streaming vs one expert matrix's n·k, and compute."""
+    """One kernel format's grouped-GEMM rates: streaming vs one expert matrix's n·k (× the relative rate vs rows
+    per expert), and compute (vs rows per expert where measured)."""
 
     memory_efficiency_by_size: Curve | None = None
+    memory_efficiency: Curve | None = None
     compute_efficiency: float = Field(default=1.0, gt=0, le=1.5)
+    compute_efficiency_by_rows: Curve | None = None
     sources: tuple[str, ...] = ()
 
 
@@ -29,12 +32,18 @@ class GroupedGemm(Frozen):
     """Grouped (MoE expert) GEMMs on the devices they were measured for: streaming and compute rates.
 
     A MoE layer's routed experts run as one grouped GEMM over the touched experts with m rows each
-    (m = the GEMM's M). On ``devices`` its weight traffic moves at ``memory_efficiency(m)`` × the
-    memory ceiling (a few rows per expert stream below a dense GEMM of equal bytes) and its FLOPs at
-    ``compute_efficiency`` × the dense GEMM ceiling at that m. Other devices get 1 for both: nothing
-    was measured there. ``by_format`` holds the rates of each quantised kernel the tables measured
-    (:func:`format_key`). ``memory_efficiency_by_size`` (vs one expert matrix's n·k elements), where set,
-    replaces the rows curve: the rate then does not change with the batch.
+    (m = the GEMM's M). On ``devices`` its weight traffic moves at
+
+        memory factor = memory_efficiency_by_size(n·k) × memory_efficiency(m)        (each 1 where unset)
+
+    × the memory ceiling: the size curve is the streaming rate of one expert matrix of n·k elements at the
+    kernel's best-filled tiles, the rows curve the rate against rows per expert (absolute where no size curve
+    is set, as the default profile's; relative, 1 at its best, where one is). Its FLOPs run at
+
+        compute factor = compute_efficiency_by_rows(m), or compute_efficiency where no curve is set
+
+    × the dense GEMM ceiling at that m. Other devices get 1 for both: nothing was measured there.
+    ``by_format`` holds the rates of each quantised kernel the tables measured (:func:`format_key`).
     """
 
     devices: tuple[str, ...] = ()
@@ -48,6 +57,10 @@ class GroupedGemm(Frozen):
         "replaces memory_efficiency where set (it does not change with the batch)",
     )
     compute_efficiency: float = Field(default=1.0, gt=0, le=1.5)
+    compute_efficiency_by_rows: Curve | None = Field(
+        default=None,
+        description="fraction of the dense GEMM ceiling vs rows per expert; replaces compute_efficiency where set",
+    )
     by_format: dict[str, GroupedRates] = Field(
         default_factory=dict,
         description="format key (format_key: compute format and weight bytes, e.g. 'fp8:1.0', 'bf16:0.5') -> the "
@@ -58,21 +71,23 @@ class GroupedGemm(Frozen):
     def memory_factor(
         self, hardware: str, rows_per_expert: ArrayLike, expert_elements: ArrayLike = 1.0, fmt: str = ""
     ) -> float | np.ndarray:
-        """Multiplier on the memory ceiling on ``hardware`` (1 when not measured): the format's own curve where
-        listed, else ``memory_efficiency_by_size`` at ``expert_elements`` where set, else ``memory_efficiency``
-        at ``rows_per_expert``."""
+        """Multiplier on the memory ceiling on ``hardware`` (1 when not measured): the size curve at
+        ``expert_elements`` × the rows curve at ``rows_per_expert`` (class docstring), the format's own where
+        it has a size curve."""
         if hardware not in self.devices:
             return 1.0
         own = self.by_format.get(fmt)
-        by_size = own.memory_efficiency_by_size if own is not None else None
-        by_size = by_size if by_size is not None else self.memory_efficiency_by_size
-        if by_size is not None:
-            return by_size(expert_elements)
-        return 1.0 if self.memory_efficiency is None else self.memory_efficiency(rows_per_expert)
+        src: GroupedRates | GroupedGemm = own if own is not None and own.memory_efficiency_by_size else self
+        by_size, by_rows = src.memory_efficiency_by_size, src.memory_efficiency
+        size = 1.0 if by_size is None else by_size(expert_elements)
+        return size if by_rows is None else size * by_rows(rows_per_expert)
 
-    def compute_factor(self, hardware: str, fmt: str = "") -> float:
-        """Multiplier on the GEMM compute ceiling on ``hardware`` (1 when not measured), the format's where listed."""
+    def compute_factor(self, hardware: str, rows_per_expert: ArrayLike = 1.0, fmt: str = "") -> float | np.ndarray:
+        """Multiplier on the GEMM compute ceiling on ``hardware`` (1 when not measured): the rows curve at
+        ``rows_per_expert`` where set, else the scalar; the format's own where listed."""
         if hardware not in self.devices:
             return 1.0
         own = self.by_format.get(fmt)
-        return own.compute_efficiency if own is not None else self.compute_efficiency
+        src: GroupedRates | GroupedGemm = own if own is not None else self
+        curve = src.compute_efficiency_by_rows
+        return src.compute_efficiency if curve is None else curve(rows_per_expert)

@@ -5,6 +5,8 @@ The README's test command installs the ``aic`` extra (aiconfigurator-core 0.12.0
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -118,7 +120,7 @@ def test_mixtral_tp2_decode_on_h100_vllm_matches_the_measured_moe_kernel_better(
         "mixtral-8x7b", "h100-sxm", 32, 1024, 256, calibration=engine_profile_path("h100-sxm", "vllm"), **kw
     )
     assert before.tpot_s > 0.025
-    assert after.tpot_s < 0.9 * before.tpot_s  # 26.8 -> 22.9 ms
+    assert after.tpot_s < 0.85 * before.tpot_s  # 26.8 -> 21.1 ms
 
 
 def test_engine_profile_path_names() -> None:
@@ -146,3 +148,24 @@ def test_quantised_moe_kernels_take_their_own_rates() -> None:
         assert curve is not None
         expect = prof.memory_ceiling(hw) * float(curve(n * k))
         assert float(bw) == pytest.approx(expect, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("model", "hw", "engine", "tp"),
+    [
+        ("mixtral-8x7b", "h100-sxm", "vllm", 2),
+        ("deepseek-v3", "h200-sxm", "sglang", 8),
+        ("qwen3-30b-a3b", "h100-sxm", "vllm", 1),
+    ],
+)
+def test_engine_profile_moe_decode_never_cheaper_with_batch(model: str, hw: str, engine: str, tp: int) -> None:
+    """Under the shipped engine profile a MoE decode step never gets cheaper as its batch grows: the streaming
+    rows curve never rises after its best knot and the compute curve rises at most with the rows (the range covers
+    1–2 rows per expert up to ~50, where the measured rates rise then fall)."""
+    prof = engine_profile_path(hw, engine)
+    big = {"engine_overrides": {"capacity_bytes": 1e15}}
+    tpot = [
+        roofline.predict(model, hw, b, 256, 16, tp=tp, engine=engine, calibration=prof, **big).tpot_s
+        for b in range(1, 97)
+    ]
+    assert all(b >= a * (1 - 1e-12) for a, b in itertools.pairwise(tpot))

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from calibrate.aic.compare import placeholder_model
+from calibrate.aic.knots import knot_medians
 from calibrate.aic.tables import AIC_VERSION
 from roofline.evaluate import op_time
 from roofline.ops.attention import attention_kernel
@@ -89,17 +90,12 @@ def fit_prefill(df: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile, la
     for _, r in _rows(df).groupby("head_dim", sort=True):
         d = int(r["head_dim"].iloc[0])
         n, a, _ = _priced(r, hw, prof)
-        octave = np.exp2(np.floor(np.log2(np.maximum(n, 1.0))))
         ok = np.isfinite(a)
-        knots = [
-            (float(x), float(np.clip(np.median(a[sel]), CURVE_FLOOR, 1.5)))
-            for x in np.unique(octave[ok])
-            if (sel := ok & (octave == x)).sum() >= MIN_BIN_ROWS
-        ]
-        if len(knots) < 2:
+        kx, ky, _ = knot_medians(n[ok], a[ok], min_rows=MIN_BIN_ROWS)  # per octave of the context
+        if len(kx) < 2:
             continue
         src = f"aiconfigurator-core {AIC_VERSION} {label}: median achieved fraction of the bf16 peak per octave"
-        curve = Curve(x=tuple(k[0] for k in knots), y=tuple(k[1] for k in knots), sources=(src,))
+        curve = Curve(x=kx, y=tuple(float(np.clip(y, CURVE_FLOOR, 1.5)) for y in ky), sources=(src,))
         _, _, ratio = _priced(r, hw, with_prefill(prof, {d: curve}, ()))
         p10, p50, p90 = (float(q) for q in np.quantile(ratio[ok], [0.1, 0.5, 0.9]))
         fits.append(PrefillFit(d, curve, int(ok.sum()), p10, p50, p90))

@@ -188,7 +188,9 @@ def _moe(
             gg = g.grouped
             by_format[key] = GroupedRates(
                 memory_efficiency_by_size=gg.memory_efficiency_by_size,
+                memory_efficiency=gg.memory_efficiency,
                 compute_efficiency=gg.compute_efficiency,
+                compute_efficiency_by_rows=gg.compute_efficiency_by_rows,
                 sources=gg.sources,
             )
     grouped = top[2].grouped.model_copy(update={"by_format": by_format})

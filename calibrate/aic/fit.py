@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from calibrate.aic.compare import gemm_op
+from calibrate.aic.knots import knot_medians, knot_of
 from calibrate.aic.tables import AIC_VERSION, AicTable, load_table, tables_newest_first
 from roofline.errors import CalibrationError
 from roofline.evaluate import op_time
@@ -123,12 +124,9 @@ def _m_curve(m: np.ndarray, achieved: np.ndarray, used: np.ndarray, ceiling: flo
     of M ≥ :data:`CURVE_MIN_M` (2^i ≤ M < 2^(i+1), knot at 2^i) with :data:`MIN_BIN_ROWS` of them; below, the
     base curve (decode-sized GEMMs are memory- and latency-bound: their excess is the per-kernel cost, not a rate).
     Each knot is kept ≥ the previous one × M_prev / M, so a GEMM's time never falls as M grows."""
-    octave = np.exp2(np.floor(np.log2(np.maximum(m, 1.0))))  # rows binned by octave of M, knot at its start
-    knots = [
-        (float(x), float(np.median(achieved[sel])) / ceiling)
-        for x in np.unique(octave[used & (octave >= CURVE_MIN_M)])
-        if (sel := used & (octave == x)).sum() >= MIN_BIN_ROWS
-    ]
+    sel = used & (knot_of(m) >= CURVE_MIN_M)  # rows binned by octave of M, knot at its start
+    kx, ky, _ = knot_medians(m[sel], achieved[sel], min_rows=MIN_BIN_ROWS)
+    knots = [(x, y / ceiling) for x, y in zip(kx, ky, strict=True)]
     if not knots:
         return base
     below = [(float(x), float(y)) for x, y in zip(base.x, base.y, strict=True) if x < knots[0][0]]

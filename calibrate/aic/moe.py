@@ -20,15 +20,19 @@ three ops' times; ``regime`` = the bound of the gate_up GEMM.
 the regime it describes, with the base profile's grouped factors neutralised (1 on both sides):
 
     kernel_s = measured_s − act time − launch overheads of the two grouped GEMMs        (s)
-    memory factor at a knot  = median(memory_s(gate_up) + memory_s(down)) / kernel_s)   (memory-bound rows)
-    compute_efficiency       = median(compute_s(gate_up) + compute_s(down)) / kernel_s) (compute-bound rows)
+    streaming factor = (memory_s(gate_up) + memory_s(down)) / kernel_s                  (memory-bound rows)
+                     ≈ s(n·k) × g(rows per expert)          (:func:`memory_curves`, separable medians)
+    compute factor   = (compute_s(gate_up) + compute_s(down)) / kernel_s                (compute-bound rows)
+                     → median per rows-per-expert knot (:func:`compute_curve`) and overall (the scalar)
 
 memory_s / compute_s are the GEMMs' bytes / memory ceiling and FLOPs / compute ceiling at factor 1. A row
 is used only where that term is ≥ :data:`DOMINANCE` (4) × the subtracted act + launch terms (those then are
 ≤ ~20 % of its time): on h100_sxm vllm the rows of a few MiB per GPU (moe_ep_size 16–64) sit near the launch
-floor, and without the guard they pull the median at 8 rows per expert from 0.96 to 0.88. Memory
-knots are r = 1, 2, 4, … (each row at the knot nearest in log2 r; knots of fewer than :data:`MIN_ROWS`
-rows dropped; medians kept as measured, clamped to [0.05, 1.5]).
+floor, and without the guard they pull the median at 8 rows per expert from 0.96 to 0.88. Why two streaming
+curves: on h100_sxm vllm bf16 the factor of a 4–268 M-element expert matrix is 0.94–1.01 at 4–16 rows per
+expert and falls to 0.57–0.81 at 128 rows (the kernel's tiles approach the compute ridge), so one factor per
+matrix size put Mixtral's decode (8 rows per expert) at 1.21× its row of the table; the size alone sets the
+rate of the small matrices of wide expert parallelism (0.47 at 64 K elements). Medians clamped to [0.05, 1.5].
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from calibrate.aic.compare import ROW_COLUMNS, gemm_formats
+from calibrate.aic.knots import knot_medians, knot_of
 from calibrate.aic.tables import AIC_VERSION, AicTable, list_tables, load_table, tables_newest_first
 from roofline.errors import CalibrationError
 from roofline.evaluate import OpTiming, op_time
@@ -57,6 +62,7 @@ MIN_ROWS = 10  # rows a memory knot (or the compute fit) needs
 MEMORY_CLAMP = (0.05, 1.5)
 #: A row is used only where its grouped-GEMM term (at factor 1) is ≥ this × the subtracted act + launch terms.
 DOMINANCE = 4.0
+SEPARABLE_PASSES = 4  # alternating-median passes of the separable streaming fit (converged to < 1e-3 by 3)
 SHAPE = ["num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
 
 
@@ -179,23 +185,59 @@ def _terms(rows: pd.DataFrame, ops: MoeOps, hw: HardwareSpec, neutral: Calibrati
     )
 
 
-def memory_knots(expert_elements: np.ndarray, factor: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...], int]:
-    """(knots 4^j elements, median factor per knot, rows used) of the streaming fit against one expert matrix's size.
+def memory_curves(
+    expert_elements: np.ndarray, rows_per_expert: np.ndarray, factor: np.ndarray
+) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...], np.ndarray]:
+    """(size knots 4^j, streaming factor per size knot, rows knots 2^q, relative factor per rows knot, rows used)
+    of the streaming fit: factor ≈ s(n·k) × g(rows per expert), separable, by alternating medians.
 
-    Each row sits at the knot nearest in log4 of its gate_up matrix's n·k; knots with < MIN_ROWS rows are dropped.
-    The factor is read against the matrix size, never the rows per expert: the weights a step streams do not change
-    with its batch, so neither may their rate (a decode step never gets cheaper as the batch grows). Where the rows
-    outgrow the memory regime, ``compute_efficiency`` takes over through the roofline max."""
-    j = np.rint(np.log2(np.maximum(expert_elements, 1.0)) / 2.0).astype(np.int64)
-    xs, ys, used = [], [], 0
-    for knot in np.unique(j):
-        sel = factor[j == knot]
-        if sel.size < MIN_ROWS:
-            continue
-        xs.append(float(4.0**knot))
-        ys.append(float(np.clip(np.median(sel), *MEMORY_CLAMP)))
-        used += int(sel.size)
-    return tuple(xs), tuple(ys), used
+    Each row sits at the size knot nearest in log4 of its gate_up matrix's n·k and the rows knot nearest in log2
+    of its rows per expert; only rows whose two knots both hold ≥ MIN_ROWS rows are used. Starting from g = 1,
+    :data:`SEPARABLE_PASSES` times: s(j) = median of factor / g over the rows at j, then g(q) = median of factor / s
+    over the rows at q; finally g is divided by its largest knot (1 at the best-filled tiles) and s multiplied by
+    it, so s is the rate of the best tile fill. The rows curve is then made non-increasing: it starts at its best
+    knot (1 below it, where the curve clamps) and each later knot is at most the one before. With the touched
+    experts non-decreasing in the tokens and the rows per expert too, a step's streaming time then never falls
+    as its batch grows (a rise from 1–2 rows to the best knot, 0.80–0.91 → 1 on h100_sxm vllm, let Mixtral's decode
+    step get 1.2 % cheaper from batch 9 to 16; those low knots are partly the tables' balanced routing touching
+    more experts than uniform routing's expectation, which the fit's bytes assume). The size sets how close a
+    matrix gets to the bandwidth; the rows set how well the kernel's tiles are filled (the rate falls towards the
+    compute ridge). Where the rows outgrow the memory regime, the compute factor takes over through the roofline
+    max."""
+    j = knot_of(expert_elements, 4.0, "nearest")
+    q = knot_of(rows_per_expert, 2.0, "nearest")
+    keep = np.ones(factor.shape, dtype=bool)
+    for key in (j, q):
+        ks, counts = np.unique(key[keep], return_counts=True)
+        keep &= np.isin(key, ks[counts >= MIN_ROWS])
+    j, q, f = j[keep], q[keep], factor[keep]
+    sj, gq = np.unique(j), np.unique(q)
+    g = np.ones(f.shape)
+    for _ in range(SEPARABLE_PASSES):
+        s_at = {k: float(np.median(f[j == k] / g[j == k])) for k in sj}
+        s = np.array([s_at[k] for k in j])
+        g_at = {k: float(np.median(f[q == k] / s[q == k])) for k in gq}
+        g = np.array([g_at[k] for k in q])
+    top = max(g_at.values()) if g_at else 1.0
+    s_y = tuple(float(np.clip(s_at[k] * top, *MEMORY_CLAMP)) for k in sj)
+    peak = int(np.argmax([g_at[k] >= top * (1 - 1e-9) for k in gq])) if g_at else 0  # the first best knot
+    g_x = tuple(float(k) for k in gq[peak:])  # the curve starts at its best knot: 1 below it (clamped)
+    g_y = tuple(
+        float(v) for v in np.minimum.accumulate([np.clip(g_at[k] / top, MEMORY_CLAMP[0], 1.0) for k in gq[peak:]])
+    )
+    return tuple(float(k) for k in sj), s_y, g_x, g_y, keep
+
+
+def compute_curve(rows_per_expert: np.ndarray, factor: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(rows knots 2^q, compute factor per knot) of the compute-bound rows: the median per knot nearest in log2 of
+    the rows per expert (≥ MIN_ROWS rows), each knot kept ≥ the previous one × its rows ratio so a grouped GEMM's
+    compute time never falls as its rows grow; clamped to (0.05, 1.5]."""
+    xs, ys, _ = knot_medians(rows_per_expert, factor, base=2.0, placement="nearest", min_rows=MIN_ROWS)
+    out: list[float] = []
+    for i, y in enumerate(ys):
+        low = out[-1] * xs[i - 1] / xs[i] if out else MEMORY_CLAMP[0]
+        out.append(float(np.clip(max(y, low), MEMORY_CLAMP[0], 1.5)))
+    return xs, tuple(out)
 
 
 def fit_rows(df: pd.DataFrame, formats: tuple[str, ...] = ("bfloat16",)) -> pd.DataFrame:
@@ -248,37 +290,49 @@ def fit_grouped(
     rest = t.measured_s - t.kernel_s
     ok = t.kernel_s > 0
     mem = ok & (t.bound == "memory") & (t.memory_s >= DOMINANCE * rest)
-    xs, ys, n_mem = memory_knots(t.expert_elements[mem], t.memory_s[mem] / t.kernel_s[mem])
+    sx, sy, rx, ry, kept = memory_curves(
+        t.expert_elements[mem], t.rows_per_expert[mem], t.memory_s[mem] / t.kernel_s[mem]
+    )
+    used_mem = np.zeros_like(mem)
+    used_mem[np.flatnonzero(mem)[kept]] = True
+    n_mem = int(used_mem.sum())
     comp = ok & (t.bound == "compute") & (t.compute_s >= DOMINANCE * rest)
     if int(comp.sum()) < MIN_ROWS:
         comp = np.zeros_like(comp)
     n_comp = int(comp.sum())
-    eff = float(min(np.median(t.compute_s[comp] / t.kernel_s[comp]), 1.5)) if n_comp else 1.0
+    c_factor = t.compute_s[comp] / t.kernel_s[comp]
+    eff = float(min(np.median(c_factor), 1.5)) if n_comp else 1.0
+    cx, cy = compute_curve(t.rows_per_expert[comp], c_factor) if n_comp else ((), ())
     what = "/".join(formats)
-    note = f"{src}: {n_mem} memory-bound {what} balanced rows, median per expert-matrix size (n·k, log4 knots)"
-    curve = Curve(x=xs, y=ys, sources=(note,)) if xs else None
+    by_rows = f"{src}: {n_mem} memory-bound {what} balanced rows, separable fit (calibrate.aic.moe.memory_curves)"
     grouped = GroupedGemm(
         devices=(hw.name,),
         measured_on=hw.name,
-        memory_efficiency_by_size=curve,
+        memory_efficiency_by_size=Curve(
+            x=sx, y=sy, sources=(f"{by_rows}: rate per expert-matrix size (n·k, log4 knots)",)
+        )
+        if sx
+        else None,
+        memory_efficiency=Curve(x=rx, y=ry, sources=(f"{by_rows}: relative rate per rows per expert (log2 knots)",))
+        if rx
+        else None,
         compute_efficiency=eff,
+        compute_efficiency_by_rows=Curve(
+            x=cx, y=cy, sources=(f"{src}: {n_comp} compute-bound {what} balanced rows, median per rows per expert",)
+        )
+        if cx
+        else None,
         sources=(
             f"{src}: {n_mem} memory-bound and {n_comp} compute-bound {what} balanced rows "
             "(act time and launch overheads subtracted)",
         ),
     )
-    used = (mem & _in_knots(t.expert_elements, xs)) | comp
+    used = used_mem | comp
     fitted = base.model_copy(update={"grouped_gemm": grouped})
     predicted = np.concatenate([_predicted(ops, hw, fitted, len(rows)) for rows, ops in groups])
     ratio = predicted[used] / t.measured_s[used]
     p10, p50, p90 = (float(q) for q in np.quantile(ratio, [0.1, 0.5, 0.9])) if ratio.size else (np.nan,) * 3
     return GroupedFit(grouped, n_mem, n_comp, p10, p50, p90)
-
-
-def _in_knots(expert_elements: np.ndarray, knots: tuple[float, ...]) -> np.ndarray:
-    """Rows whose nearest log4 knot (of their expert matrix's n·k) is one of ``knots``."""
-    j = np.rint(np.log2(np.maximum(expert_elements, 1.0)) / 2.0)
-    return np.isin(4.0**j, np.asarray(knots, dtype=np.float64))
 
 
 def _predicted(ops: MoeOps, hw: HardwareSpec, profile: CalibrationProfile, n: int) -> np.ndarray:
