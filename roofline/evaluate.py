@@ -88,18 +88,24 @@ def hbm_bytes(op: Op, profile: CalibrationProfile) -> np.ndarray:
     return op.memory_bytes + extra * op.kv_read_bytes if extra else op.memory_bytes
 
 
-def launch_overhead_s(op: Op, profile: CalibrationProfile) -> float:
+def launch_overhead_s(op: Op, profile: CalibrationProfile) -> float | np.ndarray:
     """Fixed launch cost of one instance of ``op``: kernels × the per-kernel cost of its launch mode; in a graph
     on the engine's own kernel count where the profile measured its cost per engine kernel
-    (``overheads.graph_kernels`` = "engine" and the op knows its ``engine_kernels``)."""
+    (``overheads.graph_kernels`` = "engine" and the op knows its ``engine_kernels``); a graph op whose step is
+    outside the engine's capture (``op.uncaptured`` = 1) pays the eager cost, kernels × ``per_kernel_s``."""
     o = profile.overheads
+    eager = op.kernels * o.per_kernel_s
     if op.launch != "graph":
-        return op.kernels * o.per_kernel_s
+        return eager
     n = op.engine_kernels if o.graph_kernels == "engine" and op.engine_kernels >= 0 else op.kernels
-    return n * o.per_kernel_graph_s
+    graph = n * o.per_kernel_graph_s
+    u = op.uncaptured
+    if isinstance(u, float):
+        return graph if u == 0.0 else graph + u * (eager - graph)
+    return graph + u * (eager - graph)  # eager where the step's batch has no captured graph
 
 
-def fixed_overhead_s(op: Op, profile: CalibrationProfile) -> float:
+def fixed_overhead_s(op: Op, profile: CalibrationProfile) -> float | np.ndarray:
     """Fixed seconds of one instance beyond its bytes, FLOPs and wire: the launch cost, plus the per-call floor
     ``attention.decode_fixed_s`` of a decode attention kernel (one whose K/V reads grow with the context)."""
     floor = profile.attention.decode_fixed_s if op.kind == "attention" and op.context_dependent else 0.0

@@ -22,7 +22,13 @@ def test_vllm_and_trtllm_budget_is_batch_plus_prompt_plus_1500() -> None:
     assert vs.deployment_options(_row("vllm", 64, 1024)) == {"max_num_seqs": 512, "max_num_batched_tokens": 3036}
     assert vs.deployment_options(_row("vllm", 512, 8192)) == {"max_num_seqs": 1024, "max_num_batched_tokens": 10716}
     t = vs.deployment_options(_row("trtllm", 8, 1000))
-    assert t == {"max_num_seqs": 512, "max_num_batched_tokens": 3040, "chunked_prefill": False}  # 3012 -> 3040
+    assert t == {  # 3012 -> 3040; graphs padded up to max_batch_size + 8 (trtllm.rule cuda_graph_batch_sizes)
+        "max_num_seqs": 512,
+        "max_num_batched_tokens": 3040,
+        "chunked_prefill": False,
+        "cuda_graph_max_batch": 520,
+        "cuda_graph_padding": True,
+    }
 
 
 @pytest.mark.parametrize(
@@ -31,8 +37,10 @@ def test_vllm_and_trtllm_budget_is_batch_plus_prompt_plus_1500() -> None:
 )
 def test_sglang_mixed_chunks_and_prefill_cap(hw: str, isl: int, budget: int) -> None:
     """sglang.rule: enable_mixed_chunk and max_prefill_tokens = ISL + 1500, chunks capped by the preset's
-    chunked_prefill_size (SGLang 0.5: 8,192 below 160 GiB of GPU memory, 16,384 from it)."""
-    assert vs.deployment_options(_row("sglang", 16, isl, hw)) == {"mixed_chunk": True, "max_num_batched_tokens": budget}
+    chunked_prefill_size (SGLang 0.5: 8,192 below 160 GiB of GPU memory, 16,384 from it); CUDA graphs for every
+    batch size up to the max batch (cuda_graph_batch_sizes = range(1, max_batch_size + 1))."""
+    opts = vs.deployment_options(_row("sglang", 16, isl, hw))
+    assert opts == {"mixed_chunk": True, "max_num_batched_tokens": budget, "cuda_graph_max_batch": 512}
 
 
 def test_vllm_async_from_v0_14() -> None:

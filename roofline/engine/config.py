@@ -59,6 +59,8 @@ ENGINE_OPTION_SCOPE: dict[str, tuple[frozenset[EntryPoint], str]] = {
     "max_num_batched_tokens": (_ALL, ""),
     "chunked_prefill": (_SIM, "prices a static batch's prefill as one pass, chunked or not"),
     "cuda_graphs": (_TIMED, _MEMORY_ONLY),
+    "cuda_graph_max_batch": (_TIMED, _MEMORY_ONLY),
+    "cuda_graph_padding": (_TIMED, _MEMORY_ONLY),
     "runtime_reserve_bytes": (_ALL, ""),
     "reserve_bytes": (_ALL, ""),
     "capacity_bytes": (_ALL, ""),
@@ -95,6 +97,9 @@ ALIASES = {
     "enable_prefix_caching": "prefix_caching",
     "enable_block_reuse": "prefix_caching",
     "enable_mixed_chunk": "mixed_chunk",
+    "cuda_graph_max_bs": "cuda_graph_max_batch",
+    "max_cudagraph_capture_size": "cuda_graph_max_batch",
+    "enable_padding": "cuda_graph_padding",
 }
 
 _TRUE, _FALSE = ("true", "on", "1"), ("false", "off", "0")
@@ -110,7 +115,9 @@ class EngineConfig(BaseModel):
     join a step later), ``mixed_chunk`` (decodes share a step with a prefill chunk). Overheads:
     ``step_overhead_s`` CPU seconds per step, ``request_overhead_s`` mean front-end seconds per request
     (``request_overhead_cv`` its coefficient of variation), ``output_lag_steps`` the output pipeline's lag
-    in the request's own inter-token intervals.
+    in the request's own inter-token intervals. CUDA graphs: ``cuda_graphs`` (decode steps replay captured graphs),
+    ``cuda_graph_max_batch`` (the largest captured decode batch; larger ones run eagerly; None: every size) and
+    ``cuda_graph_padding`` (a batch is padded up to the next captured size; off: only the exact sizes replay).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -126,6 +133,8 @@ class EngineConfig(BaseModel):
     chunked_prefill: bool
     max_partial_prefills: int = Field(default=1, ge=1, le=1024)
     cuda_graphs: bool = True
+    cuda_graph_max_batch: int | None = Field(default=None, ge=1, le=1_000_000)
+    cuda_graph_padding: bool = True
     prefix_caching: bool = True
     async_scheduling: bool = False
     mixed_chunk: bool = True
@@ -163,7 +172,13 @@ class EngineConfig(BaseModel):
         return v
 
     @field_validator(
-        "chunked_prefill", "cuda_graphs", "prefix_caching", "async_scheduling", "mixed_chunk", mode="before"
+        "chunked_prefill",
+        "cuda_graphs",
+        "cuda_graph_padding",
+        "prefix_caching",
+        "async_scheduling",
+        "mixed_chunk",
+        mode="before",
     )
     @classmethod
     def _switch(cls, v: object) -> object:
@@ -175,6 +190,22 @@ class EngineConfig(BaseModel):
         if isinstance(v, int | float) and v in (0, 1):
             return bool(v)
         raise ValueError(f"must be true or false (true/false, on/off, 1/0), got {v!r}")
+
+    def graph_replays(self, rows: object) -> np.ndarray:
+        """Where a decode step of ``rows`` sequences replays a captured CUDA graph (bool array; the others launch
+        every kernel eagerly): never without ``cuda_graphs``; every size when ``cuda_graph_max_batch`` is None;
+        else sizes up to it, padded up to the next captured size, or with ``cuda_graph_padding`` off only the
+        sizes captured exactly: 1 … 32 and the powers of two (TensorRT-LLM's non-padded list)."""
+        r = np.asarray(rows, dtype=np.float64)
+        if not self.cuda_graphs:
+            return np.zeros(r.shape, dtype=bool)
+        if self.cuda_graph_max_batch is None:
+            return np.ones(r.shape, dtype=bool)
+        ok = r <= self.cuda_graph_max_batch
+        if not self.cuda_graph_padding:
+            whole = np.maximum(np.rint(r), 1.0)
+            ok &= (r <= 32) | (np.exp2(np.rint(np.log2(whole))) == r)
+        return ok
 
     @property
     def label(self) -> str:

@@ -44,6 +44,25 @@ SGLANG_CHUNK = (
 )
 TRTLLM_ARGS = "TensorRT-LLM 1.0 LLM API reference (nvidia.github.io/TensorRT-LLM/llm-api/reference)"
 VLLM_SCHEDULER = "vLLM v0.11 vllm/v1/core/sched/scheduler.py Scheduler.schedule"
+VLLM_GRAPHS = (
+    "vLLM 0.11.0 vllm/config/scheduler.py SchedulerConfig.__post_init__ (cuda_graph_sizes default "
+    "[min(max_num_seqs*2, 512)]) and vllm/config/__init__.py VllmConfig._set_cudagraph_sizes (capture sizes 1, 2, 4, "
+    "8 … 512 in steps of 8; a uniform decode batch is padded up to the next one, a larger one runs without a graph); "
+    "with the batch at most max_num_seqs the largest replayed decode batch is 512 (roofline/data/kernel_inventory/"
+    "vllm.yaml cuda_graph)"
+)
+SGLANG_GRAPHS = (
+    "SGLang 0.5.0rc2 python/sglang/srt/model_executor/cuda_graph_runner.py get_batch_sizes_to_capture: [1, 2, 4, 8] + "
+    "range(16, 161, 8), extended to 256 above 90 GiB of GPU memory and to 512 above 160 GB; server_args.py "
+    "cuda_graph_max_bs 8 below 35 GiB (80 at tp >= 4, not taken); decode batches above the largest run eagerly "
+    "(roofline/data/kernel_inventory/sglang.yaml cuda_graph)"
+)
+TRTLLM_GRAPHS = (
+    "TensorRT-LLM 1.0 tensorrt_llm/llmapi/llm_args.py CudaGraphConfig (batch_sizes None, max_batch_size 0 -> 128, "
+    "enable_padding False; _generate_cuda_graph_batch_sizes: 1 … 32, 64, 128) and _torch/pyexecutor/"
+    "cuda_graph_runner.py (a batch not in the list runs eagerly); trtllm-serve sets no cuda_graph_config "
+    "(roofline/data/kernel_inventory/trtllm.yaml cuda_graph)"
+)
 IDEAL_POLICY = "ideal engine: the vLLM V1 policy"
 
 
@@ -61,12 +80,15 @@ def _vllm(hw: HardwareSpec) -> EngineConfig:
         chunked_prefill=True,
         max_partial_prefills=1,
         cuda_graphs=True,
+        cuda_graph_max_batch=512,
         prefix_caching=True,
         async_scheduling=False,
         mixed_chunk=True,
         runtime_reserve_bytes=RUNTIME_RESERVE_BYTES,
         sources={
             "memory_fraction": f"{VLLM_ARGS}: --gpu-memory-utilization default 0.9, a fraction of total memory",
+            "cuda_graph_max_batch": VLLM_GRAPHS,
+            "cuda_graph_padding": VLLM_GRAPHS,
             "kv_block_tokens": "vLLM 0.11.0 vllm/platforms/cuda.py CudaPlatformBase.check_and_update_config: "
             "block_size 16 when unset (FlashMLA / FlashInfer-MLA backends force 64, CUTLASS MLA 128)",
             "max_num_seqs": VLLM_DEFAULTS,
@@ -98,6 +120,7 @@ def _sglang(hw: HardwareSpec) -> EngineConfig:
     gib = hw.memory.usable_capacity_bytes / GIB
     frac = sglang_static_fraction(gib)
     chunk = 2048 if gib < 35 else 8192 if gib < 160 else 16384
+    graphs = 8 if gib < 35 else 160 if gib <= 90 else 256 if hw.memory.usable_capacity_bytes <= 160e9 else 512
     return EngineConfig(
         name="sglang",
         version="0.5",
@@ -109,6 +132,7 @@ def _sglang(hw: HardwareSpec) -> EngineConfig:
         max_num_batched_tokens=chunk,
         chunked_prefill=True,
         cuda_graphs=True,
+        cuda_graph_max_batch=graphs,
         prefix_caching=True,
         async_scheduling=True,
         mixed_chunk=False,
@@ -123,6 +147,8 @@ def _sglang(hw: HardwareSpec) -> EngineConfig:
             "max_num_batched_tokens": SGLANG_CHUNK,
             "chunked_prefill": f"{SGLANG_CHUNK} (chunking on because the size is set)",
             "cuda_graphs": f"{SGLANG_ARGS}: --disable-cuda-graph default False",
+            "cuda_graph_max_batch": SGLANG_GRAPHS,
+            "cuda_graph_padding": SGLANG_GRAPHS,
             "prefix_caching": f"{SGLANG_ARGS}: --disable-radix-cache default False (radix prefix cache on)",
             "async_scheduling": f"{SGLANG_ARGS}: --disable-overlap-schedule default False (the overlap scheduler is "
             "on; ServerArgs.disable_overlap_schedule)",
@@ -145,6 +171,8 @@ def _trtllm(hw: HardwareSpec) -> EngineConfig:
         max_num_batched_tokens=8192,
         chunked_prefill=False,
         cuda_graphs=True,
+        cuda_graph_max_batch=128,
+        cuda_graph_padding=False,
         prefix_caching=True,
         async_scheduling=True,
         mixed_chunk=True,
@@ -157,6 +185,8 @@ def _trtllm(hw: HardwareSpec) -> EngineConfig:
             "max_num_batched_tokens": f"{TRTLLM_ARGS}: max_num_tokens default 8192",
             "chunked_prefill": f"{TRTLLM_ARGS}: enable_chunked_prefill default False",
             "cuda_graphs": "TensorRT-LLM 1.0 PyTorch backend: CUDA graphs for generation steps (cuda_graph_config)",
+            "cuda_graph_max_batch": TRTLLM_GRAPHS,
+            "cuda_graph_padding": TRTLLM_GRAPHS,
             "prefix_caching": f"{TRTLLM_ARGS}: KvCacheConfig.enable_block_reuse default True",
             "async_scheduling": f"{TRTLLM_ARGS}: TorchLlmArgs.disable_overlap_scheduler default False (the PyTorch "
             "backend's overlap scheduler is on)",

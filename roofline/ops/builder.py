@@ -100,7 +100,8 @@ def build_ops(
     With pipeline parallelism the stages run one after another for a single batch, so
     the pass traverses all layers plus (pp − 1) activation hand-offs. The lm_head runs
     on the last position of each sequence only: m = B. A decode step of a scenario with
-    ``cuda_graphs`` replays as one CUDA graph: every op gets ``launch="graph"``. Each op's ``engine_kernels`` is
+    ``cuda_graphs`` replays as one CUDA graph: every op gets ``launch="graph"``, and ``uncaptured`` = 1 where the
+    batch is beyond the engine's captured sizes (those steps launch eagerly). Each op's ``engine_kernels`` is
     what the scenario's engine launches for it (:mod:`roofline.engine.inventory`; -1 without an inventory).
     """
     c = BuildContext.create(model, sc, hw, phase, batch, new_tokens, past)
@@ -123,8 +124,21 @@ def build_ops(
     inventory = engine_inventory(sc, hw)
     ops = [_engine_fields(c, inventory, op) for op in ops]
     if phase == "decode" and sc.cuda_graphs:
-        ops = [with_fields(op, launch="graph") for op in ops]
+        eager = _uncaptured(sc, c.batch)
+        ops = [with_fields(op, launch="graph", uncaptured=eager) for op in ops]
     return ops
+
+
+def _uncaptured(sc: Scenario, batch: np.ndarray) -> float | np.ndarray:
+    """1.0 where a decode step of ``batch`` sequences has no captured CUDA graph in the scenario's engine, else 0.0
+    (:meth:`roofline.engine.config.EngineConfig.graph_replays`); the plain 0.0 when every grid point replays one."""
+    eng = sc.engine
+    if eng is None or eng.cuda_graph_max_batch is None:
+        return 0.0
+    replays = eng.graph_replays(batch)
+    if bool(np.all(replays)):
+        return 0.0
+    return np.where(replays, 0.0, 1.0)
 
 
 def module_group(op: Op) -> str | None:

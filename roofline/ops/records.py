@@ -46,7 +46,9 @@ class Op:
     ``launch`` says how its ``kernels`` are launched: "eager" (one host launch each, paying
     ``overheads.per_kernel_s``) or "graph" (replayed inside a CUDA graph, paying
     ``overheads.per_kernel_graph_s``, on ``engine_kernels`` — the engine's own count — where the profile's
-    per-kernel cost was measured per engine kernel).
+    per-kernel cost was measured per engine kernel); ``uncaptured`` (1 on the grid points whose decode batch the
+    engine has no captured graph for, :meth:`roofline.engine.config.EngineConfig.graph_replays`) makes a "graph"
+    op launch eagerly there.
     """
 
     name: str
@@ -81,6 +83,7 @@ class Op:
     custom_collective: np.ndarray = field(default_factory=lambda: arr(0.0))  # 1: engine custom all-reduce kernel
     weight_element_bytes: float = 0.0  # bytes per weight element of a GEMM (its format: 2 bf16, 1 fp8, ~0.5 4-bit)
     weight_format: str = ""  # the weight GEMM's storage format (Precision value, e.g. "fp8-block"); "" otherwise
+    uncaptured: float | np.ndarray = 0.0  # 1 where a "graph" op's step is outside the engine's CUDA-graph capture
 
     @property
     def memory_bytes(self) -> np.ndarray:

@@ -20,8 +20,10 @@ rows record a config id but not the options). With one aggregated worker the gen
 is the benchmark concurrency C, and the rules give: vLLM ``max_num_seqs`` = m = 512 (2C from C = 512)
 and ``max_num_batched_tokens`` = m + ISL + 1500; TensorRT-LLM ``max_batch_size`` = m and
 ``max_num_tokens`` = m + ISL + 1500 rounded up to its 32-token blocks, chunked prefill left at its
-default (off), overlap scheduler on; SGLang ``--enable-mixed-chunk`` and ``max_prefill_tokens`` = ISL +
-1500 (chunks still at most its default ``chunked_prefill_size``). ``preset`` runs the engines' own
+default (off), overlap scheduler on, CUDA graphs for every decode batch up to m + 8 with padding on; SGLang
+``--enable-mixed-chunk``, ``max_prefill_tokens`` = ISL + 1500 (chunks still at most its default
+``chunked_prefill_size``) and CUDA graphs for every batch size up to its max batch (taken as m: it bounds C);
+vLLM's CUDA graphs are left at its default (decode batches up to 512). ``preset`` runs the engines' own
 defaults instead (TensorRT-LLM with chunked prefill on, since its default token budget does not hold an
 8k prompt next to the decodes).
 
@@ -131,8 +133,14 @@ def deployment_options(row: pd.Series) -> dict[str, float | bool]:
     if row.backend == "vllm":
         return {"max_num_seqs": m, "max_num_batched_tokens": m + isl + 1500}
     if row.backend == "trtllm":
-        return {"max_num_seqs": m, "max_num_batched_tokens": trtllm_tokens(m + isl + 1500), "chunked_prefill": False}
-    return {"mixed_chunk": True, "max_num_batched_tokens": sglang_prefill_tokens(row)}
+        return {
+            "max_num_seqs": m,
+            "max_num_batched_tokens": trtllm_tokens(m + isl + 1500),
+            "chunked_prefill": False,
+            "cuda_graph_max_batch": m + 8,
+            "cuda_graph_padding": True,
+        }
+    return {"mixed_chunk": True, "max_num_batched_tokens": sglang_prefill_tokens(row), "cuda_graph_max_batch": m}
 
 
 def request_count(concurrency: int, protocol: str) -> int:

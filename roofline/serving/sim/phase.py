@@ -212,7 +212,7 @@ def _attn_term(op: Op, hw: HardwareSpec, prof: CalibrationProfile) -> AttnTerm:
         window=float(op.ctx_cap),
         compute_flops_per_s=float(c),
         memory_bytes_per_s=float(bw),
-        fixed_s=fixed + fixed_overhead_s(op, prof),
+        fixed_s=fixed + float(fixed_overhead_s(op, prof)),  # at B = 1: a captured size
         prefill_peak_flops_per_s=float(peak or 0.0),
         prefill_curve=curve if peak else None,
     )
@@ -232,7 +232,7 @@ def _state_term(op: Op, with_past: Op, hw: HardwareSpec, prof: CalibrationProfil
         write_bytes_per_row=float(op.kv_write_bytes),
         compute_flops_per_s=float(c),
         memory_bytes_per_s=float(bw),
-        fixed_s=fixed + fixed_overhead_s(op, prof),
+        fixed_s=fixed + float(fixed_overhead_s(op, prof)),
     )
 
 
@@ -250,7 +250,9 @@ def compile_phase(
 
     Ops are classified by building the pass twice over the same M grid, as (1 row × M tokens)
     and (M rows × 1 token): an op whose time is identical in both depends on M only; any other
-    non-attention op depends on the row count.
+    non-attention op depends on the row count. A decode batch beyond the engine's CUDA-graph capture launches
+    eagerly (``Op.uncaptured``): the other ops' times carry it in the row table, and the attention and state
+    kernels' extra launch cost at R rows (over their one-row cost in the terms) is added to it too.
     """
     n = max(max_tokens, max_rows)
     grid = np.arange(1, n + 1, dtype=np.float64)
@@ -262,7 +264,8 @@ def compile_phase(
     token_s, seq_s = np.zeros(n + 1), np.zeros(n + 1)
     spans: list[SpanTerm] = []
     for a, b, op, op5 in zip(one_row, many_rows, probe, past, strict=True):
-        if a.kind == "attention":
+        if a.kind == "attention":  # priced per term below, at one row's launch; the batch's launch mode apart
+            seq_s[1:] += b.count * (np.broadcast_to(fixed_overhead_s(b, prof), grid.shape) - fixed_overhead_s(a, prof))
             continue
         if float(op.memory_bytes) != float(op5.memory_bytes) or float(op.flops) != float(op5.flops):
             if phase == "decode":

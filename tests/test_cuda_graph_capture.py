@@ -1,0 +1,108 @@
+"""CUDA-graph capture limits: a decode batch the engine has no captured graph for launches every kernel eagerly.
+
+Hand-derived: a decode step beyond the capture pays, per op instance, kernels × ``per_kernel_s`` instead of its
+graph cost (op kernels, or the engine's own count under an engine-kernel profile, × ``per_kernel_graph_s``), and
+nothing else moves; predict, sweep and the simulator's compiled step model price it in the one place
+(:func:`roofline.evaluate.launch_overhead_s`). The limits are each preset's, cited: vLLM 0.11 pads up to 512,
+SGLang 0.5 captures 160 / 256 / 512 by GPU memory (8 below 35 GiB), TensorRT-LLM 1.0 replays only 1 … 32, 64, 128
+(no padding).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import roofline
+from roofline.engine.presets import engine_preset
+from roofline.evaluate import launch_overhead_s
+from roofline.ops import decode_ops
+from roofline.profile import default_profile
+from roofline.serving.sim.steptime import StepModel
+from roofline.specs.library import hardware
+from roofline.specs.scenario import make_scenario
+
+BIG = {"capacity_bytes": 1e15}
+
+
+@pytest.mark.parametrize(
+    ("engine", "hw", "limit"),
+    [("vllm", "h100-sxm", 512), ("sglang", "h100-sxm", 160), ("sglang", "h200-sxm", 256), ("sglang", "b200", 512)],
+)
+def test_preset_capture_limits(engine: str, hw: str, limit: int) -> None:
+    cfg = engine_preset(engine, hardware(hw))
+    assert cfg.cuda_graph_max_batch == limit and cfg.cuda_graph_padding
+    rows = np.array([1, limit - 1, limit, limit + 1, 4 * limit])
+    assert cfg.graph_replays(rows).tolist() == [True, True, True, False, False]
+    assert "cuda_graph" in cfg.sources["cuda_graph_max_batch"] or "capture" in cfg.sources["cuda_graph_max_batch"]
+
+
+def test_trtllm_replays_only_its_exact_sizes() -> None:
+    cfg = engine_preset("trtllm", hardware("h100-sxm"))
+    assert cfg.cuda_graph_max_batch == 128 and not cfg.cuda_graph_padding
+    sizes = np.arange(1, 300)
+    replayed = sizes[cfg.graph_replays(sizes)].tolist()
+    assert replayed == [*range(1, 33), 64, 128]
+    padded = cfg.with_overrides({"enable_padding": True, "cuda_graph_max_bs": 256})
+    assert padded.graph_replays(sizes).sum() == 256
+
+
+def test_no_graphs_and_no_limit() -> None:
+    cfg = engine_preset("vllm", hardware("h100-sxm"))
+    assert not cfg.with_overrides({"cuda_graphs": False}).graph_replays([1, 8]).any()
+    assert engine_preset("ideal", hardware("h100-sxm")).graph_replays([10**6]).all()
+
+
+def _step_extra_s(model: str, hw: str, engine: str, batch: int) -> float:
+    """Σ over decode ops of count × (kernels × per_kernel_s − the graph launch cost): hand-derived eager extra."""
+    h = hardware(hw)
+    prof = default_profile()
+    sc = make_scenario(h, batch, 512, 8, engine=engine, engine_overrides=BIG)
+    ops = decode_ops(roofline.model(model), sc, h, 513.0)
+    o = prof.overheads
+    return sum(op.count * (op.kernels * o.per_kernel_s - op.kernels * o.per_kernel_graph_s) for op in ops)
+
+
+def test_a_batch_beyond_the_capture_pays_the_eager_launches_exactly() -> None:
+    """SGLang on an H100 captures up to 160: batch 161's TPOT is its graph-replayed TPOT (the limit lifted)
+    plus exactly the eager launches of every decode op."""
+    kw = {"engine": "sglang", "prompt_len": 512, "output_len": 8}
+    eager = roofline.predict("llama-3.1-8b", "h100-sxm", 161, engine_overrides=BIG, **kw)
+    lifted = roofline.predict("llama-3.1-8b", "h100-sxm", 161, engine_overrides={**BIG, "cuda_graph_max_bs": 512}, **kw)
+    extra = _step_extra_s("llama-3.1-8b", "h100-sxm", "sglang", 161)
+    assert extra > 1e-3  # ~2.4 ms of eager launches on ~320 kernels
+    assert eager.tpot_s - lifted.tpot_s == pytest.approx(extra, rel=1e-9)
+    at_limit = roofline.predict("llama-3.1-8b", "h100-sxm", 160, engine_overrides=BIG, **kw)
+    lifted_160 = roofline.predict(
+        "llama-3.1-8b", "h100-sxm", 160, engine_overrides={**BIG, "cuda_graph_max_bs": 512}, **kw
+    )
+    assert at_limit.tpot_s == lifted_160.tpot_s  # inside the capture nothing moves
+
+
+def test_sweep_and_simulator_price_it_as_predict() -> None:
+    h = hardware("h100-sxm")
+    kw = {"engine": "sglang", "engine_overrides": BIG}
+    df = roofline.sweep("llama-3.1-8b", "h100-sxm", batch=[159, 160, 161, 200], prompt_len=[512], output_len=[8], **kw)
+    for row in df.itertuples():
+        r = roofline.predict("llama-3.1-8b", "h100-sxm", row.batch, 512, 8, **kw)
+        assert row.tpot_s == pytest.approx(r.tpot_s, rel=1e-12)
+    sc = make_scenario(h, 1, 512, 8, engine="sglang", engine_overrides=BIG)
+    m = roofline.model("llama-3.1-8b")
+    steps = StepModel(m, sc, h, default_profile(), 8192, 512)
+    for rows in (160, 161, 300):
+        sc_r = make_scenario(h, rows, 512, 8, engine="sglang", engine_overrides=BIG)
+        ops = decode_ops(m, sc_r, h, 513.0)
+        static = sum(op.count * float(roofline.evaluate.op_time(op, h, default_profile()).time_s) for op in ops)
+        static += default_profile().overheads.per_step_s
+        assert steps.gpu_time(rows, (float(rows * 513),)) == pytest.approx(static, rel=1e-9)
+
+
+def test_launch_overhead_of_an_uncaptured_graph_op_is_the_eager_one() -> None:
+    h = hardware("h100-sxm")
+    prof = default_profile()
+    sc = make_scenario(h, 200, 512, 8, engine="sglang", engine_overrides=BIG)
+    ops = decode_ops(roofline.model("llama-3.1-8b"), sc, h, 513.0)
+    o = prof.overheads
+    for op in ops:
+        assert op.launch == "graph" and float(np.asarray(op.uncaptured)) == 1.0
+        assert float(launch_overhead_s(op, prof)) == pytest.approx(op.kernels * o.per_kernel_s, rel=1e-12)
