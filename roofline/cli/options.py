@@ -302,11 +302,12 @@ def console(stderr: bool = False) -> Console:
 
 
 #: API names in messages, as the command line spells them (messages from the API name the fix in
-#: API terms, e.g. "it fits with tp=2"; the CLI shows "it fits with --tp 2").
+#: API terms, e.g. "it fits with tp=2"; the CLI shows "it fits with --tp 2"). A name already written as a
+#: flag (``--qps``) is left alone: the CLI's own messages pass through here too.
 _AS_FLAGS = (
-    (re.compile(r"\b(tp|pp|ep|weight_dtype|kv_dtype|max_gpus|replicas|num_requests|arrival|arrival_cv|[pdnk]_max"
+    (re.compile(r"(?<![-\w])(tp|pp|ep|weight_dtype|kv_dtype|max_gpus|replicas|num_requests|arrival|arrival_cv|[pdnk]_max"
                 r"|percentile|tp_prefill|tp_decode|tp_colocated)=(\S+?)(?=[,;.)]?(\s|$))"), None),
-    (re.compile(r"\b(max_gpus|tp_options|precisions|qps|seed|num_requests|[pdnk]_max)\b"),
+    (re.compile(r"(?<![-\w])(max_gpus|tp_options|precisions|qps|seed|num_requests|[pdnk]_max)\b"),
      {"max_gpus": "--max-gpus", "tp_options": "--tp", "precisions": "--precision", "qps": "--qps", "seed": "--seed",
       "num_requests": "--num-requests", "p_max": "--p-max", "d_max": "--d-max", "n_max": "--n-max",
       "k_max": "--k-max"}),

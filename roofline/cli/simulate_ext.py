@@ -173,13 +173,14 @@ def plan_disagg_cmd(
     except NoFitError as exc:  # the hint names flags this command has (no --tp, no --weight-dtype)
         raise NoFitError(_disagg_flags(str(exc))) from None
     bd, bc = pl.best_disagg, pl.best_colocated
-    if json:
+    if json:  # the deployments tried, and exit 1 below as for the table when none meets the SLOs
         doc = {"best_disagg": bd and asdict(bd), "best_colocated": bc and asdict(bc)}
         typer.echo(
             dumps(doc | {"disagg": [asdict(c) for c in pl.disagg], "colocated": [asdict(c) for c in pl.colocated]})
         )
-        return
-    console().print(_disagg_plan_table(pl, f"p{percentile} TTFT ≤ {ttft}, TPOT ≤ {tpot} at {qps} req/s", percentile))
+    else:
+        slos = f"p{percentile} TTFT ≤ {ttft}, TPOT ≤ {tpot} at {qps} req/s"
+        console().print(_disagg_plan_table(pl, slos, percentile))
     if bd is None and bc is None:
         raise InfeasibleError(
             "no deployment tried meets the SLOs; raise --p-max/--d-max/--n-max or relax --ttft-slo/--tpot-slo"

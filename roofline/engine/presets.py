@@ -242,6 +242,11 @@ def preset_key(name: str) -> str:
 
 def engine_preset(name: str, hw: HardwareSpec) -> EngineConfig:
     """The preset ``name`` resolved for ``hw`` (raises UnknownNameError with a suggestion)."""
+    if not isinstance(name, str):
+        raise ScenarioError(
+            f"engine must be a preset name ({', '.join(PRESETS)}) or an EngineConfig (got {type(name).__name__} "
+            f"{name!r:.40}); give e.g. engine='vllm'"
+        )
     key = preset_key(name)
     if key not in PRESETS:
         raise UnknownNameError(
@@ -252,7 +257,9 @@ def engine_preset(name: str, hw: HardwareSpec) -> EngineConfig:
 
 def resolve_engine(engine: EngineArg, hw: HardwareSpec, overrides: Mapping[str, object] | None = None) -> EngineConfig:
     """An EngineConfig from a preset name (default ``vllm``) or a config, with overrides applied."""
-    cfg = engine if isinstance(engine, EngineConfig) else engine_preset(engine or DEFAULT_ENGINE, hw)
+    cfg = (
+        engine if isinstance(engine, EngineConfig) else engine_preset(DEFAULT_ENGINE if engine is None else engine, hw)
+    )
     return cfg.with_overrides(overrides)
 
 

@@ -60,7 +60,7 @@ from roofline.serving.sim.metrics import lockstep_share
 from roofline.serving.sim.result import SimulationResult, build_result
 from roofline.serving.sim.starvation import starvation
 from roofline.serving.workload.arrivals import LengthArg
-from roofline.serving.workload.stream import TRACE_BLOCK_TOKENS, Requests, Workload
+from roofline.serving.workload.stream import TRACE_BLOCK_TOKENS, Requests, Workload, check_types
 from roofline.specs.disagg import DisaggConfig
 from roofline.specs.precision import Precision
 from roofline.specs.speculative import SpeculativeConfig
@@ -129,8 +129,7 @@ def simulate(
         raise ScenarioError(f"replicas={replicas!r} must be a whole number from 1 to {MAX_REPLICAS}")
     if replicas > 1 and wl.trace is None:
         _check_replica_requests(replicas, wl.num_requests)
-    spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
-    pools = DisaggConfig.parse(disagg) if isinstance(disagg, str) else disagg
+    spec, pools = _variants(speculative, disagg, progress)
     dep = Deployment(model, hardware, engine, tp, pp, ep, engine_overrides, weight_dtype, kv_dtype, calibration)
     pool_overrides = prefill_overrides is not None or decode_overrides is not None
     _check_variant(spec, pools, dep, wl, progress=progress, pool_overrides=pool_overrides)
@@ -156,6 +155,36 @@ def simulate(
     return first
 
 
+def _variants(
+    speculative: SpeculativeConfig | str | None, disagg: DisaggConfig | str | None, progress: ProgressFn | None
+) -> tuple[SpeculativeConfig | None, DisaggConfig | None]:
+    """``speculative`` and ``disagg`` parsed from their text (or as given); any other type refused by name, and a
+    ``progress`` that is not a callable."""
+    for name, value, kind, example in (
+        ("speculative", speculative, SpeculativeConfig, "'eagle:k=3,alpha=0.7'"),
+        ("disagg", disagg, DisaggConfig, "'prefill=h100-sxm:tp1x1,decode=h100-sxm:tp1x1'"),
+    ):
+        if value is not None and not isinstance(value, str | kind):
+            raise ScenarioError(
+                f"{name} must be its text or a {kind.__name__} (got {type(value).__name__} {value!r:.60}); give "
+                f"e.g. {name}={example}, or None"
+            )
+    if progress is not None and not callable(progress):
+        raise ScenarioError(f"progress must be a callable(done, total) or None (got {type(progress).__name__})")
+    spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
+    return spec, DisaggConfig.parse(disagg) if isinstance(disagg, str) else disagg
+
+
+def _differs(value: object, default: object) -> bool:
+    """``value`` is not the field's default (an array or an object without a truth value counts as given)."""
+    if value is default:
+        return False
+    try:
+        return bool(value != default)
+    except (TypeError, ValueError):  # numpy arrays compare element-wise
+        return True
+
+
 def _check_replica_requests(replicas: int, n: object) -> None:
     """replicas × requests at most MAX_REPLICA_REQUESTS (roofline.boundary.limits), before the replicas run."""
     if not isinstance(n, int | np.integer) or isinstance(n, bool):
@@ -170,13 +199,16 @@ def _check_replica_requests(replicas: int, n: object) -> None:
 
 
 def _the_workload(workload: Workload | None, given: dict[str, Any]) -> Workload:
-    """``workload`` itself, or the one its keyword fields describe; not both."""
+    """``workload`` itself, or the one its keyword fields describe; not both (each field's type checked)."""
     if workload is None:
-        return Workload(**given)
+        wl = Workload(**given)
+        check_types(wl)
+        return wl
     if not isinstance(workload, Workload):
         raise ScenarioError(f"workload must be a roofline Workload (got {type(workload).__name__})")
+    check_types(workload)
     defaults = {f.name: f.default for f in fields(Workload)}
-    clash = [k for k, v in given.items() if v is not defaults[k] and v != defaults[k]]
+    clash = [k for k, v in given.items() if _differs(v, defaults[k])]
     if clash:
         raise ScenarioError(
             f"give the workload either as workload= or as keywords, not both (also given: {', '.join(clash)})"

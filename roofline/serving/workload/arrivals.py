@@ -89,13 +89,22 @@ def parse_length(spec: LengthArg, name: str) -> LengthSpec:
     """A :class:`LengthSpec` from an int, spec string, dict or array; ScenarioError names ``name``."""
     try:
         return _parse(spec, name)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: float() of an int of 400 digits
         if isinstance(exc, ScenarioError):
             raise
         raise ScenarioError(
-            f"{name}={spec!r} is not a length: give a whole number of tokens, 'uniform:LOW:HIGH', "
+            f"{name}={_show(spec)} is not a length: give a whole number of tokens, 'uniform:LOW:HIGH', "
             f"'normal:MEAN:STD', 'lognormal:MEAN:CV', 'file:PATH' or an array ({exc})"
         ) from None
+
+
+def _show(spec: object) -> str:
+    """``repr(spec)`` for a message, at most 80 characters (an int of more than 4,300 digits has no repr)."""
+    try:
+        text = repr(spec)
+    except ValueError:
+        return f"<an integer of {spec.bit_length():,} bits>" if isinstance(spec, int) else "<unprintable value>"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _positive(x: float, name: str, what: str) -> float:
@@ -121,6 +130,11 @@ def _parse(spec: Any, name: str) -> LengthSpec:
     if isinstance(spec, bool):
         raise ValueError("a boolean is not a length")
     if isinstance(spec, int | np.integer):
+        if spec > MAX_SEQUENCE_TOKENS:  # before float(), which overflows past 10^308
+            raise ScenarioError(
+                f"{name}: the length {_show(spec)} exceeds {MAX_SEQUENCE_TOKENS:,} tokens (roofline.boundary.limits "
+                "MAX_SEQUENCE_TOKENS), far beyond any model's context: give a length in tokens"
+            )
         return LengthSpec("fixed", _tokens(float(spec), name, "the length"))
     if isinstance(spec, float) and float(spec).is_integer():
         return LengthSpec("fixed", _tokens(spec, name, "the length"))
@@ -135,6 +149,13 @@ def _parse(spec: Any, name: str) -> LengthSpec:
         }.get(dist)
         if keys is None:
             raise ScenarioError(f"{name}: unknown distribution {dist!r}; known: {', '.join(DISTS)}")
+        missing, unknown = [k for k in keys if k not in d], sorted(map(str, set(d) - set(keys)))
+        if missing or unknown:
+            raise ScenarioError(
+                f"{name}: a {dist} length dict takes the keys dist, {', '.join(keys)} (missing: "
+                f"{', '.join(missing) or 'none'}; unknown: {', '.join(unknown) or 'none'}); "
+                "e.g. {'dist': 'lognormal', 'mean': 1024, 'cv': 0.5}"
+            )
         return _make(dist, [float(d[k]) for k in keys], name)
     if isinstance(spec, str):
         s = spec.strip()

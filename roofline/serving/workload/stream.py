@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from roofline.boundary.limits import MAX_SIM_REQUESTS, MAX_SIM_SPAN_S
+from roofline.boundary.arguments import check_path, check_real, check_text, check_whole
+from roofline.boundary.limits import MAX_SEQUENCE_TOKENS, MAX_SIM_REQUESTS, MAX_SIM_SPAN_S
 from roofline.errors import ScenarioError
 from roofline.serving.workload.arrivals import LengthArg, arrival_times, parse_length
 from roofline.serving.workload.trace import HashChain, block_hashes, load_trace
@@ -109,6 +110,7 @@ class Workload:
     def draw(self) -> Requests:
         """The requests of this workload (numpy's ``default_rng(seed)``: arrivals first, then lengths), with the
         benchmark client's protocol (``client``, :mod:`roofline.serving.workload.clients`) applied."""
+        check_types(self)
         if self.client is not None:
             from roofline.serving.workload.clients import with_client
 
@@ -176,6 +178,24 @@ class Workload:
             load += f" ({self.client} client)"
         extra = f", shared prefix {self.prefix_share:.0%}" if self.prefix_share else ""
         return f"{load}; prompt {p}, output {o} tokens{extra}"
+
+
+def check_types(wl: Workload) -> None:
+    """Refuse, by field, a value of the wrong type (text for a rate, a dict for a count, a number for a path …)
+    before the client preset or any arithmetic reads it (roofline.boundary.arguments); ranges are checked later."""
+    for name, example in (("qps", "2.0"), ("arrival_cv", "1.0"), ("prefix_share", "0.5"), ("ramp_s", "0.0")):
+        check_real(name, getattr(wl, name), example, optional=name == "qps")
+    for name, example in (("concurrency", "4"), ("max_concurrency", "8")):
+        check_whole(name, getattr(wl, name), example, optional=True)
+    check_whole("warmup", wl.warmup, "0")
+    check_path("trace", wl.trace, "trace='requests.jsonl'", optional=True)
+    check_text("arrival", wl.arrival, "poisson")
+    b = check_whole("trace_block_tokens", wl.trace_block_tokens, "512")
+    if not 1 <= b <= MAX_SEQUENCE_TOKENS:  # type: ignore[operator]
+        raise ScenarioError(
+            f"trace_block_tokens must be from 1 to {MAX_SEQUENCE_TOKENS:,} tokens (roofline.boundary.limits "
+            f"MAX_SEQUENCE_TOKENS; got {b}); give the block size of the trace's hash ids, e.g. 512 (Mooncake)"
+        )
 
 
 def ramp_releases(n: int, clients: int, ramp_s: float, phase_start: int) -> np.ndarray | None:

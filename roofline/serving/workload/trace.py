@@ -18,11 +18,14 @@ A malformed line raises :class:`~roofline.errors.ScenarioError` naming the line 
 from __future__ import annotations
 
 import json
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 import numpy as np
 
+from roofline.boundary.arguments import check_path
 from roofline.boundary.limits import (
     MAX_SEQUENCE_TOKENS,
     MAX_SIM_REQUESTS,
@@ -61,6 +64,11 @@ def _pick(row: dict[str, object], names: tuple[str, ...]) -> tuple[str, object] 
     return None
 
 
+def _flat(v: object) -> TypeGuard[list[object]]:
+    """A list of JSON scalars (ids that hash; a nested list or object does not)."""
+    return isinstance(v, list) and not any(isinstance(x, list | dict) for x in v)
+
+
 def _number(v: object, where: str, field: str, integer: bool) -> float:
     if isinstance(v, bool) or not isinstance(v, int | float):
         raise ScenarioError(f"{where}: field {field!r} must be a number (got {v!r})")
@@ -76,17 +84,46 @@ def _number(v: object, where: str, field: str, integer: bool) -> float:
     return x
 
 
-def load_trace(path: str | Path, hash_block_tokens: int = 512) -> Trace:
-    """Parse a JSONL trace (see the module docstring for the fields)."""
-    p = Path(path)
-    if not p.is_file():
-        raise ScenarioError(f"trace file {p} does not exist; give a JSONL file with one request per line")
-    size = p.stat().st_size
-    if size > MAX_TRACE_FILE_BYTES:
+def _trace_file(path: object) -> Path:
+    """``path`` as the Path of a regular file of at most MAX_TRACE_FILE_BYTES; anything else names what it is."""
+    p = check_path("trace", path, "trace='requests.jsonl'")
+    assert p is not None
+    try:
+        st = p.stat()
+    except OSError as exc:
+        raise ScenarioError(f"trace file {p}: {exc.strerror}; give a JSONL file with one request per line") from None
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or device is never opened (it would block or never end)
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, device or socket)"
+        raise ScenarioError(f"trace file {p} is {kind}; give a JSONL file with one request per line")
+    if st.st_size > MAX_TRACE_FILE_BYTES:
         raise ScenarioError(
-            f"trace file {p} is {size:,} bytes, more than the {human_bytes(MAX_TRACE_FILE_BYTES)} limit "
+            f"trace file {p} is {st.st_size:,} bytes, more than the {human_bytes(MAX_TRACE_FILE_BYTES)} limit "
             "(roofline.boundary.limits MAX_TRACE_FILE_BYTES); split it or drop its prompt_token_ids"
         )
+    return p
+
+
+def _row(line: str, where: str) -> dict[str, object]:
+    """One trace line as a JSON object; anything else is a ScenarioError naming ``where`` (file and line)."""
+    if any("\udc80" <= ch <= "\udcff" for ch in line):
+        raise ScenarioError(f"{where}: not UTF-8 text; a trace is JSON Lines in UTF-8")
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except (ValueError, RecursionError):  # an integer of more than 4,300 digits; nesting Python cannot read
+        raise ScenarioError(
+            f"{where}: a number of more than 4,300 digits or JSON nested too deep to read; a request line holds "
+            "arrival_s, prompt_tokens and output_tokens as plain numbers"
+        ) from None
+    if not isinstance(row, dict):
+        raise ScenarioError(f"{where}: expected a JSON object with arrival_s, prompt_tokens, output_tokens")
+    return row
+
+
+def load_trace(path: str | Path, hash_block_tokens: int = 512) -> Trace:
+    """Parse a JSONL trace (see the module docstring for the fields)."""
+    p = _trace_file(path)
     arr: list[float] = []
     pro: list[float] = []
     out: list[float] = []
@@ -102,14 +139,7 @@ def load_trace(path: str | Path, hash_block_tokens: int = 512) -> Trace:
                     f"{where}: the trace holds more than {MAX_SIM_REQUESTS:,} requests "
                     "(roofline.boundary.limits MAX_SIM_REQUESTS); split it"
                 )
-            if any("\udc80" <= ch <= "\udcff" for ch in line):
-                raise ScenarioError(f"{where}: not UTF-8 text; a trace is JSON Lines in UTF-8")
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ScenarioError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(row, dict):
-                raise ScenarioError(f"{where}: expected a JSON object with arrival_s, prompt_tokens, output_tokens")
+            row = _row(line, where)
             a = _pick(row, ARRIVAL_S)
             scale = 1.0
             if a is None:
@@ -125,13 +155,13 @@ def load_trace(path: str | Path, hash_block_tokens: int = 512) -> Trace:
             h = _pick(row, HASHES)
             ids = row.get("prompt_token_ids")
             if h is not None:
-                if not isinstance(h[1], list):
-                    raise ScenarioError(f"{where}: field {h[0]!r} must be a list of block ids")
+                if not _flat(h[1]):
+                    raise ScenarioError(f"{where}: field {h[0]!r} must be a list of block ids (numbers or strings)")
                 hashes.append(tuple(h[1]))
                 any_hash = True
             elif ids is not None:
-                if not isinstance(ids, list):
-                    raise ScenarioError(f"{where}: field 'prompt_token_ids' must be a list of token ids")
+                if not _flat(ids):
+                    raise ScenarioError(f"{where}: field 'prompt_token_ids' must be a list of token ids (numbers)")
                 hashes.append(("ids", tuple(ids)))
                 any_hash = True
             else:
