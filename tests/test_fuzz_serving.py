@@ -30,14 +30,13 @@ import json
 import math
 import os
 import re
-import resource
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from fuzz_serving_cases import EXAMPLES, SURFACES
 from hypothesis import HealthCheck, given, settings
+from test_fuzz import reset_peak, rss_bytes  # one peak-memory reading for both fuzz suites
 from typer.testing import CliRunner
 
 import roofline.cli.app as cli_app
@@ -52,7 +51,6 @@ FUZZ = settings(
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
 )
-STATUS, CLEAR_REFS = Path("/proc/self/status"), Path("/proc/self/clear_refs")
 runner = CliRunner()
 
 #: Figures that are NaN (JSON null) when they are undefined: TPOT and ITL of one-token answers, and the decode pool's
@@ -63,15 +61,6 @@ SIGNED = re.compile(r"(_margin|headroom)$")
 
 
 # ---- checking one answer ----------------------------------------------------------------------------------------
-def rss_bytes() -> int:
-    """Peak resident memory of this process since the last reset (VmHWM; ru_maxrss where /proc is missing)."""
-    try:
-        hwm = re.search(r"^VmHWM:\s+(\d+) kB", STATUS.read_text(encoding="ascii"), re.M)
-    except OSError:
-        hwm = None
-    return int(hwm.group(1)) * 1024 if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 @contextlib.contextmanager
 def foreign_errors() -> Iterator[list[str]]:
     """Collect the exceptions the CLI's last guard phrased that are not the project's (ValueError, OSError, …)."""
@@ -123,8 +112,7 @@ def count_problems(args: list[str], doc: dict[str, Any]) -> list[str]:
 
 def cli_outcome(args: list[str]) -> tuple[str, list[str]]:
     """Run the CLI in this process: ``exit N`` and what is wrong with its answer (empty: nothing)."""
-    with contextlib.suppress(OSError):
-        CLEAR_REFS.write_text("5", encoding="ascii")  # a new peak-memory window for this case
+    reset_peak()  # a new peak-memory window for this case
     with foreign_errors() as foreign:
         res = runner.invoke(cli_app.app, args)
     out, problems = res.output, list(foreign)
