@@ -100,8 +100,8 @@ def launch_overhead_s(op: Op, profile: CalibrationProfile) -> float | np.ndarray
     n = op.engine_kernels if o.graph_kernels == "engine" and op.engine_kernels >= 0 else op.kernels
     graph = n * o.per_kernel_graph_s
     u = op.uncaptured
-    if isinstance(u, float):
-        return graph if u == 0.0 else graph + u * (eager - graph)
+    if isinstance(u, float) and u == 0.0:  # every grid point replays a captured graph (the common case)
+        return graph
     return graph + u * (eager - graph)  # eager where the step's batch has no captured graph
 
 
