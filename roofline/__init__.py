@@ -32,6 +32,7 @@ _LAZY = {
     "default_profile": "roofline.profile",
     "datasheet_profile": "roofline.profile",
     "plan": "roofline.serving.plan.planner",
+    "Procurement": "roofline.serving.plan.procurement",
     "simulate": "roofline.serving.simulate",
     "Workload": "roofline.serving.workload.stream",
     "SimulationResult": "roofline.serving.sim.result",

@@ -128,6 +128,17 @@ class Overheads(Frozen):
     sources: tuple[str, ...] = ()
 
 
+class BoardPower(Frozen):
+    """Board power (W) NVML read during a calibration: ``idle_watts`` with the CUDA context up and no kernel
+    running (before the suites), ``busy_watts`` the mean over the samples taken while the GEMM suite ran (the
+    compute-bound upper end); used for energy per token (:func:`roofline.serving.plan.procurement.board_power_w`)."""
+
+    idle_watts: float = Field(gt=0, le=5000)
+    busy_watts: float = Field(gt=0, le=5000)
+    samples: int = Field(default=0, ge=0)
+    source: str = "NVML nvmlDeviceGetPowerUsage during roofline calibrate"
+
+
 class Comm(Frozen):
     """Collectives: fraction of the path bandwidth reached, and latency.
 
@@ -186,6 +197,7 @@ class CalibrationProfile(Frozen):
     grouped_gemm: GroupedGemm = GroupedGemm()
     overheads: Overheads = Overheads()
     comm: Comm = Comm()
+    power: BoardPower | None = None
     residuals: dict[str, Any] = Field(default_factory=dict)
 
     # ---- ceilings -------------------------------------------------------------------

@@ -19,6 +19,7 @@ import pytest
 import roofline
 from roofline.published.serving_error import serving_upper_factor
 from roofline.serving.plan.finalists import checkpoint_format, size_finalist
+from roofline.serving.plan.procurement import IDLE_POWER_FRACTION
 
 M, HW, QPS, P, OUT = "llama-3.1-8b", "h100-sxm", 20.0, 1024, 256
 
@@ -52,8 +53,13 @@ def test_sizing_invariants_and_formulas(cand: Any) -> None:
     assert f.ttft_upper_s <= 0.5 and f.tpot_upper_s <= 0.05
     price = roofline.hardware(HW).price.usd_per_gpu_hour
     assert f.rented_gpus == 8 and f.usd_per_hour == pytest.approx(f.rented_gpus * price)  # one 8-GPU instance
-    assert f.energy_usd_per_hour == pytest.approx(f.gpus * 0.7 * 0.1)  # kW × USD/kWh
-    assert f.kwh_per_million_output_tokens == pytest.approx(f.gpus * 700.0 / (QPS * OUT) * 1e6 / 3.6e6)
+    # board power: each serving GPU P_idle + (TDP − P_idle)·u at its simulated busy fraction u, the rented but
+    # unused GPUs of the instance at P_idle (roofline.serving.plan.procurement)
+    idle_w = IDLE_POWER_FRACTION * 700.0
+    kw = (f.gpus * (idle_w + (700.0 - idle_w) * f.busy_fraction) + (f.rented_gpus - f.gpus) * idle_w) / 1000.0
+    assert 0.0 < f.busy_fraction <= 1.0
+    assert f.energy_usd_per_hour == pytest.approx(kw * 0.1)  # kW × USD/kWh
+    assert f.kwh_per_million_output_tokens == pytest.approx(kw / (QPS * OUT * 3600.0) * 1e6)
     per_m = (f.usd_per_hour + f.energy_usd_per_hour) / (QPS * OUT * 3600) * 1e6
     assert f.usd_per_million_output_tokens == pytest.approx(per_m)
     # the mean P99 over the deciding check's replicated runs, seeds 0 … runs − 1 (roofline.serving.plan.sampling)

@@ -124,7 +124,10 @@ def build_profile(fit: FitResult, run: RunResult, cfg: RunConfig) -> Calibration
     embedded = None if hw is not None else measured_spec(fit, run)
     ref_hw = hw or embedded
     assert ref_hw is not None
-    return fitted_profile(
+    from calibrate.measure.power import board_power
+
+    power = board_power(run.info.get("nvml_before"), list(run.info.get("gemm_power_samples_w") or []))
+    profile = fitted_profile(
         fit,
         ref_hw,
         name=f"measured-{run.target.label}",
@@ -134,6 +137,7 @@ def build_profile(fit: FitResult, run: RunResult, cfg: RunConfig) -> Calibration
         notes=list(run.notes) + fit.notes,
         what="datasheet" if hw is not None else "measured best (no datasheet)",
     )
+    return profile if power is None else profile.model_copy(update={"power": power})
 
 
 def _ceilings(

@@ -71,6 +71,7 @@ class RunInfo(TypedDict, total=False):
     threads: ThreadInfo
     nvml_before: JsonObject
     nvml_after: JsonObject
+    gemm_power_samples_w: list[float]
     pool_bytes: int
     llc_bytes: int
     started: str
@@ -238,7 +239,7 @@ class Runner:
         weights = {**WEIGHTS, "collective": WEIGHTS["collective"] if self.world.size > 1 else 0.01}
         for i, suite in enumerate(order):
             self.budget.begin_suite(suite, order[i:], weights)
-            self._run_suite(suite, ctx, host, dev)
+            self._sampled_suite(suite, ctx, host, dev)
         again = [s for s in order if s in self.passed and s != "collective"]
         try:
             for i, suite in enumerate(again):
@@ -250,6 +251,25 @@ class Runner:
             for key, (suite, why) in self.unmeasured.items():
                 if key not in self.measured:
                     self.log.add(suite, why)
+
+    def _sampled_suite(self, suite: str, ctx: SuiteContext, host: Timer, dev: Timer) -> None:
+        """Run ``suite``; for the GEMM suite on an NVIDIA GPU, sample the board power meanwhile (NVML) into
+        ``info['gemm_power_samples_w']`` (:mod:`calibrate.measure.power`)."""
+        from calibrate.measure.power import PowerSampler, nvml_power_reader
+
+        read = (
+            nvml_power_reader(self.info.get("gpu", {}).get("uuid"), self.target.index)
+            if (suite == "gemm" and self.target.is_cuda)
+            else None
+        )
+        sampler = PowerSampler(read) if read is not None else None
+        if sampler is not None:
+            sampler.start()
+        try:
+            self._run_suite(suite, ctx, host, dev)
+        finally:
+            if sampler is not None:
+                self.info.setdefault("gemm_power_samples_w", []).extend(sampler.stop())
 
     def _order(self) -> list[str]:
         wanted = list(self.cfg.suites or SUITES)

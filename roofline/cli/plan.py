@@ -7,14 +7,23 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from roofline.cli.buyer import (
+    CapexOpt,
+    ElectricityPriceOpt,
+    HostingOpt,
+    PeakOpt,
+    PueOpt,
+    SpareOpt,
+    YearsOpt,
+    parse_procurement,
+)
+from roofline.cli.mix import MixOpt, class_lines, classes_dict, plan_request_args, sized_in_threes
 from roofline.cli.options import (
     JobsOpt,
     OptionError,
     SizingSeedOpt,
     console,
     dumps,
-    parse_count_opt,
-    parse_duration_opt,
     parse_engine_set,
     parse_float_opt,
     parse_int_list,
@@ -26,13 +35,14 @@ from roofline.errors import InfeasibleError
 
 if TYPE_CHECKING:
     from roofline.serving.plan.finalists import Finalist
+    from roofline.serving.plan.procurement import Procurement
     from roofline.serving.plan.result import Candidate, PlanResult
 
 
 ModelOpt = Annotated[str, typer.Argument(help="Model: slug, alias, YAML or config.json path.")]
 QpsOpt = Annotated[str, typer.Option("--qps", metavar="RPS", help="Target requests per second (all replicas).")]
 TtftSloOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--ttft-slo",
         metavar="[pNN=]DURATION",
@@ -40,7 +50,7 @@ TtftSloOpt = Annotated[
     ),
 ]
 TpotSloOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--tpot-slo",
         metavar="[pNN=]DURATION",
@@ -48,9 +58,12 @@ TpotSloOpt = Annotated[
     ),
 ]
 PromptOpt = Annotated[
-    str, typer.Option("--prompt", "-p", metavar="TOKENS", help="Prompt tokens per request (2k = 2000).")
+    str | None,
+    typer.Option("--prompt", "-p", metavar="TOKENS", help="Prompt tokens per request (2k = 2000; default 1024)."),
 ]
-OutputOpt = Annotated[str, typer.Option("--output", "-n", metavar="TOKENS", help="Output tokens per request.")]
+OutputOpt = Annotated[
+    str | None, typer.Option("--output", "-n", metavar="TOKENS", help="Output tokens per request (default 128).")
+]
 HardwareOpt = Annotated[
     str, typer.Option("--hardware", "-H", metavar="LIST|all", help="'all' or comma-separated hardware.")
 ]
@@ -105,10 +118,10 @@ SimulateOpt = Annotated[
 def plan_cmd(
     model: ModelOpt,
     qps: QpsOpt,
-    ttft_slo: TtftSloOpt,
-    tpot_slo: TpotSloOpt,
-    prompt: PromptOpt = "1024",
-    output: OutputOpt = "128",
+    ttft_slo: TtftSloOpt = None,
+    tpot_slo: TpotSloOpt = None,
+    prompt: PromptOpt = None,
+    output: OutputOpt = None,
     hardware: HardwareOpt = "all",
     precision: PrecisionOpt = "checkpoint",
     tp: TpOpt = None,
@@ -125,6 +138,14 @@ def plan_cmd(
     simulate: SimulateOpt = False,
     jobs: JobsOpt = None,
     seed: SizingSeedOpt = 0,
+    spare_replicas: SpareOpt = None,
+    peak_factor: PeakOpt = None,
+    capex: CapexOpt = None,
+    amortisation_years: YearsOpt = None,
+    hosting: HostingOpt = None,
+    pue: PueOpt = None,
+    electricity_price: ElectricityPriceOpt = None,
+    mix: MixOpt = None,
 ) -> None:
     """How many GPUs of which kind serve --qps requests within the TTFT and TPOT SLOs, cheapest first.
 
@@ -137,16 +158,14 @@ def plan_cmd(
     from roofline.engine.config import honoured_options
     from roofline.serving.plan.planner import plan
 
-    ttft_pct, ttft_slo = percentile_slo(ttft_slo, "--ttft-slo", 99.0)
-    tpot_pct, tpot_slo = percentile_slo(tpot_slo, "--tpot-slo", 90.0)
+    request, pcts = plan_request_args(mix, prompt, output, ttft_slo, tpot_slo)  # --mix: roofline.cli.mix
     overrides = parse_engine_set(engine_set)  # --simulate: the closed form ranks with its share, finalists get all
+    terms = parse_procurement(spare_replicas, peak_factor, capex, amortisation_years, hosting, pue)
+    kwh = None if electricity_price is None else parse_float_opt(electricity_price, "--electricity-price")
     res = plan(
         model,
         qps=parse_float_opt(qps, "--qps"),
-        prompt_len=parse_count_opt(prompt, "--prompt"),
-        output_len=parse_count_opt(output, "--output", minimum=2),
-        ttft_slo_s=parse_duration_opt(ttft_slo, "--ttft-slo"),
-        tpot_slo_s=parse_duration_opt(tpot_slo, "--tpot-slo"),
+        **request,
         hardware=parse_names(hardware),
         precisions=parse_names(precision) or ["checkpoint", "bf16", "fp8"],
         tp_options=parse_int_list(tp, "--tp") if tp else None,
@@ -158,10 +177,10 @@ def plan_cmd(
         engine_overrides=honoured_options(overrides, "plan") if simulate else overrides,
         confidence=parse_level(confidence, "--confidence") if confidence is not None else None,
         min_headroom=_headroom(min_headroom),
+        procurement=terms,
     )
-    pcts = (ttft_pct, tpot_pct)
     sized = (
-        _simulated(model, res, engine, overrides, calibration, confidence, pcts, jobs, seed)
+        _simulated(model, res, engine, overrides, calibration, confidence, pcts, jobs, seed, terms, kwh)
         if simulate and res.recommended
         else []
     )
@@ -173,6 +192,8 @@ def plan_cmd(
             doc["recommended_simulated"] = _sized_dict(best) if best is not None else None
         typer.echo(dumps(doc))
     else:
+        if terms.describe():
+            console().print(f"[dim]buyer's terms: {terms.describe()}[/]", soft_wrap=True)
         _print_plan(res, sized, show_all, best)
     if res.recommended is None:
         raise InfeasibleError(res.explain_infeasible())
@@ -193,9 +214,12 @@ def _simulated(
     pcts: tuple[float, float],
     jobs: int | None = None,
     seed: int = 0,
+    terms: Procurement | None = None,
+    usd_per_kwh: float | None = None,
 ) -> list[Finalist]:
     """size_finalist for the 3 cheapest feasible candidates (roofline.serving.plan.finalists), every
-    ``--engine-set`` option applied, on up to ``jobs`` processes (results as in turn)."""
+    ``--engine-set`` option applied, on up to ``jobs`` processes (results as in turn); with a mix, the next three
+    while none meets the SLOs (:func:`roofline.cli.mix.sized_in_threes`)."""
     from functools import partial
 
     from roofline.cli.predict import parse_level
@@ -219,8 +243,14 @@ def _simulated(
         calibration=calibration,
         curve=False,
         seed=seed,
+        procurement=terms,
+        usd_per_kwh=usd_per_kwh,
+        mix=res.mix,
     )
-    return map_jobs(partial(_sized_with_tdp, size), [c for c in res.candidates if c.feasible][:3], jobs)
+    feasible = [c for c in res.candidates if c.feasible]
+    if res.mix is not None:  # the mean request can mis-rank what the classes need (roofline.cli.mix)
+        return sized_in_threes(partial(_sized_with_tdp, size), feasible, jobs)
+    return map_jobs(partial(_sized_with_tdp, size), feasible[:3], jobs)
 
 
 def _sized_with_tdp(size: Callable[..., Finalist], c: Candidate) -> Finalist:
@@ -247,6 +277,12 @@ def _sized_dict(f: Finalist) -> dict[str, Any]:
         "usd_per_hour",
         "usd_per_million_output_tokens",
         "kwh_per_million_output_tokens",
+        "energy_usd_per_hour",
+        "mean_board_power_w",
+        "busy_fraction",
+        "spare_replicas",
+        "peak_factor",
+        "rented_gpus",
         "reason",
         "sizing_runs",
         "ttft_threshold_s",
@@ -259,7 +295,7 @@ def _sized_dict(f: Finalist) -> dict[str, Any]:
     d: dict[str, Any] = {"label": f.candidate.label, **{k: getattr(f, k) for k in keys}}
     d |= {"capacity_rps": f.capacity_rps, "knee_rps": f.knee_rps, "headroom": f.headroom}
     d |= {"slo_capacity_rps": f.slo_capacity_rps, "slo_headroom": f.slo_headroom}
-    return d
+    return d | classes_dict(f)
 
 
 def _confidence_note(rec: Candidate) -> str:
@@ -325,12 +361,13 @@ def _print_plan(res: PlanResult, sized: list[Finalist], show_all: bool, best: Fi
         con.print(table)
     rec = res.recommended
     if rec is not None:
-        rented = rec.rented_gpus(rec.replicas)
+        rented = rec.rented_gpus(rec.replicas + rec.spare_replicas)
         cost = f", {usd(rec.usd_per_hour)}/hour" if rec.usd_per_hour is not None else ""
         cost += f" ({rented} rented)" if rec.usd_per_hour is not None and rented != rec.gpus else ""
         head = "closed-form pick (before simulation)" if sized else "recommended"
         con.print(
-            f"[bold]{head}:[/] {rec.replicas} × {rec.label} = [bold]{rec.gpus} GPUs[/]{cost}; "
+            f"[bold]{head}:[/] {rec.replicas}{_spare(rec.spare_replicas)} × {rec.label} = "
+            f"[bold]{rec.gpus} GPUs[/]{cost}; "
             f"batch ≤ {rec.batch} per replica, {rec.replica_rps:.3g} req/s per replica, "
             f"headroom {100 * rec.headroom:.0f}%" + _confidence_note(rec),
             soft_wrap=True,
@@ -345,7 +382,8 @@ def _print_plan(res: PlanResult, sized: list[Finalist], show_all: bool, best: Fi
         state = "meets" if f.meets_slo else "[red]misses[/]"
         cost = f", {usd(f.usd_per_hour)}/hour" if f.usd_per_hour is not None else ""
         con.print(
-            f"[bold]simulated:[/] {f.candidate.label}: {f.replicas} replicas = {f.gpus} GPUs{cost}; at the planned "
+            f"[bold]simulated:[/] {f.candidate.label}: {f.replicas} replicas{_spare(f.spare_replicas)} = {f.gpus} "
+            f"GPUs{cost}; at the planned "
             f"load TTFT P{f.ttft_pct:g} {f.ttft_s * 1e3:.0f} ms, TPOT P{f.tpot_pct:g} {f.tpot_s * 1e3:.1f} ms "
             f"({state} the SLOs at the {100 * f.confidence:.0f} % bound of the simulator's error on public "
             f"serving rows: TTFT ×{f.ttft_upper_s / f.ttft_s:.2f}, TPOT ×{f.tpot_upper_s / f.tpot_s:.2f}), "
@@ -359,8 +397,15 @@ def _print_plan(res: PlanResult, sized: list[Finalist], show_all: bool, best: Fi
                 else ""
             )
         )
+        for line in class_lines(f):
+            con.print(line, soft_wrap=True)
     if sized:
         _print_simulated_pick(best)
+
+
+def _spare(n: int) -> str:
+    """' (+1 spare)' for ``n`` spare replicas, '' for none."""
+    return f" (+{n} spare)" if n else ""
 
 
 def _print_simulated_pick(best: Finalist | None) -> None:
@@ -374,8 +419,10 @@ def _print_simulated_pick(best: Finalist | None) -> None:
     cost = f", {usd(best.usd_per_hour)}/hour" if best.usd_per_hour is not None else ""
     cost += f" ({best.rented_gpus} rented)" if best.usd_per_hour is not None and best.rented_gpus != best.gpus else ""
     con.print(
-        f"[bold]recommended:[/] {best.replicas} × {best.candidate.label} = [bold]{best.gpus} GPUs[/]{cost} "
+        f"[bold]recommended:[/] {best.replicas}{_spare(best.spare_replicas)} × {best.candidate.label} = "
+        f"[bold]{best.gpus} GPUs[/]{cost} "
         f"(simulated; TTFT P{best.ttft_pct:g} {best.ttft_s * 1e3:.0f} ms, TPOT P{best.tpot_pct:g} "
-        f"{best.tpot_s * 1e3:.1f} ms over {best.sizing_runs} replicated run(s))",
+        f"{best.tpot_s * 1e3:.1f} ms over {best.sizing_runs} replicated run(s))"
+        + (f"; binding class: {best.binding_class}" if best.binding_class else ""),
         soft_wrap=True,
     )

@@ -11,6 +11,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from roofline.cli.buyer import (
+    CapexOpt,
+    ElectricityPriceOpt,
+    HostingOpt,
+    PeakOpt,
+    PueOpt,
+    SpareOpt,
+    YearsOpt,
+    parse_procurement,
+)
 from roofline.cli.options import JobsOpt, SizingSeedOpt
 from roofline.cli.predict import EngineSet
 
@@ -50,9 +60,6 @@ MinHeadroomOpt = Annotated[
     str | None,
     typer.Option("--min-headroom", help="Least spare capacity, e.g. 0.3 (default: the model's 80% error bound)."),
 ]
-ElectricityPriceOpt = Annotated[
-    str | None, typer.Option("--electricity-price", help="USD per kWh; adds board power × time to the cost, e.g. 0.12.")
-]
 OutOpt = Annotated[
     Path | None, typer.Option("--out", "-o", help="HTML file to write (default reports/MODEL-WORKLOAD.html).")
 ]
@@ -83,6 +90,12 @@ def report_command(
     force: ForceOpt = False,
     jobs: JobsOpt = None,
     seed: SizingSeedOpt = 0,
+    spare_replicas: SpareOpt = None,
+    peak_factor: PeakOpt = None,
+    capex: CapexOpt = None,
+    amortisation_years: YearsOpt = None,
+    hosting: HostingOpt = None,
+    pue: PueOpt = None,
 ) -> None:
     """Write a self-contained HTML capacity report for MODEL on --hardware.
 
@@ -134,6 +147,7 @@ def report_command(
         min_headroom=parse_float_opt(min_headroom, "--min-headroom") if min_headroom is not None else None,
         usd_per_kwh=None if electricity_price is None else parse_float_opt(electricity_price, "--electricity-price"),
         seed=seed,
+        procurement=parse_procurement(spare_replicas, peak_factor, capex, amortisation_years, hosting, pue),
     )
     rep.save(target)
     size_kb = len(rep.html.encode()) / 1e3

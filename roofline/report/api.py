@@ -23,8 +23,11 @@ from roofline.report.content import (
     run_plan,
     tie_note,
 )
+from roofline.report.mixreport import binding_text, class_rows, mix_workload, shown_workload
 from roofline.report.risks import stress_level
 from roofline.report.sizing import RANK_RULE
+from roofline.serving.plan.procurement import Procurement
+from roofline.serving.workload.mix import WorkloadMix
 from roofline.serving.workload.presets import resolve_workload
 from roofline.specs.model import ModelSpec
 
@@ -55,6 +58,8 @@ class BuildOptions(TypedDict, total=False):
     output_path: str | Path | None
     jobs: int | None
     seed: int
+    procurement: Procurement | None
+    mix: WorkloadMix | str | Path | None
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,8 @@ def build(
     output_path: str | Path | None = None,
     jobs: int | None = None,
     seed: int = 0,
+    procurement: Procurement | None = None,
+    mix: WorkloadMix | str | Path | None = None,
 ) -> Report:
     """Plan ``model`` for ``workload`` on each ``hardware`` and render the full HTML report.
 
@@ -123,11 +130,29 @@ def build(
     independent simulations (hardware, sensitivity variants, what-ifs); None uses every core, 1 runs them in
     turn; the report is the same either way. ``seed``: the first of the seeds each sizing check's replicated
     runs use (seed, seed + 1, …; see :mod:`roofline.serving.plan.sampling`); the answer should not depend on it.
+    ``mix``: a workload mix (``"chat:0.7,rag:0.3"``, a mix YAML path or a WorkloadMix) in place of ``workload`` and
+    the lengths and SLOs; ``qps`` is then its total rate (default: the mix file's ``qps``). Every class is checked at
+    its own percentiles and the report shows the class table (:mod:`roofline.report.mixreport`).
     """
     t0 = time.perf_counter()
-    wl = resolve_workload(
-        workload, prompt_len=prompt_len, output_len=output_len, qps=qps, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s
-    )
+    the_mix = None
+    if mix is None:
+        wl = resolve_workload(
+            workload,
+            prompt_len=prompt_len,
+            output_len=output_len,
+            qps=qps,
+            ttft_slo_s=ttft_slo_s,
+            tpot_slo_s=tpot_slo_s,
+        )
+    else:
+        lengths = {
+            "prompt_len": prompt_len,
+            "output_len": output_len,
+            "ttft_slo_s": ttft_slo_s,
+            "tpot_slo_s": tpot_slo_s,
+        }
+        the_mix, wl = mix_workload(mix, qps, lengths, workload)
     inp = resolve_inputs(
         model,
         hardware,
@@ -144,6 +169,8 @@ def build(
         min_headroom=_headroom(min_headroom),
         usd_per_kwh=_kwh(usd_per_kwh),
         seed=_seed(seed),
+        procurement=_terms(procurement),
+        mix=the_mix,
     )
     data = report_data(inp, output_path, jobs)
     html = _html(data, t0)
@@ -175,6 +202,18 @@ def report_data(inp: ReportInputs, output_path: str | Path | None, jobs: int | N
         evidence=evidence(inp),
         reproduce=reproduce(inp, output_path),
     )
+
+
+def _terms(x: object) -> Procurement | None:
+    """The buyer's terms as given (a Procurement or None), else a ScenarioError naming the type."""
+    from roofline.errors import ScenarioError
+
+    if x is not None and not isinstance(x, Procurement):
+        raise ScenarioError(
+            "procurement must be a roofline.serving.plan.procurement.Procurement, e.g. Procurement(spare_replicas=1), "
+            f"got {type(x).__name__}"
+        )
+    return x
 
 
 def _seed(x: object) -> int:
@@ -228,7 +267,9 @@ def _html(data: ReportData, t0: float) -> str:
         "report.html.j2",
         d=data,
         inp=inp,
-        wl=inp.workload,
+        wl=shown_workload(data),
+        mix_rows=class_rows(data),
+        mix_binding=binding_text(data),
         rec=data.recommended,
         columns=COLUMNS,
         colors={r.hardware.name: color(i) for i, r in enumerate(data.rows)},
@@ -292,8 +333,16 @@ def _floor(data: ReportData) -> float:
 def _prices(inp: Any) -> list[tuple[Any, float | None, str, str]]:
     """(hardware, USD per GPU-hour, date, source) as the planner sees them."""
     out: list[tuple[Any, float | None, str, str]] = []
+    terms = inp.procurement
     for hw in inp.hardware:
-        if hw.name in inp.prices:
+        owned = terms.owned_usd_per_gpu_hour(hw)
+        if owned is not None:
+            source = f"owned: ${terms.capex_usd_per_gpu[hw.name]:,.0f} per GPU over {terms.amortisation_years:g} years"
+            source += (
+                f" + hosting ${terms.hosting_usd_per_kw_month:g}/kW-month" if terms.hosting_usd_per_kw_month else ""
+            )
+            out.append((hw, owned, "given", source))
+        elif hw.name in inp.prices:
             out.append((hw, float(inp.prices[hw.name]), "given", "user-supplied price"))
         elif hw.price is not None:
             out.append((hw, hw.price.usd_per_gpu_hour, hw.price.date.isoformat(), hw.price.source))

@@ -20,6 +20,7 @@ from roofline.profile import CalibrationProfile, load_profile
 from roofline.result import PredictionResult
 from roofline.serving.plan.loadcurve import tokens_per_s_per_gpu
 from roofline.serving.plan.planner import Candidate, PlanResult, plan
+from roofline.serving.plan.procurement import Procurement
 from roofline.serving.workload.presets import WorkloadPreset
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.library import hardware as load_hardware
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from roofline.report.sensitivity import SensitivityRow
     from roofline.report.whatif import WhatIf
     from roofline.serving.plan.finalists import Finalist
+    from roofline.serving.workload.mix import WorkloadMix
 
 # table columns: key, header, unit, which direction is better (None: not ranked). Latencies and tok/s per GPU
 # are at the planned load (latencies at the workload's SLO percentiles, simulated); capacity is the maximum
@@ -73,7 +75,9 @@ class ReportInputs:
     calibrated: bool = False
     seed: int = 0
     num_requests: int = 1000
+    procurement: Procurement = field(default_factory=Procurement)
     variant: Callable[[CalibrationProfile], CalibrationProfile] | None = None
+    mix: WorkloadMix | None = None  # a workload mix; ``workload`` is then its mean request (report.mixreport)
 
     def profile_for(self, hw: HardwareSpec) -> CalibrationProfile:
         """The profile that prices ``hw``: the given calibration, else the engine's kernel profile on ``hw`` (or the
@@ -162,6 +166,8 @@ def resolve_inputs(
     usd_per_kwh: float | None = None,
     engine_overrides: Mapping[str, object] | None = None,
     seed: int = 0,
+    procurement: Procurement | None = None,
+    mix: WorkloadMix | None = None,
 ) -> ReportInputs:
     """Load specs and the profile; split comma-separated lists; check the engine options on every hardware (the
     report simulates, so every option the simulator takes applies)."""
@@ -196,6 +202,8 @@ def resolve_inputs(
         usd_per_kwh=usd_per_kwh,
         engine_overrides=overrides,
         seed=seed,
+        procurement=procurement or Procurement(),
+        mix=mix,
     )
 
 
@@ -223,6 +231,7 @@ def run_plan(inp: ReportInputs, profile: CalibrationProfile | None = None) -> Pl
         kv_dtype=inp.kv_dtype,
         engine=inp.engine,
         engine_overrides=honoured_options(inp.engine_overrides, "plan"),
+        procurement=inp.procurement,
     )
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from roofline.engine.profiles import BY_DEFAULT
 from roofline.errors import RooflineError
 from roofline.profile import DEFAULT_PROFILE_PATH, CalibrationProfile
+from roofline.serving.plan.procurement import Procurement, procurement_flags
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 
 if TYPE_CHECKING:
@@ -327,6 +328,7 @@ def _options(inp: ReportInputs) -> list[tuple[str, str]]:
         opts.append(("--min-headroom", f"{inp.min_headroom:g}"))
     if inp.usd_per_kwh is not None:
         opts.append(("--electricity-price", f"{inp.usd_per_kwh:g}"))
+    opts += procurement_flags(inp.procurement)
     if inp.seed:
         opts.append(("--seed", str(inp.seed)))
     return opts
@@ -372,6 +374,8 @@ def python_call(inp: ReportInputs, out: str | Path | None) -> str:
     if inp.calibration_path is not None:
         args.append(f"calibration={str(inp.calibration_path)!r}")
     args += [f"{k}={getattr(inp, k)!r}" for k in ("min_headroom", "usd_per_kwh") if getattr(inp, k) is not None]
+    if inp.procurement != Procurement():
+        args.append(f"procurement=roofline.{inp.procurement!r}")
     if inp.confidence != 0.8:
         args.append(f"confidence={inp.confidence!r}")
     if inp.seed:

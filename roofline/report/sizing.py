@@ -73,11 +73,13 @@ def size_hardware(
                 calibration=inp.calibration_for(hw),
                 tdp_watts=hw.tdp_watts,
                 usd_per_kwh=inp.usd_per_kwh,
+                procurement=inp.procurement,
                 curve=False,
                 speculative=speculative,
                 seed=inp.seed,
                 num_requests=inp.num_requests,
                 max_gpus=best.gpus if best is not None else None,  # more GPUs on this hardware cannot rank first
+                mix=inp.mix,
             )
         except RooflineError as exc:
             reasons.append(f"{c.label}: {exc}")
@@ -100,7 +102,13 @@ def size_hardware(
         )
         pcts = (best.ttft_pct, best.tpot_pct)
         sus = best.sustainable_replica_rps
-        pts = load_points(inp.model, best.candidate, kw, sus, wl.prompt_len, wl.output_len, 1000, 0, pcts)
+        if inp.mix is None:
+            pts = load_points(inp.model, best.candidate, kw, sus, wl.prompt_len, wl.output_len, 1000, 0, pcts)
+        else:  # the mixed stream, at the binding classes' percentiles (roofline.serving.plan.mixplan)
+            from roofline.serving.plan.mixplan import mix_load_points
+
+            figs = (best.ttft_class, best.tpot_class)
+            pts = mix_load_points(inp.model, best.candidate, kw, sus, inp.mix, inp.num_requests, 0, figs)
         best = replace(best, curve=pts)
     return best, "; ".join(reasons)
 

@@ -18,8 +18,9 @@ formulas. For a finalist (one feasible candidate) this module:
    ``MAX_EXTRA``).
 
 Capacity (the maximum sustainable rate of the deployment) is replicas·λ_sus, the knee replicas ×
-the replica's knee. Energy is an upper bound from board power: E per output token =
-GPUs·TDP / (qps·O) joules (every GPU at its TDP the whole time).
+the replica's knee. Energy per output token = Σ GPUs' mean board power / (qps·O), each serving GPU at
+P_idle + (P_busy − P_idle)·u for the simulated busy fraction u, spares at idle
+(:mod:`roofline.serving.plan.procurement`, which also prices spares, peak traffic and ownership).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from roofline.serving.plan.planner import Candidate
+from roofline.serving.plan.procurement import EnergyInputs, Procurement, energy_fields
 from roofline.serving.plan.sampling import PercentileEstimate, fastest, sampled_check
 from roofline.serving.sim.metrics import finite_percentile as pct
 from roofline.serving.workload.stream import Workload
@@ -38,7 +40,9 @@ from roofline.units import usd_per_million_tokens
 if TYPE_CHECKING:
     from roofline.engine.presets import EngineArg
     from roofline.prediction import ModelArg, ProfileArg
+    from roofline.serving.plan.mixplan import ClassCheck
     from roofline.serving.sim.result import SimulationResult
+    from roofline.serving.workload.mix import WorkloadMix
 
 #: replicas the simulator may add to a planner candidate before it is declared failing.
 MAX_EXTRA = 8
@@ -99,6 +103,14 @@ class Finalist:
     )  # upper end of the deciding check's sampling interval (roofline.serving.plan.sampling)
     tpot_sampled_hi_s: float = math.nan
     rented_gpus: int = 0  # GPUs rented in whole instances of the price's source (what usd_per_hour pays for)
+    spare_replicas: int = 0  # paid for beyond ``replicas`` (N + k), idle, not capacity
+    peak_factor: float = 1.0  # the SLOs were checked at qps × peak_factor; costs per token at qps
+    busy_fraction: float = math.nan  # fraction of time the simulated replica ran steps at the average load
+    mean_board_power_w: float | None = None  # per serving GPU at the average load (procurement.board_power_w)
+    classes: tuple[ClassCheck, ...] = ()  # a workload mix: every class's deciding check (plan.mixplan)
+    binding_class: str = ""  # the class whose SLOs hold with the least margin ('' without a mix)
+    ttft_class: str = ""  # the class the ttft_* fields are of (smallest TTFT margin)
+    tpot_class: str = ""  # the class the tpot_* fields are of
 
     @property
     def ttft_margin(self) -> float:
@@ -198,17 +210,25 @@ def size_finalist(
     calibration: ProfileArg = None,
     tdp_watts: float | None = None,
     usd_per_kwh: float | None = None,
+    procurement: Procurement | None = None,
     num_requests: int = 1000,
     seed: int = 0,
     curve: bool = True,
     speculative: str | None = None,
     max_gpus: int | None = None,
+    mix: WorkloadMix | None = None,
 ) -> Finalist:
     """Re-size planner candidate ``c`` on the simulator (module docstring); ``min_headroom`` None: c.error_margin.
+
+    ``mix``: simulate the mixed stream and check every class's SLOs at its percentiles on its own requests
+    (:mod:`roofline.serving.plan.mixplan`; ``prompt_len``/``output_len`` are then the mix's mean lengths, used by
+    the screening tier's capacity and the cost per token, and the SLO arguments are unused).
 
     ``speculative`` (e.g. ``"eagle:k=3,alpha=0.7"``) sizes on the speculative-decoding simulator; capacity and
     knee stay plain decoding's from the screening tier (it has no speculative form), a conservative bound.
     ``max_gpus`` stops the search past that many GPUs (a cheaper deployment is known): it then misses, saying so.
+    ``procurement``: the buyer's terms (:mod:`roofline.serving.plan.procurement`): the SLOs are checked at the peak
+    rate qps × peak_factor, spare replicas are added to what is paid, energy and $/M tokens are at the average qps.
     """
     from functools import partial
 
@@ -221,26 +241,41 @@ def size_finalist(
     h_min = _headroom_floor(c.error_margin if min_headroom is None else min_headroom)
     prof = load_profile(calibration)  # a measured profile widens the interval by its run-to-run spread
     f_ttft, f_tpot = (serving_upper_factor(fig, confidence, engine, prof) for fig in ("ttft_s", "tpot_s"))
-    first = max(c.replicas, math.ceil(qps * (1.0 + h_min) / sus)) if sus > 0 else c.replicas
-    wl = Workload(qps=qps, prompt_len=prompt_len, output_len=output_len, num_requests=num_requests, seed=seed)
+    terms = procurement or Procurement()
+    peak = qps * terms.peak_factor
+    first = max(c.replicas, math.ceil(peak * (1.0 + h_min) / sus)) if sus > 0 else c.replicas
+    lengths: dict[str, Any] = {"prompt_len": prompt_len, "output_len": output_len} if mix is None else {"mix": mix}
+    wl = Workload(qps=peak, num_requests=num_requests, seed=seed, **lengths)
     run = partial(simulate, model, c.hardware, speculative=speculative, **kw)
     last = _last_replicas(c, first, max_gpus)
-    replicas, s, ttft, tpot, ok, why, est = _fewest_replicas(
-        run, wl, first, (ttft_slo_s, tpot_slo_s), (ttft_pct, tpot_pct), (f_ttft, f_tpot), last
-    )
+    extra: dict[str, Any] = {}
+    if mix is None:
+        replicas, s, ttft, tpot, ok, why, est = _fewest_replicas(
+            run, wl, first, (ttft_slo_s, tpot_slo_s), (ttft_pct, tpot_pct), (f_ttft, f_tpot), last
+        )
+    else:
+        from roofline.serving.plan.mixplan import fewest_replicas_mix, mix_curve
+
+        replicas, s, ttft, tpot, ok, why, est, extra = fewest_replicas_mix(run, wl, first, (f_ttft, f_tpot), last)
     if not ok and replicas >= last and last < first + MAX_EXTRA:
         why += f"; stopped at {replicas * c.tp * c.pp} GPUs: a deployment of {max_gpus} GPUs is already known"
-    costs = _cost_fields(c, replicas, qps * output_len, tdp_watts, usd_per_kwh)
+    busy = _average_busy(run, wl, s, qps / replicas, terms.peak_factor)
+    energy = EnergyInputs(tdp_watts, busy, prof.power, usd_per_kwh, terms.owns)
+    costs = _cost_fields(c, replicas, qps * output_len, energy, terms)
     pts = (
-        load_points(model, c, kw, sus, prompt_len, output_len, num_requests, seed, (ttft_pct, tpot_pct))
+        (
+            load_points(model, c, kw, sus, prompt_len, output_len, num_requests, seed, (ttft_pct, tpot_pct))
+            if mix is None
+            else mix_curve(model, c, kw, sus, mix, num_requests, seed, extra)
+        )
         if curve and ok
         else ()
     )
     r = s.requests
-    return Finalist(
+    f = Finalist(
         candidate=c,
         replicas=replicas,
-        replica_rate=qps / replicas,
+        replica_rate=peak / replicas,
         ttft_pct=ttft_pct,
         tpot_pct=tpot_pct,
         ttft_s=ttft,
@@ -259,29 +294,39 @@ def size_finalist(
         **costs,
         **_sampling_fields(est, (ttft_slo_s / f_ttft, tpot_slo_s / f_tpot)),
     )
+    return replace(f, **extra) if extra else f
 
 
-def _cost_fields(
-    c: Candidate, replicas: int, tok_s: float, tdp_watts: float | None, usd_per_kwh: float | None
-) -> dict[str, Any]:
-    """The Finalist's GPUs, rented GPUs, $/hour of the rented GPUs, $/M output tokens incl. energy, kWh/M output
-    tokens and energy $/hour of ``replicas`` replicas serving ``tok_s`` output tokens/s; energy at board power
-    (every GPU used at its TDP)."""
-    gpus, rented = replicas * c.tp * c.pp, c.rented_gpus(replicas)
+def _cost_fields(c: Candidate, replicas: int, tok_s: float, e: EnergyInputs, terms: Procurement) -> dict[str, Any]:
+    """The Finalist's GPUs, rented GPUs, $/hour of the rented (or owned) GPUs, $/M output tokens incl. energy, kWh/M
+    output tokens and energy $/hour of ``replicas`` replicas plus ``terms.spare_replicas`` spares serving ``tok_s``
+    output tokens/s on average; energy by :func:`roofline.serving.plan.procurement.energy_fields`."""
+    paid = replicas + terms.spare_replicas
+    gpus, rented = paid * c.tp * c.pp, c.rented_gpus(paid)
     usd_h = None if c.usd_per_gpu_hour is None else rented * c.usd_per_gpu_hour
-    kw_total = None if tdp_watts is None else gpus * tdp_watts / 1000.0
-    # kWh per M tokens has the same form as $ per M tokens: (kW per hour of service) / (tokens per hour) × 1e6
-    kwh_m = None if kw_total is None else usd_per_million_tokens(kw_total, tok_s)
-    energy_usd_h = None if kw_total is None or usd_per_kwh is None else kw_total * usd_per_kwh
-    total_h = None if usd_h is None else usd_h + (energy_usd_h or 0.0)
+    serving = replicas * c.tp * c.pp
+    energy = energy_fields(serving, rented - serving, tok_s, e, terms)
+    total_h = None if usd_h is None else usd_h + (energy["energy_usd_per_hour"] or 0.0)
     return {
         "gpus": gpus,
         "rented_gpus": rented,
         "usd_per_hour": usd_h,
         "usd_per_million_output_tokens": None if total_h is None else usd_per_million_tokens(total_h, tok_s),
-        "kwh_per_million_output_tokens": kwh_m,
-        "energy_usd_per_hour": energy_usd_h,
+        "spare_replicas": terms.spare_replicas,
+        "peak_factor": terms.peak_factor,
+        "busy_fraction": e.busy_fraction,
+        **energy,
     }
+
+
+def _average_busy(
+    run: Callable[..., SimulationResult], wl: Workload, peak_run: SimulationResult, rate: float, peak_factor: float
+) -> float:
+    """Fraction of time a replica runs steps at the average per-replica ``rate``: the sizing run's own at
+    peak_factor 1, else one more run of ``wl`` at that rate."""
+    if peak_factor == 1.0:
+        return float(peak_run.summary["busy_fraction"])
+    return float(run(workload=replace(wl, qps=rate)).summary["busy_fraction"])
 
 
 def _sampling_fields(est: tuple[PercentileEstimate, PercentileEstimate], thresholds: tuple[float, float]) -> Any:

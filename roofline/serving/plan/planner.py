@@ -85,6 +85,7 @@ from roofline.engine.config import check_engine_options
 from roofline.engine.presets import EngineArg, overrides_map
 from roofline.errors import ScenarioError
 from roofline.serving.plan.loadcurve import load_curve
+from roofline.serving.plan.procurement import Procurement, owned_prices
 from roofline.serving.plan.request import (
     PlanRequest,
     check_options,
@@ -98,6 +99,7 @@ from roofline.units import fmt_seconds, usd_per_million_tokens
 
 if TYPE_CHECKING:
     from roofline.profile import CalibrationProfile
+    from roofline.serving.workload.mix import WorkloadMix
     from roofline.specs.hardware import HardwareSpec
     from roofline.specs.model import ModelSpec
 
@@ -111,10 +113,10 @@ def plan(
     model: ModelSpec | str | Path,
     *,
     qps: float,
-    prompt_len: int,
-    output_len: int,
-    ttft_slo_s: float,
-    tpot_slo_s: float,
+    prompt_len: int | None = None,
+    output_len: int | None = None,
+    ttft_slo_s: float | None = None,
+    tpot_slo_s: float | None = None,
     hardware: Sequence[HardwareSpec | str | Path] | HardwareSpec | str | None = None,
     precisions: Sequence[str] = ("checkpoint",),
     tp_options: Sequence[int] | None = None,
@@ -126,8 +128,15 @@ def plan(
     engine_overrides: Mapping[str, object] | None = None,
     confidence: float | None = None,
     min_headroom: float | str | None = None,
+    procurement: Procurement | None = None,
+    mix: WorkloadMix | str | Path | None = None,
 ) -> PlanResult:
     """Cheapest deployment serving ``qps`` requests/s within the TTFT and TPOT SLOs (see module doc).
+
+    ``mix`` (a :class:`~roofline.serving.workload.mix.WorkloadMix`, ``"chat:0.7,rag:0.3"`` or a mix YAML path) in
+    place of the lengths and SLOs: this mean-value tier sizes the mix's mean request (P̄ = Σ w_i·E[P_i],
+    Ō = Σ w_i·E[O_i], rounded) against the strictest class SLOs; ``plan --simulate`` and the report then check
+    every class on the simulator (:mod:`roofline.serving.plan.mixplan`). The result keeps the mix (``mix``).
 
     ``hardware`` None means every known device. ``tp_options`` None means 1, 2, 4, 8 where
     they divide the attention heads. ``prices`` (slug → USD per GPU-hour) override spec
@@ -138,11 +147,17 @@ def plan(
     ``min_headroom``: spare capacity every candidate must keep, a fraction (0.2 = 20 %) or ``"error"``
     for the model's 80 % throughput error bound (``error_margin``); replicas are added until it holds.
     None (default) sizes to the load alone and marks candidates whose headroom is inside the error.
+    ``procurement``: the buyer's terms (:mod:`roofline.serving.plan.procurement`): sized for qps × peak_factor,
+    spare replicas paid for, bought devices priced per owned GPU-hour in place of their rental price.
     """
     from roofline.engine.profiles import select_profile
     from roofline.profile import load_profile
+    from roofline.serving.workload.mix import mean_request
     from roofline.specs.library import model as load_model
 
+    the_mix, prompt_len, output_len, ttft_slo_s, tpot_slo_s = mean_request(
+        mix, prompt_len, output_len, ttft_slo_s, tpot_slo_s
+    )
     engine_overrides = overrides_map(engine_overrides)
     check_engine_options(engine_overrides, "plan")
     check_request(qps, prompt_len, output_len, ttft_slo_s, tpot_slo_s, max_gpus)
@@ -151,7 +166,8 @@ def plan(
     given = None if calibration is None or isinstance(calibration, Mapping) else load_profile(calibration)
     m = load_model(model)
     hws = hardware_list(hardware)
-    prices_usd = price_map(prices)
+    terms = procurement or Procurement()
+    prices_usd = price_map(owned_prices(terms, hws, price_map(prices)))
     check_tp_options(tp_options)
     precisions = [precisions] if isinstance(precisions, str) else precisions
     tps = list(tp_options) if tp_options is not None else [t for t in DEFAULT_TP if m.attention.num_heads % t == 0]
@@ -162,7 +178,7 @@ def plan(
             f"{MAX_PLAN_CANDIDATES:,} (roofline.boundary.limits); list fewer hardware, precisions or tp values"
         )
     req = PlanRequest(
-        qps,
+        qps * terms.peak_factor,
         int(prompt_len),
         int(output_len),
         ttft_slo_s,
@@ -173,6 +189,8 @@ def plan(
         engine_overrides,
         confidence,
         min_headroom,
+        terms.spare_replicas,
+        terms.peak_factor,
     )
     cands = []
     for hw in hws:
@@ -183,7 +201,8 @@ def plan(
         for prec in precisions:
             for tp in tps:
                 cands.append(_candidate(m, hw, prof, str(prec), int(tp), price, req, inst))
-    return PlanResult(m.name, qps, req.p, req.o, ttft_slo_s, tpot_slo_s, max_gpus, _rank(cands), confidence)
+    res = PlanResult(m.name, qps, req.p, req.o, ttft_slo_s, tpot_slo_s, max_gpus, _rank(cands), confidence)
+    return res if the_mix is None else replace(res, mix=the_mix)
 
 
 def _rank(cands: list[Candidate]) -> list[Candidate]:
@@ -329,9 +348,10 @@ def _size(c: Candidate, req: PlanRequest, y: float = 0.0, k: float = 0.0) -> Can
         why += f" (> {MAX_PLAN_GPUS:,} GPUs, roofline.boundary.limits)"
         return replace(c, feasible=False, reason=why, replica_rps=lam_max)
     ttft, tpot, rho, conc = load(replicas)
-    gpus = replicas * per_replica
-    cost = c.rented_gpus(replicas) * c.usd_per_gpu_hour if c.usd_per_gpu_hour is not None else None
-    per_m = usd_per_million_tokens(cost, req.qps * req.o) if cost is not None else None
+    gpus = (replicas + req.spare_replicas) * per_replica
+    paid = c.rented_gpus(replicas + req.spare_replicas)
+    cost = paid * c.usd_per_gpu_hour if c.usd_per_gpu_hour is not None else None
+    per_m = usd_per_million_tokens(cost, req.qps / req.peak_factor * req.o) if cost is not None else None
     c = replace(
         c,
         feasible=True,
@@ -347,6 +367,7 @@ def _size(c: Candidate, req: PlanRequest, y: float = 0.0, k: float = 0.0) -> Can
         usd_per_hour=cost,
         usd_per_million_output_tokens=per_m,
         confidence=req.confidence,
+        spare_replicas=req.spare_replicas,
     )
     util = req.qps / (replicas * lam_max)
     c = replace(

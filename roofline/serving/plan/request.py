@@ -87,6 +87,8 @@ class PlanRequest:
     engine_overrides: dict[str, object] = field(default_factory=dict)
     confidence: float | None = None
     min_headroom: float | str | None = None
+    spare_replicas: int = 0  # paid for beyond the replicas sized (roofline.serving.plan.procurement)
+    peak_factor: float = 1.0  # qps is the peak rate; tokens are served at qps / peak_factor on average
 
 
 def check_request(qps: float, p: int, o: int, ttft: float, tpot: float, max_gpus: int | None) -> None:

@@ -64,6 +64,7 @@ class Candidate:
     utilisation: float = NAN
     saturation_rps: float = NAN  # load at which utilisation reaches SATURATION (not the knee: see screening.knee_qps)
     latency_bound: str = "point"
+    spare_replicas: int = 0  # paid for beyond ``replicas`` (included in gpus and usd_per_hour)
 
     def rented_gpus(self, replicas: int) -> int:
         """GPUs rented for ``replicas`` replicas: :func:`rented_gpus` at this candidate's instance size."""
@@ -89,6 +90,7 @@ class PlanResult:
     max_gpus: int | None
     candidates: list[Candidate] = field(default_factory=list)
     confidence: float | None = None
+    mix: Any = None  # the WorkloadMix whose mean request was sized (roofline.serving.workload.mix), or None
 
     @property
     def recommended(self) -> Candidate | None:
@@ -119,6 +121,7 @@ class PlanResult:
                 "tpot_slo_s": self.tpot_slo_s,
                 "max_gpus": self.max_gpus,
                 "confidence": self.confidence,
+                **({"mix": mix_dict(self.mix)} if self.mix is not None else {}),
                 "recommended": asdict(rec) if rec else None,
                 "candidates": [asdict(c) for c in self.candidates],
             }
@@ -173,3 +176,23 @@ def rented_gpus(replicas: int, gpus_per_replica: int, gpus_per_instance: int) ->
     per, inst = max(1, gpus_per_replica), max(1, gpus_per_instance)
     instances = -(-replicas // (inst // per)) if per <= inst else replicas * -(-per // inst)
     return instances * inst
+
+
+def mix_dict(mix: Any) -> list[dict[str, Any]]:
+    """JSON fields of a workload mix's classes (lengths as their labels, SLOs in seconds)."""
+    return [
+        {
+            "name": c.name,
+            "share": c.share,
+            "prompt": c.prompt.describe(),
+            "output": c.output.describe(),
+            "prompt_mean": c.prompt.mean,
+            "output_mean": c.output.mean,
+            "ttft_slo_s": c.ttft_slo_s,
+            "ttft_pct": c.ttft_pct,
+            "tpot_slo_s": c.tpot_slo_s,
+            "tpot_pct": c.tpot_pct,
+            "prefix_share": c.prefix_share,
+        }
+        for c in mix.classes
+    ]

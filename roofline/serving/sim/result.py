@@ -5,7 +5,8 @@ Summary keys (seconds, requests/s, tokens/s), over the completed requests; defin
 sent (t = 0) to the last token, as vLLM's ``benchmark_serving`` does. ``mean_batch``: rows
 (sequences) per forward step, averaged over busy time; ``mean_kv_utilization``: KV blocks held by
 running requests / the pool's blocks, averaged over busy time (cached-but-free prefix blocks do not
-count); ``preemptions``: requests evicted and recomputed.
+count); ``preemptions``: requests evicted and recomputed; ``busy_fraction``: seconds the engine ran forward
+steps / seconds from t = 0 to the last token (what board power scales with).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 SUMMARY_KEYS = (
     *(f"{m}_{s}_s" for m in ("ttft", "tpot", "itl", "e2e") for s in ("mean", "p50", "p90", "p99")),
     "request_throughput_rps", "output_throughput_tok_s", "total_throughput_tok_s", "mean_batch",
-    "mean_kv_utilization", "preemptions",
+    "mean_kv_utilization", "preemptions", "busy_fraction",
 )  # fmt: skip
 
 
@@ -53,6 +54,16 @@ class SimulationResult:
             f"TPOT mean {s['tpot_mean_s'] * 1e3:.2f} ms, {s['request_throughput_rps']:.2f} req/s"
         )
         return head + (f"; {self.saturated}" if self.saturated else "") + ")"
+
+    @property
+    def class_summary(self) -> pd.DataFrame | None:
+        """Per class of a workload mix: share, requests, TTFT and TPOT (s) at the class's own percentiles over the
+        class's finished requests, beside its SLOs (:func:`roofline.serving.workload.mix.class_summary`); None
+        without a mix."""
+        from roofline.serving.workload.mix import class_summary
+
+        mix = self.config.get("mix")
+        return None if mix is None else class_summary(self.requests, mix)
 
     def interval(self, name: str, level: float = 0.8) -> tuple[float, float]:
         """(low, high) of summary figure ``name`` (e.g. ``"ttft_p99_s"``) at ``level``.
@@ -159,6 +170,8 @@ def build_result(sim: EngineSim, send_s: np.ndarray, config: dict[str, Any]) -> 
     summary["mean_batch"] = sim.batch_int / busy
     summary["mean_kv_utilization"] = sim.kv_int / busy / max(sim.pool.total, 1)
     summary["preemptions"] = float(sim.preemptions)
+    span = float(np.max(finish[np.isfinite(finish)])) if np.isfinite(finish).any() else float("nan")
+    summary["busy_fraction"] = min(sim.busy_s / span, 1.0) if span > 0 else float("nan")
     summary = {k: summary[k] for k in SUMMARY_KEYS}
     tl = pd.DataFrame({c: np.array(a, np.float64) for c, a in zip(TIMELINE_COLUMNS, sim.tl, strict=True)})
     for c in TIMELINE_COLUMNS[1:]:
