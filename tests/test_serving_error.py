@@ -81,8 +81,9 @@ def test_shipped_residuals_are_rederived() -> None:
 
 def test_shipped_intervals_cover_held_out_families() -> None:
     """The promise measured: at 80 % every engine's TTFT, TPOT and E2E intervals, built without a model family,
-    hold 65–95 % of that family's rows (measured 73–82 %), and the simulated TTFT runs short: the upper factor
-    of every engine's TTFT exceeds its lower one's inverse."""
+    hold 65–95 % of that family's rows (measured 74–81 %), and vLLM's TTFT, physics only (its preset has no
+    front-end latency: roofline.published.frontend), runs short: its upper factor exceeds its lower one's inverse.
+    With their fitted front-end latencies SGLang's and TensorRT-LLM's TTFT intervals are no longer one-sided."""
     doc = load_serving_error()
     assert set(doc["engines"]) == {"sglang", "trtllm", "vllm"}
     for pool, figs in serving_coverage(0.8).items():
@@ -90,6 +91,7 @@ def test_shipped_intervals_cover_held_out_families() -> None:
             assert n > 300 and 0.65 <= hit / n <= 0.95, (pool, fig, hit, n)
     for eng in doc["engines"]:
         iv = serving_interval("ttft_p99_s", 1.0, engine=eng)
-        assert iv.supported and iv.high > 1.0 / iv.low > 1.0
+        assert iv.supported and iv.high > 1.0 > iv.low
+        assert eng != "vllm" or iv.high > 1.0 / iv.low > 1.0
         assert serving_upper_factor("ttft_s", 0.8, eng) == pytest.approx(iv.high)
     assert serving_upper_factor("ttft_s", 0.9, "vllm") > serving_upper_factor("ttft_s", 0.8, "vllm")

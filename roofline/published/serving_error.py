@@ -1,9 +1,10 @@
 """Prediction intervals for the serving simulator's latencies: its error on public serving measurements.
 
 **Residuals.** Every closed-loop row of the public serving sample (``validation/serving/aic_silicon_agg.csv``:
-TensorRT-LLM, vLLM and SGLang, 8 model families, H100/H200/B200) was simulated with the engine's own preset
-and no fitted overhead, which is what :func:`roofline.simulate` runs by default
-(``validation/serving/validate_simulator.py --engine-options preset``, results in ``SOURCE_CSV``). For the
+TensorRT-LLM, vLLM and SGLang, 8 model families, H100/H200/B200) was simulated with the engine's own preset,
+which is what :func:`roofline.simulate` runs by default, its front-end latency included where the preset carries
+one (SGLang 320 ms, TensorRT-LLM 80 ms: :mod:`roofline.published.frontend`; the saved pass at that latency in
+``PASSES_CSV``) (``validation/serving/validate_simulator.py --engine-options preset``, results in ``SOURCE_CSV``). For the
 mean TTFT, TPOT and E2E of each row the residual is
 
     r = ln(measured / simulated)
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 SERVING_ERROR_PATH = Path(__file__).resolve().parents[1] / "data" / "serving_error.json"
 SOURCE_CSV = "validation/results/serving_sim_preset_aiperf_cv1.csv"
+PASSES_CSV = "validation/results/serving_sim_passes_preset_aiperf_cv1.csv.gz"
 SCHEMA_VERSION = 1
 R_DIGITS = 6
 #: Serving figure → (measured, simulated) columns of ``SOURCE_CSV``.
@@ -111,11 +113,13 @@ def derive_serving_error(csv_path: str | Path | None = None) -> ServingErrorDoc:
             "--engine-options preset first"
         )
     pools: dict[str, dict[str, dict[str, list[float]]]] = {}
+    passes = _frontend_passes(path.parent / Path(PASSES_CSV).name)
     with path.open(newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
             fam = pools.setdefault(row["engine"], {}).setdefault(row["family"], {f: [] for f in COLUMNS})
-            for fig, (meas, sim) in COLUMNS.items():
-                fam[fig].append(round(math.log(float(row[meas]) / float(row[sim])), R_DIGITS))
+            sims = _simulated(row, passes)
+            for fig, (meas, _) in COLUMNS.items():
+                fam[fig].append(round(math.log(float(row[meas]) / sims[fig]), R_DIGITS))
     engines = {
         e: {f: {fig: sorted(v) for fig, v in figs.items()} for f, figs in sorted(fams.items())}
         for e, fams in sorted(pools.items())
@@ -124,12 +128,44 @@ def derive_serving_error(csv_path: str | Path | None = None) -> ServingErrorDoc:
         "schema_version": SCHEMA_VERSION,
         "generated_by": "roofline.published.serving_error.write_serving_error",
         "data": f"{SOURCE_CSV} (validation/serving/validate_simulator.py --engine-options preset)",
-        "residual": "r = ln(measured / simulated) of the row's mean TTFT, TPOT, E2E; simulated: engine preset, "
-        "physics only",
+        "residual": "r = ln(measured / simulated) of the row's mean TTFT, TPOT, E2E; simulated: engine preset as "
+        "shipped, its front-end latency included (roofline.published.frontend; vLLM: none)",
         "engines": engines,
     }
     doc["coverage"] = {f"{lv:g}": serving_coverage(lv, doc) for lv in COVERAGE_LEVELS}
     return doc
+
+
+def preset_overhead_s(engine: str) -> float:
+    """The mean front-end latency (s) the engine's preset ships (0 for an engine without a preset)."""
+    from roofline.engine.presets import PRESETS, engine_preset
+    from roofline.specs.library import hardware
+
+    return engine_preset(engine, hardware("h100-sxm")).request_overhead_s if engine in PRESETS else 0.0
+
+
+def _frontend_passes(path: Path) -> dict[str, dict[str, str]]:
+    """{row id: its simulated passes per front-end grid value} (``PASSES_CSV``), {} when absent."""
+    import gzip
+
+    if not path.is_file():
+        return {}
+    with gzip.open(path, "rt", newline="", encoding="utf-8") as fh:
+        return {r["id"]: r for r in csv.DictReader(fh)}
+
+
+def _simulated(row: dict[str, str], passes: dict[str, dict[str, str]]) -> dict[str, float]:
+    """The row's simulated mean TTFT, TPOT and E2E (ms) under its engine's shipped preset: the physics-only columns
+    where the preset has no front-end latency, else the saved pass at that latency, with E2E = TTFT + (O − 1)·TPOT
+    (exact for the fixed-length rows: each request's TPOT is (E2E − TTFT)/(O − 1))."""
+    y = preset_overhead_s(row["engine"])
+    if y == 0.0:
+        return {fig: float(row[sim]) for fig, (_, sim) in COLUMNS.items()}
+    p = passes.get(row["id"])
+    if p is None:
+        raise ScenarioError(f"no saved simulation pass for row {row['id']} in {PASSES_CSV}; rerun the validation")
+    ttft, tpot = float(p[f"ttft_ms_request_overhead_s={y:g}"]), float(p[f"tpot_ms_request_overhead_s={y:g}"])
+    return {"ttft": ttft, "tpot": tpot, "e2e": ttft + (float(row["osl"]) - 1.0) * tpot}
 
 
 def write_serving_error(path: str | Path | None = None) -> Path:
