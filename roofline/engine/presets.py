@@ -71,8 +71,8 @@ FRONTEND_FIT = (
     "exponential about the mean (request_overhead_cv 1, the form the grid was simulated in)"
 )
 SGLANG_FRONTEND = FRONTEND_FIT.format(
-    rows="200 of 531 rows, SGLang 0.5.6-0.5.9 and nightlies, held-out median |ln error| 0.935 physics only -> 0.408; 320 ms is the "
-    "grid's largest value, the optimum may lie above it"
+    rows="200 of 531 rows, SGLang 0.5.6-0.5.9 and nightlies, held-out median |ln error| 0.935 physics only -> "
+    "0.408; 320 ms is the grid's largest value, the optimum may lie above it"
 )
 TRTLLM_FRONTEND = FRONTEND_FIT.format(rows="174 of 560 rows, TensorRT-LLM 1.0rc3-1.3rc5, held out 0.461 -> 0.379")
 VLLM_FRONTEND = (

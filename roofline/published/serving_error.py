@@ -4,8 +4,8 @@
 TensorRT-LLM, vLLM and SGLang, 8 model families, H100/H200/B200) was simulated with the engine's own preset,
 which is what :func:`roofline.simulate` runs by default, its front-end latency included where the preset carries
 one (SGLang 320 ms, TensorRT-LLM 80 ms: :mod:`roofline.published.frontend`; the saved pass at that latency in
-``PASSES_CSV``) (``validation/serving/validate_simulator.py --engine-options preset``, results in ``SOURCE_CSV``). For the
-mean TTFT, TPOT and E2E of each row the residual is
+``PASSES_CSV``) (``validation/serving/validate_simulator.py --engine-options preset``, results in
+``SOURCE_CSV``). For the mean TTFT, TPOT and E2E of each row the residual is
 
     r = ln(measured / simulated)
 
