@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from roofline.serving.plan.finalists import LoadPoint
+from roofline.serving.plan.mixcurve import LoadPoint
 from roofline.serving.plan.slo_capacity import slo_capacity
 
 

@@ -7,6 +7,7 @@ with ``available: False`` and a reason when NVML is missing (CPU hosts, AMD GPUs
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
@@ -102,3 +103,14 @@ def snapshot(uuid: str | None = None, index: int = 0) -> JsonObject:
 def _reasons_mask(nv: Any, h: Any) -> int:
     fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
     return int(fn(h))
+
+
+def nvml_power_reader(uuid: str | None, index: int) -> Callable[[], float] | None:
+    """A function returning the board power (W) of the GPU, or None when NVML is unavailable."""
+    try:
+        nv = _pynvml()
+        h = _handle(nv, uuid, index)
+        nv.nvmlDeviceGetPowerUsage(h)
+    except Exception:
+        return None
+    return lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0

@@ -50,19 +50,6 @@ class PowerSampler:
         return list(self.samples)
 
 
-def nvml_power_reader(uuid: str | None, index: int) -> Callable[[], float] | None:
-    """A function returning the board power (W) of the GPU, or None when NVML is unavailable."""
-    try:
-        from calibrate.measure.nvml import _handle, _pynvml
-
-        nv = _pynvml()
-        h = _handle(nv, uuid, index)
-        nv.nvmlDeviceGetPowerUsage(h)
-    except Exception:
-        return None
-    return lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0
-
-
 def board_power(idle_snapshot: dict[str, Any] | None, busy_samples: list[float]) -> BoardPower | None:
     """The profile's board power: idle from the pre-suite NVML snapshot (``power_w``), busy the mean of the
     GEMM suite's samples; None unless both exist and busy ≥ idle > 0 (a reading that cannot be a draw)."""

@@ -255,7 +255,8 @@ class Runner:
     def _sampled_suite(self, suite: str, ctx: SuiteContext, host: Timer, dev: Timer) -> None:
         """Run ``suite``; for the GEMM suite on an NVIDIA GPU, sample the board power meanwhile (NVML) into
         ``info['gemm_power_samples_w']`` (:mod:`calibrate.measure.power`)."""
-        from calibrate.measure.power import PowerSampler, nvml_power_reader
+        from calibrate.measure.nvml import nvml_power_reader
+        from calibrate.measure.power import PowerSampler
 
         read = (
             nvml_power_reader(self.info.get("gpu", {}).get("uuid"), self.target.index)

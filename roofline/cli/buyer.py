@@ -6,7 +6,7 @@ documented there.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypedDict
 
 import typer
 
@@ -107,3 +107,24 @@ def _capex(values: list[str]) -> dict[str, float]:
                 raise OptionError(f"--capex: expected NAME=USD_PER_GPU such as h100-sxm=30000, got {item!r}")
             out[name.strip()] = parse_float_opt(usd.strip().lstrip("$"), f"--capex {name.strip()}")
     return out
+
+
+class BuyerOptions(TypedDict):
+    """The buyer's keyword arguments of :func:`roofline.report.build`."""
+
+    usd_per_kwh: float | None
+    procurement: Procurement
+
+
+def buyer_options(
+    electricity_price: str | None,
+    spare: str | None,
+    peak: str | None,
+    capex: list[str] | None,
+    years: str | None,
+    hosting: str | None,
+    pue: str | None,
+) -> BuyerOptions:
+    """``usd_per_kwh`` and ``procurement`` keyword arguments of the report and plan APIs from the options."""
+    kwh = None if electricity_price is None else parse_float_opt(electricity_price, "--electricity-price")
+    return BuyerOptions(usd_per_kwh=kwh, procurement=parse_procurement(spare, peak, capex, years, hosting, pue))

@@ -342,3 +342,19 @@ JobsOpt = Annotated[
         "--jobs", "-j", metavar="N", help="Processes for the independent simulations (default: every core; 1: in turn)."
     ),
 ]
+
+
+def percentile_slo(text: str, option: str, default_pct: float) -> tuple[float, str]:
+    """``p99=2s`` → (99.0, "2s"); a bare duration keeps ``default_pct``. The percentile applies where
+    latencies are simulated (``--simulate``); the planner's closed form checks the mean load curve."""
+    head, sep, tail = text.partition("=")
+    if not sep:
+        return default_pct, text
+    key = head.strip().lower()
+    try:
+        pct = float(key[1:]) if key.startswith("p") else float("nan")
+    except ValueError:
+        pct = float("nan")
+    if not 0 < pct < 100:
+        raise OptionError(f"{option}: {head!r} is not a percentile; write e.g. p99=2s or p90=50ms")
+    return pct, tail

@@ -17,21 +17,20 @@ from roofline.cli.buyer import (
     YearsOpt,
     parse_procurement,
 )
-from roofline.cli.mix import MixOpt, class_lines, classes_dict, plan_request_args, sized_in_threes
+from roofline.cli.mix import MixOpt, plan_qps, plan_request_args, sized_in_threes
 from roofline.cli.options import (
     JobsOpt,
     OptionError,
     SizingSeedOpt,
-    console,
-    dumps,
     parse_engine_set,
     parse_float_opt,
     parse_int_list,
     parse_names,
     parse_prices,
 )
+from roofline.cli.options import percentile_slo as percentile_slo  # re-exported: it lived here
+from roofline.cli.plan_output import emit_plan
 from roofline.cli.predict import Engine, EngineSet
-from roofline.errors import InfeasibleError
 
 if TYPE_CHECKING:
     from roofline.serving.plan.finalists import Finalist
@@ -40,7 +39,10 @@ if TYPE_CHECKING:
 
 
 ModelOpt = Annotated[str, typer.Argument(help="Model: slug, alias, YAML or config.json path.")]
-QpsOpt = Annotated[str, typer.Option("--qps", metavar="RPS", help="Target requests per second (all replicas).")]
+QpsOpt = Annotated[
+    str | None,
+    typer.Option("--qps", metavar="RPS", help="Target requests per second (all replicas; a mix file may give it)."),
+]
 TtftSloOpt = Annotated[
     str | None,
     typer.Option(
@@ -117,7 +119,7 @@ SimulateOpt = Annotated[
 
 def plan_cmd(
     model: ModelOpt,
-    qps: QpsOpt,
+    qps: QpsOpt = None,
     ttft_slo: TtftSloOpt = None,
     tpot_slo: TpotSloOpt = None,
     prompt: PromptOpt = None,
@@ -164,7 +166,7 @@ def plan_cmd(
     kwh = None if electricity_price is None else parse_float_opt(electricity_price, "--electricity-price")
     res = plan(
         model,
-        qps=parse_float_opt(qps, "--qps"),
+        qps=plan_qps(qps, mix),
         **request,
         hardware=parse_names(hardware),
         precisions=parse_names(precision) or ["checkpoint", "bf16", "fp8"],
@@ -184,24 +186,7 @@ def plan_cmd(
         if simulate and res.recommended
         else []
     )
-    best = simulated_pick(sized)
-    if json:
-        doc = res.to_dict()
-        if simulate:
-            doc["simulated"] = [_sized_dict(f) for f in sized]
-            doc["recommended_simulated"] = _sized_dict(best) if best is not None else None
-        typer.echo(dumps(doc))
-    else:
-        if terms.describe():
-            console().print(f"[dim]buyer's terms: {terms.describe()}[/]", soft_wrap=True)
-        _print_plan(res, sized, show_all, best)
-    if res.recommended is None:
-        raise InfeasibleError(res.explain_infeasible())
-    if simulate and best is None:
-        raise InfeasibleError(
-            "no candidate meets the SLOs on the simulator: "
-            + "; ".join(f"{f.candidate.label}: {f.reason}" for f in sized)
-        )
+    emit_plan(res, sized if simulate else None, simulated_pick(sized), as_json=json, show_all=show_all, terms=terms)
 
 
 def _simulated(
@@ -260,58 +245,6 @@ def _sized_with_tdp(size: Callable[..., Finalist], c: Candidate) -> Finalist:
     return size(c, tdp_watts=load_hardware(c.hardware).tdp_watts)
 
 
-def _sized_dict(f: Finalist) -> dict[str, Any]:
-    """JSON fields of one simulator-sized candidate (seconds, requests/s, USD)."""
-    keys = (
-        "replicas",
-        "gpus",
-        "ttft_pct",
-        "tpot_pct",
-        "ttft_s",
-        "tpot_s",
-        "ttft_upper_s",
-        "tpot_upper_s",
-        "confidence",
-        "meets_slo",
-        "min_headroom",
-        "usd_per_hour",
-        "usd_per_million_output_tokens",
-        "kwh_per_million_output_tokens",
-        "energy_usd_per_hour",
-        "mean_board_power_w",
-        "busy_fraction",
-        "spare_replicas",
-        "peak_factor",
-        "rented_gpus",
-        "reason",
-        "sizing_runs",
-        "ttft_threshold_s",
-        "tpot_threshold_s",
-        "ttft_sampled_hi_s",
-        "tpot_sampled_hi_s",
-        "ttft_margin",
-        "tpot_margin",
-    )
-    d: dict[str, Any] = {"label": f.candidate.label, **{k: getattr(f, k) for k in keys}}
-    d |= {"capacity_rps": f.capacity_rps, "knee_rps": f.knee_rps, "headroom": f.headroom}
-    d |= {"slo_capacity_rps": f.slo_capacity_rps, "slo_headroom": f.slo_headroom}
-    return d | classes_dict(f)
-
-
-def _confidence_note(rec: Candidate) -> str:
-    """How sure the recommendation is: the level it was sized at, or its headroom against the model's error."""
-    knee = f"; above 85 % utilisation ({rec.saturation_rps:.3g} req/s), latencies are lower bounds"
-    sat = knee if rec.latency_bound == "lower" else ""
-    if rec.confidence is not None:
-        return f" — SLOs hold at the {100 * rec.confidence:.0f} % upper bound of the model's error{sat}"
-    if rec.within_error:
-        return (
-            f" — [yellow]⚠ headroom is inside the model's 80 % error (±{100 * rec.error_margin:.0f}%): "
-            f"size with --confidence 0.9[/]{sat}"
-        )
-    return f" (model error ±{100 * rec.error_margin:.0f}% at 80 %){sat}"
-
-
 def _headroom(text: str | None) -> float | str | None:
     """``--min-headroom``: ``error``, ``20%`` or ``0.2`` (a fraction)."""
     if text is None or text.strip().lower() == "error":
@@ -326,22 +259,6 @@ def _headroom(text: str | None) -> float | str | None:
     return value
 
 
-def percentile_slo(text: str, option: str, default_pct: float) -> tuple[float, str]:
-    """``p99=2s`` → (99.0, "2s"); a bare duration keeps ``default_pct``. The percentile applies where
-    latencies are simulated (``--simulate``); the planner's closed form checks the mean load curve."""
-    head, sep, tail = text.partition("=")
-    if not sep:
-        return default_pct, text
-    key = head.strip().lower()
-    try:
-        pct = float(key[1:]) if key.startswith("p") else float("nan")
-    except ValueError:
-        pct = float("nan")
-    if not 0 < pct < 100:
-        raise OptionError(f"{option}: {head!r} is not a percentile; write e.g. p99=2s or p90=50ms")
-    return pct, tail
-
-
 def simulated_pick(sized: list[Finalist]) -> Finalist | None:
     """The simulated finalist that meets the SLOs and ranks first by the report's rule
     (:func:`roofline.report.sizing.rank_key`: cost, then GPUs, then TPOT); None when none meets them."""
@@ -349,80 +266,3 @@ def simulated_pick(sized: list[Finalist]) -> Finalist | None:
 
     ok = [f for f in sized if f.meets_slo]
     return min(ok, key=rank_key) if ok else None
-
-
-def _print_plan(res: PlanResult, sized: list[Finalist], show_all: bool, best: Finalist | None = None) -> None:
-    """The plan's tables, the recommendation with its confidence note, and each simulated finalist's line; with
-    simulated finalists the recommendation is the simulated pick and the closed form's is labelled as such."""
-    from roofline.cli.render import plan_tables, usd
-
-    con = console()
-    for table in plan_tables(res, None if show_all else 15):
-        con.print(table)
-    rec = res.recommended
-    if rec is not None:
-        rented = rec.rented_gpus(rec.replicas + rec.spare_replicas)
-        cost = f", {usd(rec.usd_per_hour)}/hour" if rec.usd_per_hour is not None else ""
-        cost += f" ({rented} rented)" if rec.usd_per_hour is not None and rented != rec.gpus else ""
-        head = "closed-form pick (before simulation)" if sized else "recommended"
-        con.print(
-            f"[bold]{head}:[/] {rec.replicas}{_spare(rec.spare_replicas)} × {rec.label} = "
-            f"[bold]{rec.gpus} GPUs[/]{cost}; "
-            f"batch ≤ {rec.batch} per replica, {rec.replica_rps:.3g} req/s per replica, "
-            f"headroom {100 * rec.headroom:.0f}%" + _confidence_note(rec),
-            soft_wrap=True,
-        )
-        unpriced = sorted({c.hardware for c in res.candidates if c.feasible and c.usd_per_hour is None})
-        if unpriced:
-            con.print(
-                f"[dim]no price known for {', '.join(unpriced)}: ranked after priced hardware by GPUs; "
-                f"pass --price NAME=USD to compare[/]"
-            )
-    for f in sized:
-        state = "meets" if f.meets_slo else "[red]misses[/]"
-        cost = f", {usd(f.usd_per_hour)}/hour" if f.usd_per_hour is not None else ""
-        con.print(
-            f"[bold]simulated:[/] {f.candidate.label}: {f.replicas} replicas{_spare(f.spare_replicas)} = {f.gpus} "
-            f"GPUs{cost}; at the planned "
-            f"load TTFT P{f.ttft_pct:g} {f.ttft_s * 1e3:.0f} ms, TPOT P{f.tpot_pct:g} {f.tpot_s * 1e3:.1f} ms "
-            f"({state} the SLOs at the {100 * f.confidence:.0f} % bound of the simulator's error on public "
-            f"serving rows: TTFT ×{f.ttft_upper_s / f.ttft_s:.2f}, TPOT ×{f.tpot_upper_s / f.tpot_s:.2f}), "
-            f"capacity {f.capacity_rps:.3g} req/s, "
-            f"headroom {100 * f.headroom:.0f}%"
-            + (
-                f"; decided at TTFT ≤ {f.ttft_threshold_s * 1e3:.0f} ms, TPOT ≤ {f.tpot_threshold_s * 1e3:.1f} ms "
-                f"(SLO ÷ factor) with margins {100 * f.ttft_margin:.0f}% / {100 * f.tpot_margin:.0f}% over "
-                f"{f.sizing_runs} run(s)"
-                if f.meets_slo
-                else ""
-            )
-        )
-        for line in class_lines(f):
-            con.print(line, soft_wrap=True)
-    if sized:
-        _print_simulated_pick(best)
-
-
-def _spare(n: int) -> str:
-    """' (+1 spare)' for ``n`` spare replicas, '' for none."""
-    return f" (+{n} spare)" if n else ""
-
-
-def _print_simulated_pick(best: Finalist | None) -> None:
-    """The recommendation from the simulated check alone (or that none of the finalists meets the SLOs)."""
-    from roofline.cli.render import usd
-
-    con = console()
-    if best is None:
-        con.print("[bold red]recommended: none[/] — no simulated finalist meets the SLOs (reasons above)")
-        return
-    cost = f", {usd(best.usd_per_hour)}/hour" if best.usd_per_hour is not None else ""
-    cost += f" ({best.rented_gpus} rented)" if best.usd_per_hour is not None and best.rented_gpus != best.gpus else ""
-    con.print(
-        f"[bold]recommended:[/] {best.replicas}{_spare(best.spare_replicas)} × {best.candidate.label} = "
-        f"[bold]{best.gpus} GPUs[/]{cost} "
-        f"(simulated; TTFT P{best.ttft_pct:g} {best.ttft_s * 1e3:.0f} ms, TPOT P{best.tpot_pct:g} "
-        f"{best.tpot_s * 1e3:.1f} ms over {best.sizing_runs} replicated run(s))"
-        + (f"; binding class: {best.binding_class}" if best.binding_class else ""),
-        soft_wrap=True,
-    )

@@ -7,7 +7,7 @@ stays fast; the report machinery (numpy, matplotlib, jinja2) loads when the comm
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypedDict
 
 import typer
 
@@ -19,8 +19,9 @@ from roofline.cli.buyer import (
     PueOpt,
     SpareOpt,
     YearsOpt,
-    parse_procurement,
+    buyer_options,
 )
+from roofline.cli.mix import MixOpt, check_mix_flags
 from roofline.cli.options import JobsOpt, SizingSeedOpt
 from roofline.cli.predict import EngineSet
 
@@ -96,43 +97,32 @@ def report_command(
     amortisation_years: YearsOpt = None,
     hosting: HostingOpt = None,
     pue: PueOpt = None,
+    mix: MixOpt = None,
 ) -> None:
     """Write a self-contained HTML capacity report for MODEL on --hardware.
 
-    Sections: recommendation, inputs, comparison, charts, sensitivity,
-    evidence, reproduce. Presets chat, rag and summarize set the lengths,
-    load and SLOs; --prompt/--output/--qps/--ttft-slo/--tpot-slo override.
-    The file opens from disk with no server or network and prints to PDF.
-    It is written even when nothing meets the SLOs (it explains why).
+    Sections: recommendation, inputs, comparison, charts, sensitivity, evidence, reproduce. Presets chat, rag and
+    summarize set the lengths, load and SLOs; --prompt/--output/--qps/--ttft-slo/--tpot-slo override. The file
+    opens from disk with no server or network and prints to PDF; it is written even when nothing meets the SLOs.
     """
     import time
 
     from roofline.boundary.outputs import check_output
-    from roofline.cli.options import (
-        parse_count_opt,
-        parse_duration_opt,
-        parse_engine_set,
-        parse_float_opt,
-        parse_int_list,
-        parse_names,
-        parse_prices,
-    )
+    from roofline.cli.options import parse_engine_set, parse_float_opt, parse_int_list, parse_names, parse_prices
     from roofline.report.api import build
     from roofline.specs.library import list_hardware
     from roofline.specs.library import model as load_model
 
     t0 = time.perf_counter()
-    path = out if out is not None else Path("reports") / f"{load_model(model).name}-{workload.strip().lower()}.html"
+    check_mix_flags(mix, {"--prompt": prompt, "--output": output, "--ttft-slo": ttft_slo, "--tpot-slo": tpot_slo})
+    name = "mix" if mix is not None else workload.strip().lower()
+    path = out if out is not None else Path("reports") / f"{load_model(model).name}-{name}.html"
     target = check_output(path, force=force, what="HTML report")  # before the minutes of work, not after
     rep = build(
         model,
         hardware=parse_names(hardware) or list_hardware(),
         workload=workload,
-        prompt_len=parse_count_opt(prompt, "--prompt") if prompt is not None else None,
-        output_len=parse_count_opt(output, "--output", minimum=2) if output is not None else None,
-        qps=parse_float_opt(qps, "--qps") if qps is not None else None,
-        ttft_slo_s=parse_duration_opt(ttft_slo, "--ttft-slo") if ttft_slo is not None else None,
-        tpot_slo_s=parse_duration_opt(tpot_slo, "--tpot-slo") if tpot_slo is not None else None,
+        **_workload_overrides(prompt, output, qps, ttft_slo, tpot_slo),
         precision=parse_names(precision) or ["checkpoint"],
         tp_options=parse_int_list(tp, "--tp") if tp else None,
         max_gpus=max_gpus,
@@ -145,13 +135,38 @@ def report_command(
         output_path=path,
         confidence=parse_float_opt(confidence, "--confidence"),
         min_headroom=parse_float_opt(min_headroom, "--min-headroom") if min_headroom is not None else None,
-        usd_per_kwh=None if electricity_price is None else parse_float_opt(electricity_price, "--electricity-price"),
         seed=seed,
-        procurement=parse_procurement(spare_replicas, peak_factor, capex, amortisation_years, hosting, pue),
+        **buyer_options(electricity_price, spare_replicas, peak_factor, capex, amortisation_years, hosting, pue),
+        mix=mix,
     )
     rep.save(target)
     size_kb = len(rep.html.encode()) / 1e3
     typer.echo(f"wrote {path} ({size_kb:,.0f} kB in {time.perf_counter() - t0:.1f} s): {_verdict(rep)}")
+
+
+class WorkloadOverrides(TypedDict):
+    """The workload fields ``report`` flags override (None: the preset's)."""
+
+    prompt_len: int | None
+    output_len: int | None
+    qps: float | None
+    ttft_slo_s: float | None
+    tpot_slo_s: float | None
+
+
+def _workload_overrides(
+    prompt: str | None, output: str | None, qps: str | None, ttft_slo: str | None, tpot_slo: str | None
+) -> WorkloadOverrides:
+    """The preset fields the flags override (None: the preset's), each parsed with its flag's name in errors."""
+    from roofline.cli.options import parse_count_opt, parse_duration_opt, parse_float_opt
+
+    return WorkloadOverrides(
+        prompt_len=parse_count_opt(prompt, "--prompt") if prompt is not None else None,
+        output_len=parse_count_opt(output, "--output", minimum=2) if output is not None else None,
+        qps=parse_float_opt(qps, "--qps") if qps is not None else None,
+        ttft_slo_s=parse_duration_opt(ttft_slo, "--ttft-slo") if ttft_slo is not None else None,
+        tpot_slo_s=parse_duration_opt(tpot_slo, "--tpot-slo") if tpot_slo is not None else None,
+    )
 
 
 def _verdict(rep: Report) -> str:

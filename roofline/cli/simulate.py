@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from roofline.cli.mix import MixOpt, check_mix_flags
 from roofline.cli.options import OptionError, console, dumps, parse_count_opt, parse_engine_set, parse_float_opt
 from roofline.cli.predict import Calibration, Ep, HardwareArg, ModelArg, Pp, Tp
 from roofline.errors import InfeasibleError
@@ -155,6 +156,7 @@ def simulate_cmd(
     replicas: Annotated[
         int, typer.Option("--replicas", metavar="N", help="Seeded replicas whose spread widens the intervals.")
     ] = 1,
+    mix: MixOpt = None,
 ) -> None:
     """Simulate continuous batching under load: TTFT/TPOT/ITL/E2E percentiles, throughput, KV use.
 
@@ -168,6 +170,9 @@ def simulate_cmd(
     targets = _targets(requests_out, timeline_out, plot, force)  # checked before the simulation runs
     wl = _workload(qps, concurrency, trace, prompt, output, num_requests, seed, arrival, arrival_cv, prefix_share)
     wl = _protocol(wl, client, max_concurrency, warmup, warmup_drain, ramp)
+    given = {"--prompt": prompt != "1024", "--output": output != "256", "--prefix-share": prefix_share != "0"}
+    check_mix_flags(mix, {flag: True if on else None for flag, on in given.items()})
+    wl = wl if mix is None else dataclasses.replace(wl, mix=mix)
     bar = _progress(wl.num_requests) if sys.stderr.isatty() and not (json or csv) else None
     if spec is not None and (pp != 1 or ep != 1 or wl.prefix_share != 0):
         raise OptionError("--spec simulates tp-only replicas without prefix sharing; drop --pp/--ep/--prefix-share")
@@ -303,7 +308,13 @@ def _emit(s: SimulationResult, form: str, replicas: int) -> None:
         cfg = {k: (v if k != "policy" else v.name) for k, v in s.config.items()}
         cfg.pop("replica_summaries", None)
         ivs = {k: list(s.interval(k)) for k in INTERVAL_FIGURES if k in s.summary}
-        typer.echo(dumps({"config": cfg, "summary": s.summary, "intervals_80": ivs, "saturated": s.saturated}))
+        doc: dict[str, Any] = {"config": cfg, "summary": s.summary, "intervals_80": ivs, "saturated": s.saturated}
+        if s.class_summary is not None:  # a workload mix: its classes and their figures
+            from roofline.serving.plan.result import mix_dict
+
+            cfg["mix"] = mix_dict(cfg["mix"])
+            doc["classes"] = s.class_summary.to_dict("records")
+        typer.echo(dumps(doc))
     elif form == "csv":
         import pandas as pd
 
@@ -335,6 +346,13 @@ def _print_text(s: SimulationResult, replicas: int) -> None:
         con.print(f"evidence: {line}", style="dim")
     if s.config.get("latency_basis"):
         con.print(f"latencies: {s.config['latency_basis']}", style="dim")
+    summary = s.class_summary
+    for row in summary.to_dict("records") if summary is not None else ():  # a workload mix: per class
+        con.print(
+            f"class {row['class']} ({row['share']:.0%}, {row['requests']:,} requests): TTFT P{row['ttft_pct']:g} "
+            f"{fmt_seconds(row['ttft_s'])} (SLO {fmt_seconds(row['ttft_slo_s'])}), TPOT P{row['tpot_pct']:g} "
+            f"{fmt_seconds(row['tpot_s'])} (SLO {fmt_seconds(row['tpot_slo_s'])})"
+        )
     if s.config.get("starvation"):
         con.print(f"[yellow]⚠ starved:[/] {s.config['starvation']}")
     if s.config.get("lockstep"):

@@ -23,12 +23,11 @@ from roofline.report.content import (
     run_plan,
     tie_note,
 )
-from roofline.report.mixreport import binding_text, class_rows, mix_workload, shown_workload
+from roofline.report.mixreport import binding_text, class_rows, report_workload, shown_workload
 from roofline.report.risks import stress_level
 from roofline.report.sizing import RANK_RULE
 from roofline.serving.plan.procurement import Procurement
 from roofline.serving.workload.mix import WorkloadMix
-from roofline.serving.workload.presets import resolve_workload
 from roofline.specs.model import ModelSpec
 
 DEFAULT_HARDWARE = ("h100-sxm", "h200-sxm", "a100-80gb-sxm")
@@ -135,24 +134,8 @@ def build(
     its own percentiles and the report shows the class table (:mod:`roofline.report.mixreport`).
     """
     t0 = time.perf_counter()
-    the_mix = None
-    if mix is None:
-        wl = resolve_workload(
-            workload,
-            prompt_len=prompt_len,
-            output_len=output_len,
-            qps=qps,
-            ttft_slo_s=ttft_slo_s,
-            tpot_slo_s=tpot_slo_s,
-        )
-    else:
-        lengths = {
-            "prompt_len": prompt_len,
-            "output_len": output_len,
-            "ttft_slo_s": ttft_slo_s,
-            "tpot_slo_s": tpot_slo_s,
-        }
-        the_mix, wl = mix_workload(mix, qps, lengths, workload)
+    lengths = {"prompt_len": prompt_len, "output_len": output_len, "ttft_slo_s": ttft_slo_s, "tpot_slo_s": tpot_slo_s}
+    the_mix, wl = report_workload(workload, mix, qps, lengths)
     inp = resolve_inputs(
         model,
         hardware,

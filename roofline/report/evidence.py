@@ -295,7 +295,8 @@ def reproduce(inp: ReportInputs, out: str | Path | None) -> Reproduce:
 def _options(inp: ReportInputs) -> list[tuple[str, str]]:
     """(flag, value) pairs equivalent to the inputs; preset fields appear only when overridden."""
     wl = inp.workload
-    opts = [("--hardware", ",".join(inp.hardware_args)), ("--workload", wl.name)]
+    load = ("--mix", inp.mix.source or "MIX.yaml") if inp.mix is not None else ("--workload", wl.name)
+    opts = [("--hardware", ",".join(inp.hardware_args)), load]
     shown = (
         set(wl.overridden) if wl.name != "custom" else {"prompt_len", "output_len", "qps", "ttft_slo_s", "tpot_slo_s"}
     )
@@ -347,7 +348,8 @@ def cli_command(inp: ReportInputs, out: str | Path | None) -> str:
 def python_call(inp: ReportInputs, out: str | Path | None) -> str:
     """The equivalent Python call."""
     wl = inp.workload
-    args = [repr(inp.model_arg), f"hardware={','.join(inp.hardware_args)!r}", f"workload={wl.name!r}"]
+    load = f"mix={inp.mix.source or 'MIX.yaml'!r}" if inp.mix is not None else f"workload={wl.name!r}"
+    args = [repr(inp.model_arg), f"hardware={','.join(inp.hardware_args)!r}", load]
     kw = {
         "prompt_len": wl.prompt_len,
         "output_len": wl.output_len,

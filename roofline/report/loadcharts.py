@@ -33,10 +33,11 @@ def x_limit(qps: float, knee_rps: float, capacity_rps: float) -> float:
 def load_figure(data: ReportData, i: int, row: HardwareRow, colour: str) -> Figure:
     """TTFT and TPOT against request rate for one hardware (see the module docstring)."""
     from roofline.report.charts import new_figure, style
+    from roofline.report.mixreport import finalist_workload
 
     f = row.finalist
     assert f is not None
-    wl = data.inputs.workload
+    wl = finalist_workload(data.inputs.workload, f)  # a mix: the binding classes' SLOs and percentiles
     pts = sorted(f.curve, key=lambda p: p.rate)
     x = np.asarray([p.rate * f.replicas for p in pts if not p.saturated])
     sel = [p for p in pts if not p.saturated]

@@ -39,8 +39,9 @@ def model_error_risk(rec: HardwareRow, inp: ReportInputs) -> tuple[float, str] |
     """How far the plan misses when the model errs to the stress level's bound (None if it holds)."""
     from roofline.published.serving_error import serving_upper_factor
     from roofline.published.uncertainty import upper_factor
+    from roofline.report.mixreport import finalist_workload
 
-    f, wl = rec.finalist, inp.workload
+    f, wl = rec.finalist, finalist_workload(inp.workload, rec.finalist)  # a mix: the binding classes' SLOs
     if f is None:
         return None
     lv = stress_level(inp.confidence)

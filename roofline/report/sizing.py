@@ -47,7 +47,8 @@ def size_hardware(
     speculative: str | None = None,
 ) -> tuple[Finalist | None, str]:
     """Cheapest simulator-confirmed deployment on ``hw`` from the planner's ``cands`` (or None and why)."""
-    from roofline.serving.plan.finalists import load_points, size_finalist
+    from roofline.serving.plan.finalists import size_finalist
+    from roofline.serving.plan.mixcurve import load_points
 
     wl = inp.workload
     best: Finalist | None = None
@@ -105,7 +106,7 @@ def size_hardware(
         if inp.mix is None:
             pts = load_points(inp.model, best.candidate, kw, sus, wl.prompt_len, wl.output_len, 1000, 0, pcts)
         else:  # the mixed stream, at the binding classes' percentiles (roofline.serving.plan.mixplan)
-            from roofline.serving.plan.mixplan import mix_load_points
+            from roofline.serving.plan.mixcurve import mix_load_points
 
             figs = (best.ttft_class, best.tpot_class)
             pts = mix_load_points(inp.model, best.candidate, kw, sus, inp.mix, inp.num_requests, 0, figs)

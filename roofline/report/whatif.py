@@ -74,8 +74,11 @@ def _levers(inp: ReportInputs, rec: HardwareRow) -> list[tuple[str, str, ReportI
     out.append(
         (
             "Prompt reduction",
-            f"retrieval cuts the prompt from {wl.prompt_len:,} to {short:,} tokens",
-            replace(base, workload=replace(wl, prompt_len=short)),
+            f"retrieval cuts the prompt from {wl.prompt_len:,} to {short:,} tokens"
+            + (" (the mean; every class's prompts cut to a fifth)" if inp.mix is not None else ""),
+            replace(base, workload=replace(wl, prompt_len=short))
+            if inp.mix is None
+            else replace(base, workload=replace(wl, prompt_len=short), mix=inp.mix.with_prompts_scaled(1 / PROMPT_CUT)),
             "",
         )
     )
@@ -248,6 +251,10 @@ def _what_if(inp: ReportInputs, rec: HardwareRow, task: WhatIfTask) -> WhatIf:
     from roofline.report.sizing import size_hardware
 
     kind, label, desc, mod, note = task
+    if kind in ("speculative", "disaggregation") and inp.mix is not None:  # one request class only
+        label = "Speculative decoding" if kind == "speculative" else "Disaggregation"
+        why = f"not sized for a workload mix: the {kind} simulator serves one request class"
+        return _row(label, "", None, why, rec)
     if kind == "speculative":
         return _speculative(inp, rec)
     if kind == "disaggregation":

@@ -18,7 +18,10 @@ Workload (a :class:`~roofline.serving.workload.stream.Workload`, or its fields a
 loop: each of C clients sends its next request when the previous one finishes) or ``trace`` (JSONL replay, see
 :mod:`roofline.serving.workload.trace`). Lengths: see :mod:`roofline.serving.workload.arrivals`.
 ``prefix_share`` ∈ [0, 1]: the first round(share × mean prompt) tokens of every prompt are one common system
-prompt (prefix caching then skips them after the first request).
+prompt (prefix caching then skips them after the first request). ``mix`` (a
+:class:`~roofline.serving.workload.mix.WorkloadMix`, ``"chat:0.7,rag:0.3"`` or a mix YAML path) draws each
+request's class from the shares and its lengths and prefix from its class; the request frame then has a ``class``
+column and ``result.class_summary`` gives TTFT and TPOT at each class's percentiles (plain decoding only).
 
 Memory comes from :func:`roofline.memory.memory_budget` (the engine's KV budget), step times from
 the compiled cost model (:mod:`roofline.serving.sim.steptime`), batching from the engine's scheduler
@@ -60,6 +63,7 @@ from roofline.serving.sim.metrics import lockstep_share
 from roofline.serving.sim.result import SimulationResult, build_result
 from roofline.serving.sim.starvation import starvation
 from roofline.serving.workload.arrivals import LengthArg
+from roofline.serving.workload.mix import WorkloadMix
 from roofline.serving.workload.stream import TRACE_BLOCK_TOKENS, Requests, Workload, check_types
 from roofline.specs.disagg import DisaggConfig
 from roofline.specs.precision import Precision
@@ -101,6 +105,7 @@ def simulate(
     warmup_drained: bool = True,
     ramp_s: float = 0.0,
     client: str | None = None,
+    mix: WorkloadMix | str | Path | None = None,
     engine_overrides: EngineOverrides = None,
     weight_dtype: str | Precision | None = None,
     kv_dtype: str | Precision | None = None,
@@ -229,6 +234,11 @@ def _check_variant(
     hardware, tp, pp, ep = dep.hardware, dep.tp, dep.pp, dep.ep
     if spec is not None and pools is not None:
         raise ScenarioError("speculative= and disagg= cannot be combined yet: simulate one of them")
+    if wl.mix is not None and (spec is not None or pools is not None):
+        raise ScenarioError(
+            "a workload mix runs on the plain-decoding simulator: drop speculative= / disagg=, or simulate one "
+            "class at a time with its lengths"
+        )
     if pools is None and pool_overrides:
         raise ScenarioError("prefill_overrides / decode_overrides apply to disaggregated pools: give disagg= too")
     if spec is not None and (pp != 1 or ep != 1 or wl.prefix_share > 0):
@@ -290,6 +300,9 @@ def run_replica(rep: Replica, wl: Workload, req: Requests, progress: ProgressFn 
         eng, rep.policy.prefill_first, req.prompt, req.output, rep.kv_tokens, res.summary["mean_batch"], res.timeline,
         wl.concurrency,
     )  # fmt: skip
+    if req.mix is not None and req.klass is not None:  # a mix: each request's class (workload.mix)
+        res.requests["class"] = np.asarray(req.mix.names, dtype=object)[req.klass[: len(res.requests)]]
+        res.config["mix"] = req.mix
     if wl.concurrency is not None:  # closed loop: do identical clients stay in lock-step? (metrics.lockstep_share)
         r = res.requests
         share = lockstep_share(r["arrival_s"].to_numpy(), r["first_token_s"].to_numpy(), int(wl.concurrency))

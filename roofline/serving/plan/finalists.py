@@ -21,6 +21,12 @@ Capacity (the maximum sustainable rate of the deployment) is replicas·λ_sus, t
 the replica's knee. Energy per output token = Σ GPUs' mean board power / (qps·O), each serving GPU at
 P_idle + (P_busy − P_idle)·u for the simulated busy fraction u, spares at idle
 (:mod:`roofline.serving.plan.procurement`, which also prices spares, peak traffic and ownership).
+
+Options of :func:`size_finalist`: ``mix`` checks every class at its percentiles on its own requests
+(:mod:`roofline.serving.plan.mixplan`; lengths the mix's means, SLO arguments unused, no curve); ``speculative``
+(e.g. ``"eagle:k=3,alpha=0.7"``) sizes on the speculative simulator, capacity and knee plain decoding's (a
+conservative bound); ``max_gpus`` stops the search past that many GPUs (it then misses, saying so);
+``procurement`` (the buyer's terms) checks the SLOs at qps × peak_factor, pays spares, prices tokens at qps.
 """
 
 from __future__ import annotations
@@ -28,14 +34,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from roofline.profile import load_profile
+from roofline.serving.plan.mixcurve import CURVE_LOADS as CURVE_LOADS  # re-exported: it lived here
+from roofline.serving.plan.mixcurve import LoadPoint, load_points
 from roofline.serving.plan.planner import Candidate
-from roofline.serving.plan.procurement import EnergyInputs, Procurement, energy_fields
+from roofline.serving.plan.procurement import EnergyInputs, Procurement, priced
 from roofline.serving.plan.sampling import PercentileEstimate, fastest, sampled_check
 from roofline.serving.sim.metrics import finite_percentile as pct
 from roofline.serving.workload.stream import Workload
-from roofline.units import usd_per_million_tokens
 
 if TYPE_CHECKING:
     from roofline.engine.presets import EngineArg
@@ -46,22 +55,6 @@ if TYPE_CHECKING:
 
 #: replicas the simulator may add to a planner candidate before it is declared failing.
 MAX_EXTRA = 8
-#: load grid (fractions of the sustainable rate) of the latency-vs-load curve.
-CURVE_LOADS = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.88, 0.94)
-
-
-@dataclass(frozen=True)
-class LoadPoint:
-    """Simulated latencies (s) of one replica at ``rate`` requests/s: P50 and the P99 tail."""
-
-    rate: float
-    ttft_p50_s: float
-    ttft_p99_s: float
-    tpot_p50_s: float
-    tpot_p99_s: float
-    saturated: bool
-    ttft_slo_s: float = math.nan  # TTFT and TPOT at the SLO percentiles (the curve's own, for the SLO capacity)
-    tpot_slo_s: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -218,60 +211,32 @@ def size_finalist(
     max_gpus: int | None = None,
     mix: WorkloadMix | None = None,
 ) -> Finalist:
-    """Re-size planner candidate ``c`` on the simulator (module docstring); ``min_headroom`` None: c.error_margin.
-
-    ``mix``: simulate the mixed stream and check every class's SLOs at its percentiles on its own requests
-    (:mod:`roofline.serving.plan.mixplan`; ``prompt_len``/``output_len`` are then the mix's mean lengths, used by
-    the screening tier's capacity and the cost per token, and the SLO arguments are unused).
-
-    ``speculative`` (e.g. ``"eagle:k=3,alpha=0.7"``) sizes on the speculative-decoding simulator; capacity and
-    knee stay plain decoding's from the screening tier (it has no speculative form), a conservative bound.
-    ``max_gpus`` stops the search past that many GPUs (a cheaper deployment is known): it then misses, saying so.
-    ``procurement``: the buyer's terms (:mod:`roofline.serving.plan.procurement`): the SLOs are checked at the peak
-    rate qps × peak_factor, spare replicas are added to what is paid, energy and $/M tokens are at the average qps.
-    """
-    from functools import partial
-
-    from roofline.profile import load_profile
-    from roofline.published.serving_error import serving_upper_factor
+    """Re-size planner candidate ``c`` on the simulator (module docstring, which states what ``mix``,
+    ``speculative``, ``max_gpus`` and ``procurement`` change); ``min_headroom`` None: c.error_margin."""
     from roofline.serving.simulate import simulate
 
     kw = sim_kwargs(c, engine, engine_overrides, calibration)
     sus, knee = replica_capacity(model, c, kw, prompt_len, output_len)
     h_min = _headroom_floor(c.error_margin if min_headroom is None else min_headroom)
     prof = load_profile(calibration)  # a measured profile widens the interval by its run-to-run spread
-    f_ttft, f_tpot = (serving_upper_factor(fig, confidence, engine, prof) for fig in ("ttft_s", "tpot_s"))
-    terms = procurement or Procurement()
+    f_ttft, f_tpot = _upper_factors(confidence, engine, prof)
+    terms, pcts = procurement or Procurement(), (ttft_pct, tpot_pct)
     peak = qps * terms.peak_factor
     first = max(c.replicas, math.ceil(peak * (1.0 + h_min) / sus)) if sus > 0 else c.replicas
     lengths: dict[str, Any] = {"prompt_len": prompt_len, "output_len": output_len} if mix is None else {"mix": mix}
     wl = Workload(qps=peak, num_requests=num_requests, seed=seed, **lengths)
     run = partial(simulate, model, c.hardware, speculative=speculative, **kw)
     last = _last_replicas(c, first, max_gpus)
-    extra: dict[str, Any] = {}
-    if mix is None:
-        replicas, s, ttft, tpot, ok, why, est = _fewest_replicas(
-            run, wl, first, (ttft_slo_s, tpot_slo_s), (ttft_pct, tpot_pct), (f_ttft, f_tpot), last
-        )
-    else:
-        from roofline.serving.plan.mixplan import fewest_replicas_mix, mix_curve
-
-        replicas, s, ttft, tpot, ok, why, est, extra = fewest_replicas_mix(run, wl, first, (f_ttft, f_tpot), last)
+    replicas, s, ttft, tpot, ok, why, est, extra = _fewest(
+        run, wl, first, (ttft_slo_s, tpot_slo_s), pcts, (f_ttft, f_tpot), last
+    )
     if not ok and replicas >= last and last < first + MAX_EXTRA:
         why += f"; stopped at {replicas * c.tp * c.pp} GPUs: a deployment of {max_gpus} GPUs is already known"
-    busy = _average_busy(run, wl, s, qps / replicas, terms.peak_factor)
-    energy = EnergyInputs(tdp_watts, busy, prof.power, usd_per_kwh, terms.owns)
-    costs = _cost_fields(c, replicas, qps * output_len, energy, terms)
-    pts = (
-        (
-            load_points(model, c, kw, sus, prompt_len, output_len, num_requests, seed, (ttft_pct, tpot_pct))
-            if mix is None
-            else mix_curve(model, c, kw, sus, mix, num_requests, seed, extra)
-        )
-        if curve and ok
-        else ()
+    costs = priced(
+        run, wl, s, c, replicas, qps * output_len, EnergyInputs(tdp_watts, 1.0, prof.power, usd_per_kwh), terms
     )
-    r = s.requests
+    plot = curve and ok and mix is None
+    pts = load_points(model, c, kw, sus, prompt_len, output_len, num_requests, seed, pcts) if plot else ()
     f = Finalist(
         candidate=c,
         replicas=replicas,
@@ -280,8 +245,8 @@ def size_finalist(
         tpot_pct=tpot_pct,
         ttft_s=ttft,
         tpot_s=tpot,
-        ttft_p50_s=pct(r["ttft_s"].to_numpy(), 50),
-        tpot_p50_s=pct(r["tpot_s"].to_numpy(), 50),
+        ttft_p50_s=pct(s.requests["ttft_s"].to_numpy(), 50),
+        tpot_p50_s=pct(s.requests["tpot_s"].to_numpy(), 50),
         ttft_upper_s=ttft * f_ttft,
         tpot_upper_s=tpot * f_tpot,
         confidence=confidence,
@@ -297,36 +262,14 @@ def size_finalist(
     return replace(f, **extra) if extra else f
 
 
-def _cost_fields(c: Candidate, replicas: int, tok_s: float, e: EnergyInputs, terms: Procurement) -> dict[str, Any]:
-    """The Finalist's GPUs, rented GPUs, $/hour of the rented (or owned) GPUs, $/M output tokens incl. energy, kWh/M
-    output tokens and energy $/hour of ``replicas`` replicas plus ``terms.spare_replicas`` spares serving ``tok_s``
-    output tokens/s on average; energy by :func:`roofline.serving.plan.procurement.energy_fields`."""
-    paid = replicas + terms.spare_replicas
-    gpus, rented = paid * c.tp * c.pp, c.rented_gpus(paid)
-    usd_h = None if c.usd_per_gpu_hour is None else rented * c.usd_per_gpu_hour
-    serving = replicas * c.tp * c.pp
-    energy = energy_fields(serving, rented - serving, tok_s, e, terms)
-    total_h = None if usd_h is None else usd_h + (energy["energy_usd_per_hour"] or 0.0)
-    return {
-        "gpus": gpus,
-        "rented_gpus": rented,
-        "usd_per_hour": usd_h,
-        "usd_per_million_output_tokens": None if total_h is None else usd_per_million_tokens(total_h, tok_s),
-        "spare_replicas": terms.spare_replicas,
-        "peak_factor": terms.peak_factor,
-        "busy_fraction": e.busy_fraction,
-        **energy,
-    }
+def _upper_factors(confidence: float, engine: EngineArg, prof: Any) -> tuple[float, float]:
+    """The simulator's upper error factors of TTFT and TPOT at ``confidence`` for ``engine`` (and ``prof``'s
+    spread): :func:`roofline.published.serving_error.serving_upper_factor`."""
+    from roofline.published.serving_error import serving_upper_factor
 
-
-def _average_busy(
-    run: Callable[..., SimulationResult], wl: Workload, peak_run: SimulationResult, rate: float, peak_factor: float
-) -> float:
-    """Fraction of time a replica runs steps at the average per-replica ``rate``: the sizing run's own at
-    peak_factor 1, else one more run of ``wl`` at that rate."""
-    if peak_factor == 1.0:
-        return float(peak_run.summary["busy_fraction"])
-    return float(run(workload=replace(wl, qps=rate)).summary["busy_fraction"])
+    return serving_upper_factor("ttft_s", confidence, engine, prof), serving_upper_factor(
+        "tpot_s", confidence, engine, prof
+    )
 
 
 def _sampling_fields(est: tuple[PercentileEstimate, PercentileEstimate], thresholds: tuple[float, float]) -> Any:
@@ -363,6 +306,24 @@ def replica_capacity(
     rep = replica(model, c.hardware, prompt_mean=float(prompt_len), output_mean=float(output_len), **kw)
     sm, budget = rep.step, rep.engine.max_num_batched_tokens
     return knee_qps(sm, float(prompt_len), float(output_len), budget, sm.max_rows, rep.kv_tokens)
+
+
+def _fewest(
+    run: Callable[..., SimulationResult],
+    wl: Workload,
+    first: int,
+    slo_s: tuple[float, float],
+    pcts: tuple[float, float],
+    factors: tuple[float, float],
+    last: int,
+) -> tuple[int, SimulationResult, float, float, bool, str, tuple[PercentileEstimate, PercentileEstimate], Any]:
+    """:func:`_fewest_replicas` and no extra Finalist fields; for a mix workload
+    :func:`roofline.serving.plan.mixplan.fewest_replicas_mix` and the mix's Finalist fields."""
+    if wl.the_mix is None:
+        return (*_fewest_replicas(run, wl, first, slo_s, pcts, factors, last), {})
+    from roofline.serving.plan.mixplan import fewest_replicas_mix
+
+    return fewest_replicas_mix(run, wl, first, factors, last)
 
 
 def _fewest_replicas(
@@ -409,30 +370,3 @@ def _fewest_replicas(
             )
             break
     return replicas, s, ttft, tpot, False, why, est
-
-
-def load_points(
-    model: ModelArg,
-    c: Candidate,
-    kw: dict[str, Any],
-    sus: float,
-    p: int,
-    o: int,
-    n: int,
-    seed: int,
-    pcts: tuple[float, float] = (99.0, 99.0),
-) -> tuple[LoadPoint, ...]:
-    """Simulated P50/P99 TTFT and TPOT (and both at the SLO percentiles ``pcts``) of one replica over
-    CURVE_LOADS × the sustainable rate."""
-    from roofline.serving.simulate import simulate
-
-    out = []
-    for f in CURVE_LOADS:
-        s = simulate(model, c.hardware, qps=f * sus, prompt_len=p, output_len=o, num_requests=n, seed=seed, **kw)
-        r = s.requests
-        t, u = r["ttft_s"].to_numpy(), r["tpot_s"].to_numpy()
-        sat = s.saturated is not None
-        out.append(
-            LoadPoint(f * sus, pct(t, 50), pct(t, 99), pct(u, 50), pct(u, 99), sat, pct(t, pcts[0]), pct(u, pcts[1]))
-        )
-    return tuple(out)

@@ -85,6 +85,7 @@ from roofline.engine.config import check_engine_options
 from roofline.engine.presets import EngineArg, overrides_map
 from roofline.errors import ScenarioError
 from roofline.serving.plan.loadcurve import load_curve
+from roofline.serving.plan.mixplan import reject_unservable
 from roofline.serving.plan.procurement import Procurement, owned_prices
 from roofline.serving.plan.request import (
     PlanRequest,
@@ -95,6 +96,7 @@ from roofline.serving.plan.request import (
     price_map,
 )
 from roofline.serving.plan.result import MARGIN_LEVEL, SATURATION, Candidate, PlanResult
+from roofline.serving.workload.mixparse import mean_request
 from roofline.units import fmt_seconds, usd_per_million_tokens
 
 if TYPE_CHECKING:
@@ -133,15 +135,11 @@ def plan(
 ) -> PlanResult:
     """Cheapest deployment serving ``qps`` requests/s within the TTFT and TPOT SLOs (see module doc).
 
-    ``mix`` (a :class:`~roofline.serving.workload.mix.WorkloadMix`, ``"chat:0.7,rag:0.3"`` or a mix YAML path) in
-    place of the lengths and SLOs: this mean-value tier sizes the mix's mean request (P̄ = Σ w_i·E[P_i],
-    Ō = Σ w_i·E[O_i], rounded) against the strictest class SLOs; ``plan --simulate`` and the report then check
-    every class on the simulator (:mod:`roofline.serving.plan.mixplan`). The result keeps the mix (``mix``).
-
-    ``hardware`` None means every known device. ``tp_options`` None means 1, 2, 4, 8 where
-    they divide the attention heads. ``prices`` (slug → USD per GPU-hour) override spec
-    prices. ``kv_dtype`` None keeps the engine default (bf16). ``engine`` is a preset name
-    (default ``vllm``) or an EngineConfig, resolved per hardware, with ``engine_overrides`` (those the
+    ``mix`` (a WorkloadMix, ``"chat:0.7,rag:0.3"`` or a YAML path): its mean request (P̄ = Σ w_i·E[P_i], Ō =
+    Σ w_i·E[O_i]) against the strictest class SLOs (``result.mix`` keeps it). ``hardware`` None means every
+    known device. ``tp_options`` None means 1, 2, 4, 8 where they divide the attention heads. ``prices`` (slug →
+    USD per GPU-hour) override spec prices. ``kv_dtype`` None keeps the engine default (bf16). ``engine`` is a
+    preset name (default ``vllm``) or an EngineConfig, resolved per hardware, with ``engine_overrides`` (those the
     closed form cannot represent raise ScenarioError naming them; see the module docstring).
     ``confidence`` (e.g. 0.9) sizes so that the SLOs hold at that level's upper bound (module doc).
     ``min_headroom``: spare capacity every candidate must keep, a fraction (0.2 = 20 %) or ``"error"``
@@ -152,7 +150,6 @@ def plan(
     """
     from roofline.engine.profiles import select_profile
     from roofline.profile import load_profile
-    from roofline.serving.workload.mix import mean_request
     from roofline.specs.library import model as load_model
 
     the_mix, prompt_len, output_len, ttft_slo_s, tpot_slo_s = mean_request(
@@ -177,20 +174,9 @@ def plan(
             f"the plan would evaluate {n_cands:,} candidates (hardware × precision × tp), more than "
             f"{MAX_PLAN_CANDIDATES:,} (roofline.boundary.limits); list fewer hardware, precisions or tp values"
         )
+    head = (qps * terms.peak_factor, int(prompt_len), int(output_len), ttft_slo_s, tpot_slo_s, max_gpus, kv_dtype)
     req = PlanRequest(
-        qps * terms.peak_factor,
-        int(prompt_len),
-        int(output_len),
-        ttft_slo_s,
-        tpot_slo_s,
-        max_gpus,
-        kv_dtype,
-        engine,
-        engine_overrides,
-        confidence,
-        min_headroom,
-        terms.spare_replicas,
-        terms.peak_factor,
+        *head, engine, engine_overrides, confidence, min_headroom, terms.spare_replicas, terms.peak_factor
     )
     cands = []
     for hw in hws:
@@ -201,6 +187,8 @@ def plan(
         for prec in precisions:
             for tp in tps:
                 cands.append(_candidate(m, hw, prof, str(prec), int(tp), price, req, inst))
+    if the_mix is not None:  # every class's mean request must fit one replica's KV cache
+        cands = [reject_unservable(c, the_mix, req.p + req.o) for c in cands]
     res = PlanResult(m.name, qps, req.p, req.o, ttft_slo_s, tpot_slo_s, max_gpus, _rank(cands), confidence)
     return res if the_mix is None else replace(res, mix=the_mix)
 

@@ -24,14 +24,17 @@ every candidate by the same rule, on every device:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from roofline.errors import ScenarioError
 
 if TYPE_CHECKING:
     from roofline.profile import BoardPower
+    from roofline.serving.plan.result import Candidate
+    from roofline.serving.sim.result import SimulationResult
+    from roofline.serving.workload.stream import Workload
     from roofline.specs.hardware import HardwareSpec
 
 #: Default useful life of a bought GPU server (years): Amazon's servers and networking equipment from
@@ -164,7 +167,7 @@ def board_power_w(tdp_w: float, busy_fraction: float, measured: BoardPower | Non
 @dataclass(frozen=True)
 class EnergyInputs:
     """What energy is priced from: TDP (W), the engine's busy fraction at the average load, the measured board power
-    (None: the TDP rule), the electricity price (USD/kWh; None: energy not priced) and whether the GPUs are owned
+    (None: the TDP rule), the electricity price (USD/kWh; None: energy not priced) and whether this device is bought
     (facility power = PUE × IT power)."""
 
     tdp_w: float | None
@@ -212,3 +215,55 @@ def procurement_flags(p: Procurement) -> list[tuple[str, str]]:
         if value != default:
             opts.append((flag, f"{value:g}"))
     return opts
+
+
+def cost_fields(c: Candidate, replicas: int, tok_s: float, e: EnergyInputs, terms: Procurement) -> dict[str, Any]:
+    """A sized deployment's GPUs, rented GPUs, $/hour of the rented (or owned) GPUs, $/M output tokens incl. energy,
+    kWh/M output tokens and energy $/hour: ``replicas`` replicas plus ``terms.spare_replicas`` spares serving
+    ``tok_s`` output tokens/s on average (:func:`energy_fields`)."""
+    from roofline.units import usd_per_million_tokens
+
+    paid = replicas + terms.spare_replicas
+    gpus, rented = paid * c.tp * c.pp, c.rented_gpus(paid)
+    usd_h = None if c.usd_per_gpu_hour is None else rented * c.usd_per_gpu_hour
+    serving = replicas * c.tp * c.pp
+    energy = energy_fields(serving, rented - serving, tok_s, e, terms)
+    total_h = None if usd_h is None else usd_h + (energy["energy_usd_per_hour"] or 0.0)
+    return {
+        "gpus": gpus,
+        "rented_gpus": rented,
+        "usd_per_hour": usd_h,
+        "usd_per_million_output_tokens": None if total_h is None else usd_per_million_tokens(total_h, tok_s),
+        "spare_replicas": terms.spare_replicas,
+        "peak_factor": terms.peak_factor,
+        "busy_fraction": e.busy_fraction,
+        **energy,
+    }
+
+
+def average_busy(
+    run: Callable[..., SimulationResult], wl: Workload, peak_run: SimulationResult, rate: float, peak_factor: float
+) -> float:
+    """Fraction of time a replica runs steps at the average per-replica ``rate``: the sizing run's own at
+    peak_factor 1, else one more run of ``wl`` at that rate."""
+    if peak_factor == 1.0:
+        return float(peak_run.summary["busy_fraction"])
+    return float(run(workload=replace(wl, qps=rate)).summary["busy_fraction"])
+
+
+def priced(
+    run: Callable[..., SimulationResult],
+    wl: Workload,
+    s: SimulationResult,
+    c: Candidate,
+    replicas: int,
+    tok_s: float,
+    e: EnergyInputs,
+    terms: Procurement,
+) -> dict[str, Any]:
+    """The cost fields of ``replicas`` replicas of ``c`` (:func:`cost_fields`) with
+    the busy fraction at the average rate (:func:`average_busy`; ``wl.qps`` is
+    the peak) and PUE where ``c``'s hardware is bought."""
+    busy = average_busy(run, wl, s, float(wl.qps or 0.0) / terms.peak_factor / replicas, terms.peak_factor)
+    owned = c.hardware in terms.capex_usd_per_gpu
+    return cost_fields(c, replicas, tok_s, replace(e, busy_fraction=busy, owned=owned), terms)

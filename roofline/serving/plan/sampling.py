@@ -118,30 +118,57 @@ def fastest(s: SimulationResult) -> tuple[float, float]:
     return (float(t.min()) if t.size else math.inf, float(u.min()) if u.size else math.inf)
 
 
+@dataclass(frozen=True)
+class Check:
+    """One percentile check of a sizing run: ``column`` (``ttft_s`` | ``tpot_s``) at percentile ``pct`` against
+    ``threshold`` (s), over the requests of class ``rows`` of a workload mix (None: every request)."""
+
+    column: str
+    pct: float
+    threshold: float
+    rows: str | None = None
+
+    def values(self, s: SimulationResult) -> np.ndarray:
+        """The run's latencies this check reads (arrival order)."""
+        r = s.requests
+        x = r[self.column].to_numpy()
+        return x if self.rows is None else x[r["class"].to_numpy() == self.rows]
+
+
 def sampled_check(
     run: Callable[..., SimulationResult], wl: Workload, pcts: tuple[float, float], thresholds: tuple[float, float]
 ) -> tuple[SimulationResult, tuple[PercentileEstimate, PercentileEstimate], Verdict]:
     """(last run, TTFT and TPOT estimates, verdict) of one replica at ``wl``, replicated over seeds wl.seed,
     wl.seed + 1, … (roofline.serving.plan.sampling): MIN_RUNS runs, then one more while too close, up to MAX_RUNS;
     a run that saturates misses at once."""
+    checks = (Check("ttft_s", pcts[0], thresholds[0]), Check("tpot_s", pcts[1], thresholds[1]))
+    s, est, verdict = sampled_checks(run, wl, checks)
+    return s, (est[0], est[1]), verdict
+
+
+def sampled_checks(
+    run: Callable[..., SimulationResult], wl: Workload, checks: Sequence[Check]
+) -> tuple[SimulationResult, tuple[PercentileEstimate, ...], Verdict]:
+    """:func:`sampled_check` for any number of checks (e.g. TTFT and TPOT of every class of a workload mix, each
+    over its class's requests): one estimate per check, the verdict combined over all of them
+    (:func:`combined_verdict`); each estimate counts the requests it read."""
     seed = int(wl.seed or 0)
-    vals: tuple[list[float], list[float]] = ([], [])
-    within: tuple[list[float], list[float]] = ([], [])
-    n = 0
+    vals: list[list[float]] = [[] for _ in checks]
+    within: list[list[float]] = [[] for _ in checks]
+    counts = [0 for _ in checks]
     for k in range(MAX_RUNS):
         s = run(workload=replace(wl, seed=seed + k))
-        r = s.requests
-        for i, col in enumerate(("ttft_s", "tpot_s")):
-            x = r[col].to_numpy()
-            vals[i].append(pct(x, pcts[i]))
-            within[i].append(within_run_sd(x, pcts[i]))
-        n += len(r)
-        est = (replicated_estimate(vals[0], n, within[0]), replicated_estimate(vals[1], n, within[1]))
+        for i, ch in enumerate(checks):
+            x = ch.values(s)
+            vals[i].append(pct(x, ch.pct))
+            within[i].append(within_run_sd(x, ch.pct))
+            counts[i] += len(x)
+        est = tuple(replicated_estimate(v, n, w) for v, n, w in zip(vals, counts, within, strict=True))
         if s.saturated is not None:
             return s, est, "misses"
         if k + 1 < MIN_RUNS:
             continue
-        verdict = combined_verdict([e.verdict(t) for e, t in zip(est, thresholds, strict=True)])
+        verdict = combined_verdict([e.verdict(ch.threshold) for e, ch in zip(est, checks, strict=True)])
         if verdict != "too close":
             return s, est, verdict
     return s, est, "too close"

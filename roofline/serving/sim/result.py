@@ -58,9 +58,9 @@ class SimulationResult:
     @property
     def class_summary(self) -> pd.DataFrame | None:
         """Per class of a workload mix: share, requests, TTFT and TPOT (s) at the class's own percentiles over the
-        class's finished requests, beside its SLOs (:func:`roofline.serving.workload.mix.class_summary`); None
+        class's finished requests, beside its SLOs (:func:`roofline.serving.sim.mixstats.class_summary`); None
         without a mix."""
-        from roofline.serving.workload.mix import class_summary
+        from roofline.serving.sim.mixstats import class_summary
 
         mix = self.config.get("mix")
         return None if mix is None else class_summary(self.requests, mix)

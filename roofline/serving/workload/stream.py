@@ -7,6 +7,10 @@ Exactly one load: ``qps`` (open loop; ``arrival`` poisson | gamma (gaps of coeff
 ``trace_block_tokens``). Lengths in tokens (:func:`~roofline.serving.workload.arrivals.parse_length`).
 ``prefix_share`` ∈ [0, 1]: the first round(share × mean prompt) tokens of every prompt are one common
 system prompt. Deterministic given ``seed``: :meth:`Workload.draw` always returns the same requests.
+``mix`` (a :class:`~roofline.serving.workload.mix.WorkloadMix` or its text, ``chat:0.7,rag:0.3`` or a YAML
+path): each request's class drawn from the shares, its lengths and prefix from its class
+(:mod:`~roofline.serving.workload.mix`);
+``prompt_len``, ``output_len`` and ``prefix_share`` then stay at their defaults.
 
 How a benchmark client sends them (:mod:`roofline.serving.sim.sends`): ``max_concurrency`` caps the requests in
 flight of a rate (vLLM's / SGLang's ``--max-concurrency``); ``warmup`` requests go first and are left out of the
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +32,9 @@ from roofline.boundary.limits import MAX_SEQUENCE_TOKENS, MAX_SIM_REQUESTS, MAX_
 from roofline.errors import ScenarioError
 from roofline.serving.workload.arrivals import LengthArg, arrival_times, parse_length
 from roofline.serving.workload.trace import HashChain, block_hashes, load_trace
+
+if TYPE_CHECKING:
+    from roofline.serving.workload.mix import WorkloadMix
 
 #: Block size (tokens) of a trace's hash chains when the trace does not say (Mooncake's 512).
 TRACE_BLOCK_TOKENS = 512
@@ -46,6 +54,8 @@ class Requests:
     release_s: np.ndarray | None = None  # their release times (None: all at 0)
     warmup: int = 0  # the first ``warmup`` requests are a warm-up, left out of the statistics
     warmup_drained: bool = False  # the measured requests wait for the warm-up to finish
+    klass: np.ndarray | None = None  # a mix's class index per request (int64)
+    mix: WorkloadMix | None = None
 
     @property
     def prompt_mean(self) -> float:
@@ -65,6 +75,8 @@ class Requests:
                 block_hashes(e, int(p), block_tokens, self.hash_block_tokens)
                 for e, p in zip(self.trace_hashes, self.prompt, strict=True)
             ]
+        if self.mix is not None and self.klass is not None:
+            return self.mix.hashes(self.klass, self.prompt, block_tokens)
         if prefix_share <= 0:
             return None
         s = round(prefix_share * self.prompt_mean)
@@ -92,8 +104,13 @@ class Workload:
     warmup_drained: bool = True
     ramp_s: float = 0.0
     client: str | None = None
+    mix: WorkloadMix | str | Path | None = None
 
     def __post_init__(self) -> None:
+        if self.mix is not None:
+            from roofline.serving.workload.mixparse import parse_mix
+
+            object.__setattr__(self, "mix", parse_mix(self.mix))
         c = self.concurrency  # 4.0 or numpy's 4 → 4: the engine counts clients in whole numbers
         if isinstance(c, float | np.floating | np.integer) and np.isfinite(c) and float(c).is_integer() and c >= 1:
             object.__setattr__(self, "concurrency", int(c))
@@ -102,6 +119,13 @@ class Workload:
     def closed_loop(self) -> bool:
         """True for ``concurrency`` clients (closed loop)."""
         return self.concurrency is not None
+
+    @property
+    def the_mix(self) -> WorkloadMix | None:
+        """The mix, parsed (None without one)."""
+        from roofline.serving.workload.mix import WorkloadMix
+
+        return self.mix if isinstance(self.mix, WorkloadMix) else None
 
     def with_seed(self, seed: int) -> Workload:
         """The same workload drawn with another seed."""
@@ -126,6 +150,7 @@ class Workload:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer) or self.seed < 0:
             raise ScenarioError(f"seed must be >= 0 (got {self.seed!r}); give a whole number such as 0")
         check_protocol(self)
+        check_mix(self)
         if self.trace is not None:
             tr = load_trace(self.trace, self.trace_block_tokens)
             return Requests(tr.arrival_s, tr.prompt_tokens, tr.output_tokens, tr.hashes, self.trace_block_tokens)
@@ -151,9 +176,24 @@ class Workload:
             raise ScenarioError(f"concurrency must be a whole number >= 1 (got {c!r})")
         else:
             release = ramp_releases(n, c, self.ramp_s, self.warmup if self.warmup_drained else 0)
-        prompt, output = pl.sample(n, rng), ol.sample(n, rng)
+        mix, klass = self.the_mix, None
+        if mix is None:
+            prompt, output = pl.sample(n, rng), ol.sample(n, rng)
+        else:
+            klass = mix.draw_classes(n, int(self.seed))
+            prompt, output = mix.sample_lengths(klass, rng)
         return Requests(
-            send, prompt, output, None, self.trace_block_tokens, c, release, self.warmup, self.warmup_drained
+            send,
+            prompt,
+            output,
+            None,
+            self.trace_block_tokens,
+            c,
+            release,
+            self.warmup,
+            self.warmup_drained,
+            klass,
+            mix,
         )
 
     def describe(self) -> str:
@@ -177,6 +217,9 @@ class Workload:
         if self.client is not None:
             load += f" ({self.client} client)"
         extra = f", shared prefix {self.prefix_share:.0%}" if self.prefix_share else ""
+        mix = self.the_mix
+        if mix is not None:
+            return f"{load}; {mix.describe()}"
         return f"{load}; prompt {p}, output {o} tokens{extra}"
 
 
@@ -196,6 +239,29 @@ def check_types(wl: Workload) -> None:
             f"trace_block_tokens must be from 1 to {MAX_SEQUENCE_TOKENS:,} tokens (roofline.boundary.limits "
             f"MAX_SEQUENCE_TOKENS; got {b}); give the block size of the trace's hash ids, e.g. 512 (Mooncake)"
         )
+
+
+def check_mix(wl: Workload) -> None:
+    """A mix replaces the lengths and the prefix share, and draws its own requests (no trace)."""
+    if wl.mix is None:
+        return
+    if wl.trace is not None:
+        raise ScenarioError("a trace's requests have their own lengths: give mix= or trace=, not both")
+    clash = [
+        k for k, d in (("prompt_len", 1024), ("output_len", 256), ("prefix_share", 0.0)) if _given(getattr(wl, k), d)
+    ]
+    if clash:
+        raise ScenarioError(
+            f"with mix= each class sets its own lengths and prefix share: drop {', '.join(clash)} (or give the "
+            "lengths in the mix's classes)"
+        )
+
+
+def _given(value: object, default: object) -> bool:
+    try:
+        return bool(value != default)
+    except (TypeError, ValueError):  # an array
+        return True
 
 
 def ramp_releases(n: int, clients: int, ramp_s: float, phase_start: int) -> np.ndarray | None:
