@@ -38,19 +38,18 @@ def _time(fn: Callable[[], object], repeats: int) -> list[float]:
 
 
 def _physics() -> None:
-    """What sweep() computes before it builds the frame (roofline.grid._grid_frame's first lines)."""
-    from roofline.costs import latencies, scenario_costs
-    from roofline.memory import memory_budget
+    """What sweep() computes before it builds the frame: roofline.grid.physics (op costs, latencies, memory
+    budget, bound codes) on each piece of the grid roofline.grid.chunks gives, as roofline.grid._grid_frame runs it."""
+    from roofline.grid import chunks, physics
     from roofline.prediction import resolve
     from roofline.specs.scenario import make_scenario
 
     m, hw, prof = resolve("llama-3.1-8b", "h100-sxm", None)
     b, p, o = (np.asarray(GRID[k], dtype=np.float64) for k in ("batch", "prompt_len", "output_len"))
-    sc = make_scenario(hw, b[:, None, None], p[None, :, None], o[None, None, :], tp=1)
-    costs = scenario_costs(m, sc, hw, prof)
-    latencies(costs, sc)
-    memory_budget(m, hw, sc)
-    _ = costs.prefill.bound, costs.decode.bound  # bound labels, as the frame needs them
+    bg, pg, og = b[:, None, None], p[None, :, None], o[None, None, :]
+    sc = make_scenario(hw, bg, pg, og, tp=1)
+    for _, _, part in chunks(sc, bg, np.broadcast_shapes(bg.shape, pg.shape, og.shape)):
+        physics(m, hw, part, prof)
 
 
 def _verdict(value: float, target: float) -> str:

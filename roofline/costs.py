@@ -173,11 +173,13 @@ def decode_cost(
     ctx_lo: np.ndarray,
     ctx_hi: np.ndarray,
     memo: Timings | None = None,
+    totals: bool = True,
 ) -> PhaseCost:
     """Decode steps at contexts ctx_lo … ctx_hi (inclusive), summed in closed form.
 
     FLOPs and bytes are summed exactly too (affine in the span); the bound split uses
-    each op's bound at the middle context. ``memo`` as in :func:`step_cost`.
+    each op's bound at the middle context. ``memo`` as in :func:`step_cost`. ``totals`` False leaves the
+    FLOPs and bytes unsummed (NaN) for callers that read only the time and its split (a sweep's grid).
     """
     lo, hi = np.asarray(ctx_lo, dtype=np.float64), np.asarray(ctx_hi, dtype=np.float64)
     steps = np.maximum(hi - lo + 1, 0)
@@ -189,9 +191,12 @@ def decode_cost(
     for op in ops:
         at_mid, summed, code = _over_steps(op, hw, prof, lo, hi, mid, steps, memo)
         time = _add(time, summed)
-        flops = _add(flops, op.count * at_mid.flops * steps)
-        mem = _add(mem, op.count * at_mid.memory_bytes * steps)
+        if totals:
+            flops = _add(flops, op.count * at_mid.flops * steps)
+            mem = _add(mem, op.count * at_mid.memory_bytes * steps)
         by.add(code, summed)
+    if not totals:
+        flops = mem = np.asarray(np.nan)
     return PhaseCost(time, flops, mem, by.done(), steps)
 
 
@@ -261,7 +266,7 @@ def with_cpu_decode(
     k = _steps_within(ops, hw, prof, lo, n, cpu_s, memo)
     if not np.any(k > 0):
         return cost
-    rest = decode_cost(ops, hw, prof, lo + k, ctx_hi, memo).time_s
+    rest = decode_cost(ops, hw, prof, lo + k, ctx_hi, memo, totals=False).time_s
     return _add_cpu(cost, np.where(k > 0, k * cpu_s + rest - cost.time_s, 0.0))
 
 
@@ -337,9 +342,14 @@ def engine_cpu(sc: Scenario) -> tuple[float, bool]:
     return (0.0, False) if eng is None else (eng.step_overhead_s, eng.async_scheduling)
 
 
-def scenario_costs(model: ModelSpec, sc: Scenario, hw: HardwareSpec, prof: CalibrationProfile) -> ScenarioCosts:
+def scenario_costs(
+    model: ModelSpec, sc: Scenario, hw: HardwareSpec, prof: CalibrationProfile, *, decode_totals: bool = True
+) -> ScenarioCosts:
     """Prefill ops and cost, decode ops at context P + 1, the first decode step, all decode steps;
-    every step with the engine's CPU part (:func:`with_cpu_step`, :func:`with_cpu_decode`)."""
+    every step with the engine's CPU part (:func:`with_cpu_step`, :func:`with_cpu_decode`).
+
+    ``decode_totals`` False leaves the decode phase's summed FLOPs and bytes NaN (:func:`decode_cost`): a sweep
+    shows neither, and on its grid they are two grid-sized sums per op."""
     p = np.asarray(sc.prompt_len, dtype=np.float64)
     o = np.asarray(sc.output_len, dtype=np.float64)
     pre_ops = prefill_ops(model, sc, hw)
@@ -347,7 +357,7 @@ def scenario_costs(model: ModelSpec, sc: Scenario, hw: HardwareSpec, prof: Calib
     c, overlapped = engine_cpu(sc)
     memo: Timings = {}
     first = with_cpu_step(step_cost(dec_ops, hw, prof, memo), c, overlapped)
-    dec = decode_cost(dec_ops, hw, prof, p + 1, p + o - 1, memo)
+    dec = decode_cost(dec_ops, hw, prof, p + 1, p + o - 1, memo, decode_totals)
     return ScenarioCosts(
         pre_ops,
         with_cpu_step(step_cost(pre_ops, hw, prof), c, overlapped),

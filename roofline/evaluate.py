@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.ops.records import Op
+from roofline.ops.records import Op, f64, ndim
 from roofline.profile import CalibrationProfile
 from roofline.profile_moe import format_key
 from roofline.specs.hardware import HardwareSpec
@@ -138,10 +138,14 @@ def comm_time_s(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> np.nda
 def op_time(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> OpTiming:
     """Time of one instance of ``op``: the roofline max plus communication and fixed overheads."""
     c, bw = ceilings(op, hw, profile)
-    compute_s = op.flops / c
-    memory_s = hbm_bytes(op, profile) / bw
+    hbm = hbm_bytes(op, profile)
     comm_s = comm_time_s(op, hw, profile)
-    overhead_s = np.asarray(fixed_overhead_s(op, profile)) + 0 * compute_s
+    fixed = fixed_overhead_s(op, profile)
+    if c.ndim == bw.ndim == ndim(hbm) == ndim(op.flops) == ndim(comm_s) == ndim(fixed) == 0 and c and bw:
+        return _scalar_op_time(float(op.flops) / float(c), float(hbm) / float(bw), float(comm_s), float(fixed))
+    compute_s = op.flops / c
+    memory_s = hbm / bw
+    overhead_s = np.asarray(fixed) + 0 * compute_s
     roof_s = np.maximum(compute_s, memory_s)
     time_s = roof_s + comm_s + overhead_s
     return OpTiming(
@@ -149,9 +153,19 @@ def op_time(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> OpTiming:
     )
 
 
+def _scalar_op_time(compute_s: float, memory_s: float, comm_s: float, fixed_s: float) -> OpTiming:
+    """:func:`op_time` of a one-point op from its terms (seconds) in Python floats: the same binary64 operations
+    in the same order as the numpy ones (a NaN propagates through the max as ``np.maximum``'s does), typed as
+    those give them (np.float64 times, a 0-d int64 bound code)."""
+    overhead_s = fixed_s + 0 * compute_s
+    time_s = _nan_max(compute_s, memory_s) + comm_s + overhead_s
+    code = np.asarray(_scalar_code(compute_s, memory_s, comm_s, overhead_s), dtype=np.int64)
+    return OpTiming(f64(time_s), f64(compute_s), f64(memory_s), f64(comm_s), f64(overhead_s), code)
+
+
 def bound_codes(compute_s: np.ndarray, memory_s: np.ndarray, comm_s: np.ndarray, overhead_s: np.ndarray) -> np.ndarray:
     """Index into BOUNDS of the largest term (ties go to the earlier label)."""
-    if np.ndim(compute_s) == np.ndim(memory_s) == np.ndim(comm_s) == np.ndim(overhead_s) == 0:
+    if ndim(compute_s) == ndim(memory_s) == ndim(comm_s) == ndim(overhead_s) == 0:
         terms = (float(compute_s), float(memory_s), float(comm_s), float(overhead_s))
         return np.asarray(_scalar_code(*terms), dtype=np.int64)
     code = np.where(memory_s > compute_s, 1, 0)
@@ -189,7 +203,9 @@ def sum_max_affine(
     The two lines cross at s0 = (u − p)/(q − v); each side of the crossing is an
     arithmetic series.
     """
-    p, q, u, v, a, b = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (p, q, u, v, a, b)))
+    # The crossing and the side each line wins depend on p, q, u, v alone: worked out in their own (often far
+    # smaller) broadcast shape, they broadcast against a and b in the sums, the same float at every point.
+    p, q, u, v, a, b = (np.asarray(x, dtype=np.float64) for x in (p, q, u, v, a, b))
     dq = q - v
     with np.errstate(divide="ignore", invalid="ignore"):
         s0 = np.where(dq != 0, (u - p) / np.where(dq != 0, dq, 1.0), 0.0)

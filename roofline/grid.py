@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from roofline.boundary.limits import MAX_API_SWEEP_POINTS
-from roofline.costs import PhaseCost, latencies, scenario_costs
+from roofline.costs import Latencies, PhaseCost, latencies, scenario_costs
 from roofline.engine.config import check_engine_options
 from roofline.engine.presets import EngineArg, overrides_map
 from roofline.errors import ScenarioError
 from roofline.evaluate import BOUNDS, bound_codes
-from roofline.memory import memory_budget
+from roofline.memory import MemoryBudget, memory_budget
 from roofline.prediction import HardwareArg, ModelArg, ProfileArg, check_batch_cap, resolve
 from roofline.profile import CalibrationProfile
 from roofline.specs.hardware import HardwareSpec
@@ -109,60 +110,115 @@ def _axis(x: Any, name: str) -> np.ndarray:
     return out
 
 
+#: Grid points evaluated at once: the physics runs on arrays of under 1 MB, which the allocator hands back piece
+#: after piece instead of fresh pages the OS must fault in (a 1M-point grid in one piece spends much of its time so).
+CHUNK_POINTS = 100_000
+
+
+def chunks(sc: Scenario, b: np.ndarray, shape: tuple[int, ...]) -> list[tuple[int, int, Scenario]]:
+    """(first row, end row, scenario of those batch rows) of the grid ``shape`` in pieces of about
+    :data:`CHUNK_POINTS` points, split along the batch axis (rows of the C-ordered frame); one piece when the
+    batch does not vary along the first axis alone. Every figure is elementwise in the grid, so each point comes
+    out the same float whichever piece computes it."""
+    rows = shape[0] if len(shape) else 1
+    per_row = math.prod(shape[1:]) if len(shape) else 1
+    step = max(1, CHUNK_POINTS // max(per_row, 1))
+    if step >= rows or b.ndim != len(shape) or b.shape[0] != rows or math.prod(b.shape[1:]) != 1:
+        return [(0, rows, sc)]
+    return [(i, min(i + step, rows), replace(sc, batch=b[i : i + step])) for i in range(0, rows, step)]
+
+
+def physics(
+    m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: CalibrationProfile
+) -> tuple[Latencies, MemoryBudget, np.ndarray, np.ndarray]:
+    """What a sweep computes for one piece of the grid: its latencies, memory budget, and the bound codes
+    (index into :data:`~roofline.evaluate.BOUNDS`) of prefill and decode."""
+    costs = scenario_costs(m, sc, hw, prof, decode_totals=False)  # the frame shows no decode FLOPs or bytes
+
+    def codes(cost: PhaseCost) -> np.ndarray:
+        return bound_codes(*(cost.bound_time_s[k] for k in BOUNDS))
+
+    return latencies(costs, sc), memory_budget(m, hw, sc), codes(costs.prefill), codes(costs.decode)
+
+
+_FIGURES = ("ttft_s", "tpot_s", "e2e_s", "throughput_tok_s", "throughput_tok_s_per_gpu")
+
+
 def _grid_frame(
     m: ModelSpec, hw: HardwareSpec, sc: Scenario, prof: CalibrationProfile, b: np.ndarray, p: np.ndarray, o: np.ndarray
 ) -> pd.DataFrame:
     """One frame of the grid: numeric columns as numpy arrays, text columns as Categoricals (issue #28).
 
-    ``model`` and ``hardware`` hold one category each and the bound columns index the fixed
-    :data:`~roofline.evaluate.BOUNDS` labels, so no column holds a Python object per point and
-    frames of one sweep concatenate without losing the category dtype.
+    The grid is evaluated in pieces (:func:`chunks`) written into the columns in place. ``model`` and
+    ``hardware`` hold one category each and the bound columns index the fixed :data:`~roofline.evaluate.BOUNDS`
+    labels, so no column holds a Python object per point and frames of one sweep concatenate without losing
+    the category dtype.
     """
     import pandas as pd
 
-    costs = scenario_costs(m, sc, hw, prof)
-    lat = latencies(costs, sc)
-    mem = memory_budget(m, hw, sc)
     shape = np.broadcast_shapes(b.shape, p.shape, o.shape)
     n = math.prod(shape)
+    out: dict[str, np.ndarray] = {}
+    weight_bytes = 0.0
+    for r0, r1, part in chunks(sc, b, shape):
+        lat, mem, pre_code, dec_code = physics(m, hw, part, prof)
+        sub = (r1 - r0, *shape[1:])
+        k0, k = r0 * math.prod(shape[1:]), math.prod(sub)  # the piece's first row and its points in the frame
+        fits = np.broadcast_to(mem.fits, sub)
+        values: dict[str, Any] = {"fits": mem.fits, "missing_bytes": mem.missing_bytes}
+        values |= {f: np.where(fits, np.broadcast_to(getattr(lat, f), sub), np.nan) for f in _FIGURES}
+        values |= {"kv_bytes_per_gpu": mem.kv_bytes, "max_batch": mem.max_batch}
+        values |= {"bound_prefill": pre_code, "bound_decode": dec_code}
+        for name, x in values.items():
+            if name not in out:
+                dtype = np.int8 if name.startswith("bound_") else np.asarray(x).dtype
+                out[name] = np.empty(n, dtype=dtype)
+            out[name][k0 : k0 + k].reshape(sub)[...] = x
+        weight_bytes = mem.weight_bytes
+    return pd.DataFrame(_columns(m, hw, sc, shape, b, p, o, out, weight_bytes), copy=False)
 
-    def flat(x: Any, dtype: Any = None) -> np.ndarray:
-        """``x`` broadcast to the grid, one point per element: a fresh, writable array (the frame keeps it)."""
-        out = np.empty(shape, dtype=np.asarray(x).dtype if dtype is None else dtype)
-        out[...] = x
-        return out.reshape(n)
 
-    fits = flat(mem.fits)
+def _columns(
+    m: ModelSpec,
+    hw: HardwareSpec,
+    sc: Scenario,
+    shape: tuple[int, ...],
+    b: np.ndarray,
+    p: np.ndarray,
+    o: np.ndarray,
+    out: dict[str, np.ndarray],
+    weight_bytes: float,
+) -> dict[str, Any]:
+    """The frame's columns in order from the evaluated ``out`` (one fresh array per column, the frame keeps it)."""
+    import pandas as pd
 
-    def col(x: np.ndarray) -> np.ndarray:
-        return np.where(fits, np.broadcast_to(x, shape).reshape(n), np.nan)
+    n = math.prod(shape)
+
+    def flat(x: Any, dtype: Any) -> np.ndarray:
+        """``x`` broadcast to the grid, one point per element: a fresh, writable array."""
+        arr = np.empty(shape, dtype=dtype)
+        arr[...] = x
+        return arr.reshape(n)
 
     def label(text: str) -> pd.Categorical[str]:
         return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([text]))
 
-    def bound(cost: PhaseCost) -> pd.Categorical[str]:
-        codes = bound_codes(*(cost.bound_time_s[k] for k in BOUNDS))
-        return pd.Categorical.from_codes(flat(codes, np.int8), categories=pd.Index(BOUNDS.tolist()))
+    def bound(codes: np.ndarray) -> pd.Categorical[str]:
+        return pd.Categorical.from_codes(codes, categories=pd.Index(BOUNDS.tolist()))
 
-    columns: dict[str, Any] = {
+    return {
         "model": label(m.name),
         "hardware": label(hw.name),
         "tp": sc.tp,
         "batch": flat(b, np.int64),
         "prompt_len": flat(p, np.int64),
         "output_len": flat(o, np.int64),
-        "fits": fits,
-        "missing_bytes": flat(mem.missing_bytes),
-        "ttft_s": col(lat.ttft_s),
-        "tpot_s": col(lat.tpot_s),
-        "e2e_s": col(lat.e2e_s),
-        "throughput_tok_s": col(lat.throughput_tok_s),
-        "throughput_tok_s_per_gpu": col(lat.throughput_tok_s_per_gpu),
-        "kv_bytes_per_gpu": flat(mem.kv_bytes),
-        "weight_bytes_per_gpu": mem.weight_bytes,
-        "max_batch": flat(mem.max_batch),
-        "bound_prefill": bound(costs.prefill),
-        "bound_decode": bound(costs.decode),
+        "fits": out["fits"],
+        "missing_bytes": out["missing_bytes"],
+        **{f: out[f] for f in _FIGURES},
+        "kv_bytes_per_gpu": out["kv_bytes_per_gpu"],
+        "weight_bytes_per_gpu": weight_bytes,
+        "max_batch": out["max_batch"],
+        "bound_prefill": bound(out["bound_prefill"]),
+        "bound_decode": bound(out["bound_decode"]),
     }
-    # every array above is fresh and owned by this frame: no copy into consolidated blocks
-    return pd.DataFrame(columns, copy=False)

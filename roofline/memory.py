@@ -14,7 +14,6 @@ state on linear-attention/SSM layers (no tokens).
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -52,7 +51,7 @@ def weight_params_per_gpu(model: ModelSpec, sc: Scenario) -> dict[str, float]:
     moe = model.moe
     if moe is not None:
         parts["moe_experts"] = parts["moe_shared_experts"] = parts["router"] = 0.0
-    for layer, count in Counter(model.resolved_layers()).items():
+    for layer, count in model.layer_counts():
         n = count * stage
         parts["attention"] += n * _mixer_params_per_gpu(model, layer, tp)
         parts["norms"] += n * model.norms_per_layer * h * ((layer.mixer != "none") + (layer.ffn != "none")) // 2
@@ -114,7 +113,7 @@ def kv_bytes_per_token(model: ModelSpec, kv_bytes_per_element: float = 2.0) -> f
     """Whole-model cache bytes per cached token (no window cap): Σ attention layers elems × bytes
     (+ the DSA indexer's key cache on sparse layers). Linear layers add none: their state is per sequence."""
     total = 0.0
-    for layer, count in Counter(model.resolved_layers()).items():
+    for layer, count in model.layer_counts():
         total += count * _token_bytes(model, layer, kv_bytes_per_element, 1)
     return total
 
@@ -174,7 +173,7 @@ def state_bytes_per_sequence_per_layer(model: ModelSpec, tp: int = 1) -> float:
 def _cache_bytes(model: ModelSpec, ctx: np.ndarray, kv_bytes: float, tp: int, stage: float) -> np.ndarray:
     """Σ over layers of the cache one sequence holds at ``ctx`` (× the stage's share of layers)."""
     total = 0.0 * ctx
-    for layer, count in Counter(model.resolved_layers()).items():
+    for layer, count in model.layer_counts():
         if layer.mixer == "linear":
             total = total + count * state_bytes_per_sequence_per_layer(model, tp)
         else:

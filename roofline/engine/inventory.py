@@ -32,6 +32,7 @@ yet priced: a decode step above it runs eagerly in the engine.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +160,30 @@ class KernelInventory(_Strict):
         n = default if entry is None else entry.kernels.of(where.phase)
         n += sum(e.kernels.of(where.phase) for e in self._extra_by_op.get(name, ()) if e.applies(where))
         return max(0, n + (self.sampler.kernels if name == "lm_head" else 0))
+
+    def kernels_at(self, name: str, where: tuple[str, str, int, str, int], default: int) -> int:
+        """:meth:`kernels` at ``Where(*where)``, remembered per inventory object (every build asks for the same
+        few): the inventory is frozen, so the count of one (op, place, default) never changes."""
+        memo = _memo(self)
+        key = (name, where, default)
+        n = memo.get(key)
+        if n is None:
+            n = memo[key] = self.kernels(name, Where(*where), default)
+        return n
+
+
+_MEMO: dict[int, tuple[weakref.ref[KernelInventory], dict[tuple[str, tuple[str, str, int, str, int], int], int]]] = {}
+
+
+def _memo(inv: KernelInventory) -> dict[tuple[str, tuple[str, str, int, str, int], int], int]:
+    """The kernel counts :meth:`KernelInventory.kernels_at` has worked out for ``inv`` (kept while it lives)."""
+    key = id(inv)
+    hit = _MEMO.get(key)
+    if hit is not None and hit[0]() is inv:
+        return hit[1]
+    memo: dict[tuple[str, tuple[str, str, int, str, int], int], int] = {}
+    _MEMO[key] = (weakref.ref(inv, lambda _ref: _MEMO.pop(key, None)), memo)
+    return memo
 
 
 def inventory_path(engine: str) -> Path:

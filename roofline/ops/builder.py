@@ -15,7 +15,7 @@ from collections import Counter
 
 import numpy as np
 
-from roofline.engine.inventory import KernelInventory, Where, kernel_inventory
+from roofline.engine.inventory import KernelInventory, kernel_inventory
 from roofline.engine.presets import DEFAULT_ENGINE, engine_preset
 from roofline.ops import attention, comm, ffn, mixers, traffic
 from roofline.ops.context import BuildContext
@@ -119,14 +119,22 @@ def build_ops(
         ops.append(comm.all_gather("comm.logits_all_gather", "comm", "model", 1, dt, B * v * ab, sc.tp))
     if sc.pp > 1:
         ops.append(comm.send_recv("comm.pp_send_recv", "comm", sc.pp - 1, dt, M * h * ab, sc.tp * sc.pp))
-    if sc.use_checkpoint or sc.weight_overrides:
-        ops = [_module_format(c, op) for op in ops]
+    checkpoint = bool(sc.use_checkpoint or sc.weight_overrides)
     inventory = engine_inventory(sc, hw)
-    ops = [_engine_fields(c, inventory, op) for op in ops]
+    graph: dict[str, object] = {}
     if phase == "decode" and sc.cuda_graphs:
-        eager = _uncaptured(sc, c.batch)
-        ops = [with_fields(op, launch="graph", uncaptured=eager) for op in ops]
-    return ops
+        graph = {"launch": "graph", "uncaptured": _uncaptured(sc, c.batch)}
+    return [_finished(c, inventory, op, checkpoint, graph) for op in ops]
+
+
+def _finished(
+    c: BuildContext, inventory: KernelInventory | None, op: Op, checkpoint: bool, graph: dict[str, object]
+) -> Op:
+    """``op`` with what the scenario sets after the builders, in one copy: its module group's format on a
+    per-module checkpoint (:func:`_module_format`), its weight format and engine kernels (:func:`_engine_fields`),
+    and ``graph``'s launch fields on a decode step replayed as a CUDA graph."""
+    changes = {**(_module_format(c, op) if checkpoint else {}), **_engine_fields(c, inventory, op), **graph}
+    return with_fields(op, **changes) if changes else op
 
 
 def _uncaptured(sc: Scenario, batch: np.ndarray) -> float | np.ndarray:
@@ -152,21 +160,20 @@ def module_group(op: Op) -> str | None:
     return {"attention": "attention", "ffn": "dense_ffn"}.get(op.group)
 
 
-def _module_format(c: BuildContext, op: Op) -> Op:
-    """Weight bytes and compute peak of ``op`` in its module group's format (per-module checkpoints).
+def _module_format(c: BuildContext, op: Op) -> dict[str, object]:
+    """The fields that put ``op``'s weight bytes and compute peak in its module group's format (per-module
+    checkpoints; none for an op that is not a quantised linear layer).
 
     The builders price weights at ``weight_dtype``; a group in format f reads
     weight_bytes × bytes(f) / bytes(weight_dtype) and computes at :meth:`Scenario.group_compute_dtype`.
     """
     group = module_group(op)
     if group is None:
-        return op
+        return {}
     fmt = c.formats.get(group)
     scale = fmt.bytes_per_element / c.w_bytes
     dtype = c.sc.group_compute_dtype(c.hw, fmt)
-    return with_fields(
-        op, weight_bytes=op.weight_bytes * scale, dtype=dtype, weight_element_bytes=fmt.bytes_per_element
-    )
+    return {"weight_bytes": op.weight_bytes * scale, "dtype": dtype, "weight_element_bytes": fmt.bytes_per_element}
 
 
 _DEFAULT_VERSION: dict[str, str] = {}  # hardware name -> the default preset's version (resolved once per device)
@@ -192,13 +199,13 @@ def weight_format(c: BuildContext, op: Op) -> str:
     return c.formats.get(group).value if group is not None else "bf16"
 
 
-def _engine_fields(c: BuildContext, inventory: KernelInventory | None, op: Op) -> Op:
-    """``op`` with its weight format (GEMMs) and the kernels the engine launches for it (one copy of the op)."""
+def _engine_fields(c: BuildContext, inventory: KernelInventory | None, op: Op) -> dict[str, object]:
+    """The fields of ``op``'s weight format (GEMMs) and of the kernels the engine launches for it."""
     fmt = weight_format(c, op)
     if inventory is None:
-        return with_fields(op, weight_format=fmt) if fmt else op
-    where = Where(c.phase, fmt, c.tp, c.model.architecture, c.model.hidden_size)
-    return with_fields(op, weight_format=fmt, engine_kernels=inventory.kernels(op.name, where, op.kernels))
+        return {"weight_format": fmt} if fmt else {}
+    where = (c.phase, fmt, c.tp, c.model.architecture, c.model.hidden_size)  # the fields of a Where
+    return {"weight_format": fmt, "engine_kernels": inventory.kernels_at(op.name, where, op.kernels)}
 
 
 def prefill_ops(model: ModelSpec, sc: Scenario, hw: HardwareSpec) -> list[Op]:

@@ -25,11 +25,9 @@ profile's latency for the path's link kind.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
-from roofline.ops.records import Op, arr
+from roofline.ops.records import Op, arr, f64, with_fields
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.topology import comm_path
 
@@ -84,6 +82,12 @@ def all_reduce_plan(hw: HardwareSpec, message_bytes: object, p: int) -> tuple[np
     fully_connected = path.scale_up and not path.slow and p in CUSTOM_AR_SIZES
     if not fully_connected and not (p == 2 and path.scale_up):
         return ring, 2.0 * (p - 1) + 0 * s, 0 * s
+    if s.ndim == 0:  # one message size: the same choice in Python booleans, the same floats selected
+        x = float(s)
+        small = x <= CUSTOM_AR_MAX_BYTES
+        one = small and (p == 2 or (p <= 4 and x < 512 * KIB) or (p <= 8 and x < 256 * KIB))
+        hop = 1.0 if one else (2.0 if small else 2.0 * (p - 1))
+        return arr((p - 1) * s if one else ring), arr(hop), f64(1.0 if small else 0.0)
     custom = s <= CUSTOM_AR_MAX_BYTES
     one_shot = custom & ((p == 2) | ((p <= 4) & (s < 512 * KIB)) | ((p <= 8) & (s < 256 * KIB)))
     wire = np.where(one_shot, (p - 1) * s, ring)
@@ -104,7 +108,7 @@ def all_reduce(
     """All-reduce of ``message_bytes`` over p GPUs with the algorithm engines pick at that size."""
     wire, hops, custom = all_reduce_plan(hw, message_bytes, p)
     op = _comm(name, group, layer_kind, count, dtype, arr(message_bytes), wire, hops, p)
-    return replace(op, custom_collective=custom) if np.any(custom) else op
+    return with_fields(op, custom_collective=custom) if np.any(custom) else op
 
 
 def all_gather(

@@ -14,7 +14,7 @@ evaluator sum decode steps over a growing context in closed form.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -28,6 +28,28 @@ Launch = Literal["eager", "graph"]
 def arr(x: object) -> np.ndarray:
     """float64 array view of a scalar or array."""
     return np.asarray(x, dtype=np.float64)
+
+
+_ZERO = arr(0.0)
+_ZERO.flags.writeable = False  # shared by every op's defaulted fields: no one may write into it
+
+
+def ndim(x: object) -> int:
+    """``np.ndim(x)``, answered without numpy's dispatch for the arrays, numpy scalars and Python numbers ops hold."""
+    if isinstance(x, np.ndarray | np.generic):
+        return x.ndim
+    return 0 if isinstance(x, float | int) else int(np.ndim(cast(Any, x)))
+
+
+def f64(x: float) -> np.ndarray:
+    """A one-point field computed in Python floats, as the np.float64 the same numpy expression on 0-d arrays gives
+    (IEEE binary64 either way, so the same float: + − × round alike and 0 × inf is NaN in both)."""
+    return cast(np.ndarray, np.float64(x))
+
+
+def _zero() -> np.ndarray:
+    """The 0-d float64 zero of an op field left at its default (one read-only array for all ops)."""
+    return _ZERO
 
 
 @dataclass(frozen=True)
@@ -61,26 +83,26 @@ class Op:
     n: np.ndarray
     k: np.ndarray
     flops: np.ndarray
-    weight_bytes: np.ndarray = field(default_factory=lambda: arr(0.0))
-    act_bytes: np.ndarray = field(default_factory=lambda: arr(0.0))
-    kv_read_bytes: np.ndarray = field(default_factory=lambda: arr(0.0))
-    kv_write_bytes: np.ndarray = field(default_factory=lambda: arr(0.0))
-    comm_bytes: np.ndarray = field(default_factory=lambda: arr(0.0))
+    weight_bytes: np.ndarray = field(default_factory=_zero)
+    act_bytes: np.ndarray = field(default_factory=_zero)
+    kv_read_bytes: np.ndarray = field(default_factory=_zero)
+    kv_write_bytes: np.ndarray = field(default_factory=_zero)
+    comm_bytes: np.ndarray = field(default_factory=_zero)
     collectives: int = 0
-    comm_hops: np.ndarray = field(default_factory=lambda: arr(0.0))
+    comm_hops: np.ndarray = field(default_factory=_zero)
     group_size: int = 1
     kernels: int = 1
     engine_kernels: int = -1  # kernels the scenario's engine launches for it (its kernel inventory); -1: none known
-    flops_per_ctx: np.ndarray = field(default_factory=lambda: arr(0.0))
-    kv_read_bytes_per_ctx: np.ndarray = field(default_factory=lambda: arr(0.0))
-    ctx_ref: np.ndarray = field(default_factory=lambda: arr(0.0))
+    flops_per_ctx: np.ndarray = field(default_factory=_zero)
+    kv_read_bytes_per_ctx: np.ndarray = field(default_factory=_zero)
+    ctx_ref: np.ndarray = field(default_factory=_zero)
     ctx_cap: float = float("inf")
     ctx_period: float = float("inf")
     q_per_kv: float = 1.0
     context_dependent: bool = False  # True when FLOPs or KV bytes grow with the attended context
     launch: Launch = "eager"
     grouped: bool = False  # one grouped GEMM over the touched MoE experts (profile.grouped_gemm applies)
-    custom_collective: np.ndarray = field(default_factory=lambda: arr(0.0))  # 1: engine custom all-reduce kernel
+    custom_collective: np.ndarray = field(default_factory=_zero)  # 1: engine custom all-reduce kernel
     weight_element_bytes: float = 0.0  # bytes per weight element of a GEMM (its format: 2 bf16, 1 fp8, ~0.5 4-bit)
     weight_format: str = ""  # the weight GEMM's storage format (Precision value, e.g. "fp8-block"); "" otherwise
     uncaptured: float | np.ndarray = 0.0  # 1 where a "graph" op's step is outside the engine's CUDA-graph capture
@@ -146,7 +168,24 @@ def gemm(
     ``weight_fraction`` scales the weight bytes read (e.g. MoE: only touched experts);
     ``bias_bytes`` is the bias vector read with the weights.
     """
-    m_, n_, k_ = arr(m), arr(n), arr(k)
+    m_, n_, k_, wf = arr(m), arr(n), arr(k), arr(weight_fraction)
+    if m_.ndim == n_.ndim == k_.ndim == wf.ndim == ndim(w_bytes) == ndim(a_bytes) == ndim(bias_bytes) == 0:
+        fm, fn, fk, w, a = float(m_), float(n_), float(k_), float(w_bytes), float(a_bytes)
+        return Op(  # one point: the same binary64 operations in the same order in Python floats (see f64)
+            name=name,
+            group=group,
+            kind="gemm",
+            layer_kind=layer_kind,
+            count=count,
+            dtype=dtype,
+            m=m_,
+            n=f64(fn + 0 * fm),
+            k=f64(fk + 0 * fm),
+            flops=f64(2.0 * fm * fn * fk),
+            weight_bytes=f64((fn * fk * w + float(bias_bytes)) * float(wf) + 0 * fm),
+            act_bytes=f64((fm * fk + fm * fn) * a),
+            weight_element_bytes=w,
+        )
     return Op(
         name=name,
         group=group,
@@ -158,7 +197,7 @@ def gemm(
         n=n_ + 0 * m_,
         k=k_ + 0 * m_,
         flops=2.0 * m_ * n_ * k_,
-        weight_bytes=(n_ * k_ * w_bytes + bias_bytes) * arr(weight_fraction) + 0 * m_,
+        weight_bytes=(n_ * k_ * w_bytes + bias_bytes) * wf + 0 * m_,
         act_bytes=(m_ * k_ + m_ * n_) * a_bytes,
         weight_element_bytes=float(w_bytes),
     )
@@ -178,6 +217,22 @@ def elementwise(
 ) -> Op:
     """A memory-bound kernel touching ``elems`` elements ``passes`` times (reads + writes)."""
     e = arr(elems)
+    if e.ndim == ndim(passes) == ndim(a_bytes) == ndim(flops_per_elem) == ndim(weight_bytes) == 0:
+        fe = float(e)
+        return Op(  # one point: the same operations in Python floats (see f64)
+            name=name,
+            group=group,
+            kind="elementwise",
+            layer_kind=layer_kind,
+            count=count,
+            dtype=dtype,
+            m=e,
+            n=f64(1.0 + 0 * fe),
+            k=f64(1.0 + 0 * fe),
+            flops=f64(float(flops_per_elem) * fe),
+            act_bytes=f64(float(passes) * fe * float(a_bytes)),
+            weight_bytes=f64(float(arr(weight_bytes)) + 0 * fe),
+        )
     return Op(
         name=name,
         group=group,

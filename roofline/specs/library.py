@@ -256,13 +256,31 @@ def _load_cached(kind: Kind, path: Path, mtime_ns: int, size: int) -> HardwareSp
 def _resolve(kind: Kind, name_or_path: str | Path) -> HardwareSpec | ModelSpec:
     text = str(name_or_path)
     path = expand_user(text) if _is_path(text) else _lookup(kind, text)
-    if not _exists(path):
-        raise SpecError(f"spec file {path} does not exist; check the path or use a bundled name")
-    try:
+    try:  # Path.exists is this stat answering without an error
         st = path.stat()
-        return _load_cached(kind, path.resolve(), st.st_mtime_ns, st.st_size)
+    except (OSError, ValueError):
+        raise SpecError(f"spec file {path} does not exist; check the path or use a bundled name") from None
+    try:
+        return _load_cached(kind, _real_path(path, st), st.st_mtime_ns, st.st_size)
     except OSError as exc:
         raise SpecError(f"cannot read spec file {path}: {exc.strerror}; check the path") from None
+
+
+_REAL: dict[tuple[str, int, int], Path] = {}
+
+
+def _real_path(path: Path, st: os.stat_result) -> Path:
+    """``path.resolve()``, kept for an absolute path while it still names the same file (device and inode of
+    ``st``, its stat): a spec lookup resolves the same few paths on every call."""
+    if not path.is_absolute():
+        return path.resolve()
+    key = (str(path), st.st_dev, st.st_ino)
+    hit = _REAL.get(key)
+    if hit is None:
+        if len(_REAL) > 4096:
+            _REAL.clear()
+        hit = _REAL[key] = path.resolve()
+    return hit
 
 
 def hardware(name_or_path: str | Path | HardwareSpec) -> HardwareSpec:

@@ -8,6 +8,7 @@ from the same spec and against the authors' stated totals.
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -20,6 +21,8 @@ from roofline.specs.quant import Checkpoint
 
 #: resolved_layers per live model object (id → (weak reference, layers)).
 _RESOLVED: dict[int, tuple[weakref.ref[ModelSpec], tuple[ResolvedLayer, ...]]] = {}
+#: layer_counts per live model object (id → (weak reference, (layer, count) pairs)).
+_COUNTS: dict[int, tuple[weakref.ref[ModelSpec], tuple[tuple[ResolvedLayer, int], ...]]] = {}
 
 
 class ModelSpec(Frozen):
@@ -124,6 +127,17 @@ class ModelSpec(Frozen):
             return hit[1]
         out = self._resolve_layers()
         _RESOLVED[key] = (weakref.ref(self, lambda _ref: _RESOLVED.pop(key, None)), out)
+        return out
+
+    def layer_counts(self) -> tuple[tuple[ResolvedLayer, int], ...]:
+        """Each distinct resolved layer with how many layers have it, in order of first appearance: the items of
+        ``Counter(self.resolved_layers())``, computed once per (frozen) model object (memory sums read it per call)."""
+        key = id(self)
+        hit = _COUNTS.get(key)
+        if hit is not None and hit[0]() is self:
+            return hit[1]
+        out = tuple(Counter(self.resolved_layers()).items())
+        _COUNTS[key] = (weakref.ref(self, lambda _ref: _COUNTS.pop(key, None)), out)
         return out
 
     def _resolve_layers(self) -> tuple[ResolvedLayer, ...]:

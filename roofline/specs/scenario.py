@@ -211,7 +211,7 @@ class Scenario:
                 f"tp={self.tp} neither divides nor is a multiple of the {a.num_kv_heads} KV heads of {model.name}"
             )
         self._check_context(model)
-        for layer in set(model.resolved_layers()):  # per-layer heads (DeciLM, Gemma-4, MiMo-V2)
+        for layer, _ in model.layer_counts():  # per-layer heads (DeciLM, Gemma-4, MiMo-V2)
             if layer.has_attention and (
                 layer.num_heads % self.tp
                 or (a.mla is None and layer.num_kv_heads % self.tp and self.tp % layer.num_kv_heads)
