@@ -72,7 +72,7 @@ FRONTEND_FIT = (
 )
 SGLANG_FRONTEND = FRONTEND_FIT.format(
     rows="200 of 531 rows, SGLang 0.5.6-0.5.9 and nightlies, held-out median |ln error| 0.935 physics only -> "
-    "0.408; 320 ms is the grid's largest value, the optimum may lie above it"
+    "0.408; 640 ms, simulated too (validation/serving/extend_passes.py), is not chosen"
 )
 TRTLLM_FRONTEND = FRONTEND_FIT.format(rows="174 of 560 rows, TensorRT-LLM 1.0rc3-1.3rc5, held out 0.461 -> 0.379")
 VLLM_FRONTEND = (

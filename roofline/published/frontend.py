@@ -2,8 +2,9 @@
 concurrency with each model family held out, and adopted only where the held-out error falls.
 
 **Data.** Every closed-loop row of the public serving sample was simulated with the engine's own preset once
-per candidate mean overhead y on a grid (0, 10, 20, 40, 80, 160, 320 ms), each request's overhead drawn from an
-exponential law (``request_overhead_cv`` = 1): ``validation/results/serving_sim_passes_preset_aiperf_cv1.csv.gz``
+per candidate mean overhead y on a grid (0, 10, 20, 40, 80, 160, 320 ms, and 640 ms added by
+``validation/serving/extend_passes.py``), each request's overhead drawn from an exponential law
+(``request_overhead_cv`` = 1): ``validation/results/serving_sim_passes_preset_aiperf_cv1.csv.gz``
 (``validation/serving/validate_simulator.py --engine-options preset``), measured values in
 ``validation/results/serving_sim_preset_aiperf_cv1.csv``.
 
