@@ -53,6 +53,9 @@ BUNDLED = {
     "nemotron-3-super-120b-a12b": "NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json",
     "gpt-oss-20b": "gpt-oss-20b.json",
     "llama-3.3-nemotron-super-49b": "Llama-3_3-Nemotron-Super-49B-v1.json",
+    # issue 30: architectures that were refused
+    "deepseek-v2-lite": "DeepSeek-V2-Lite.json",
+    "phi-3.5-moe": "Phi-3.5-MoE-instruct.json",
 }
 _METADATA = {"name", "display_name", "aliases", "hf_repo", "sources", "notes"}
 

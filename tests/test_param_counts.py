@@ -57,6 +57,13 @@ STATED: dict[str, tuple[float, float | None, str]] = {
     "nemotron-3-super-120b-a12b": (120 * B, 12 * B, "NVIDIA: 'a 12B active 120B total parameter ... model'"),
     "gpt-oss-20b": (21 * B, 3.6 * B, "gpt-oss model card: 'gpt-oss-20b ... 21B parameters with 3.6B active'"),
     "llama-3.3-nemotron-super-49b": (49 * B, None, "size per name (Llama-3.3-Nemotron-Super-49B-v1)"),
+    # ---- issue 30 ----
+    "deepseek-v2-lite": (
+        15.7 * B,
+        2.4 * B,
+        "DeepSeek-V2 paper (arXiv 2405.04434) / model card: 15.7B total, 2.4B act.",
+    ),
+    "phi-3.5-moe": (41.9 * B, 6.6 * B, "Phi-3.5-MoE model card: 6.6B active (2 of 16 experts); Hub count 41.9B"),
 }
 
 # Exact checkpoint element counts (HF). All are reproduced exactly by ModelSpec.param_count().
@@ -89,6 +96,11 @@ TOTAL_INCLUDES_MTP = {"deepseek-v3.2"}
 # Whole-number active figures from a name (A17B) are rounded to 1B: the check is |ours - stated| < 0.5B where
 # that is looser than 2% (Qwen3.5-397B-A17B: 17.35B counted, 2.06% above '17B').
 ACTIVE_ROUNDED = {"qwen3.5-397b-a17b"}
+# DeepSeek-V2-Lite's "2.4B activated" fits no counting convention within 2%: with the embeddings ours is 2.661B
+# (+10.9%), without embedding and head 2.242B (-6.6%), without the input embedding 2.451B (+2.1%). Its 15.7B total
+# matches to 0.04%, so the layout is right; the check is the last convention with the figure read as truncated to
+# one decimal (2.4B <= ours < 2.5B).
+ACTIVE_TRUNCATED = {"deepseek-v2-lite"}
 
 
 def within(actual: float, stated: float, tol: float = 0.02) -> bool:
@@ -111,13 +123,14 @@ def test_total_params_match_stated(slug: str) -> None:
 def test_active_params_match_stated(slug: str) -> None:
     spec = roofline.model(slug)
     active = spec.active_param_count()
-    if slug in ACTIVE_EXCLUDES_INPUT_EMBEDDING:
+    if slug in ACTIVE_EXCLUDES_INPUT_EMBEDDING | ACTIVE_TRUNCATED:
         active -= spec.vocab_size * spec.hidden_size
     if slug in ACTIVE_EXCLUDES_EMBEDDINGS:
         active -= 2 * spec.vocab_size * spec.hidden_size
     stated = STATED[slug][1]
     assert stated is not None
     ok = within(active, stated) or (slug in ACTIVE_ROUNDED and abs(active - stated) < 0.5 * B)
+    ok = ok or (slug in ACTIVE_TRUNCATED and stated <= active < stated + 0.1 * B)
     assert ok, f"{slug}: {active:,} vs stated {stated:,.0f}"
 
 

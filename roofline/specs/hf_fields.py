@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from roofline.specs.jsontypes import JsonObject
 
 DEEPSEEK_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM")
+#: Phi-3.5-MoE: the remote-code class name (its config.json) and the transformers one
+PHIMOE_ARCHS = ("PhiMoEForCausalLM", "PhimoeForCausalLM")
+#: DeepSeek-V2 routers (HF ``DeepseekV2MoEGate``/``MoEGate``): both choose ``num_experts_per_tok`` experts per token
+#: from a softmax over one ``hidden x n_routed_experts`` gate; group limiting only restricts which experts
+_V2_TOPK = ("greedy", "group_limited_greedy")
 _QWEN = ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiMoForCausalLM")
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _LAYER_TYPES = {"sliding_attention": "local", "full_attention": "global"}
@@ -25,7 +30,9 @@ _ATTENTION_BIAS = (
     "Qwen3MoeForCausalLM",
     "Gemma2ForCausalLM",
     "GptOssForCausalLM",
+    *PHIMOE_ARCHS,
 )
+_ALL_MOE = ("MixtralForCausalLM", "GptOssForCausalLM", *PHIMOE_ARCHS)  # every layer MoE, num_local_experts
 
 
 def _mla(c: HfConfig) -> dict[str, Any] | None:
@@ -92,7 +99,7 @@ def _layer_kinds(c: HfConfig, num_layers: int) -> list[str]:
         return ["global" if i < first else "local" for i in range(num_layers)]
     if c.arch == "Gemma2ForCausalLM":
         return ["local" if i % 2 == 0 else "global" for i in range(num_layers)]
-    if c.arch in ("MistralForCausalLM", "MixtralForCausalLM", "Phi3ForCausalLM"):
+    if c.arch in ("MistralForCausalLM", "MixtralForCausalLM", "Phi3ForCausalLM", *PHIMOE_ARCHS):
         return ["global" if c.data.get("sliding_window") is None else "local"] * num_layers
     return ["global"] * num_layers
 
@@ -117,7 +124,7 @@ def _window(c: HfConfig, num_layers: int) -> tuple[int | None, tuple[str, ...] |
 
 def _moe_layers(c: HfConfig, num_layers: int) -> list[bool]:
     """Whether each layer's FFN is a mixture of experts."""
-    if c.arch in ("MixtralForCausalLM", "GptOssForCausalLM"):
+    if c.arch in _ALL_MOE:
         return [True] * num_layers
     if c.arch == "Qwen3MoeForCausalLM":
         dense = set(c.int_list("mlp_only_layers"))
@@ -160,7 +167,7 @@ def moe_fields(c: HfConfig, num_layers: int) -> JsonObject | None:
     if first is None:
         return None
     moe: dict[str, Any] = {"top_k": _top_k(c), "first_dense_layers": first}
-    if c.arch in ("MixtralForCausalLM", "GptOssForCausalLM"):
+    if c.arch in _ALL_MOE:
         moe["num_experts"] = c.integer("num_local_experts")
         moe["expert_intermediate_size"] = c.integer("intermediate_size")
     else:
@@ -171,10 +178,27 @@ def moe_fields(c: HfConfig, num_layers: int) -> JsonObject | None:
         if shared:
             moe["num_shared_experts"] = 1
             moe["shared_intermediate_size"] = shared * moe["expert_intermediate_size"]
-        moe["router_bias"] = True  # e_score_correction_bias
+        # e_score_correction_bias (V3 and successors); DeepSeek-V2's gate is one bias-free matrix
+        moe["router_bias"] = c.arch != "DeepseekV2ForCausalLM" or _v2_routing(c)
     if c.arch == "GptOssForCausalLM":
         moe["router_bias"] = moe["expert_bias"] = True
     return moe
+
+
+def _v2_routing(c: HfConfig) -> bool:
+    """DeepSeek-V2 routing: ``topk_method`` greedy or group_limited_greedy with a softmax score (no router bias,
+    returns False); anything else (e.g. V3's noaux_tc with its correction bias) is refused, naming the key."""
+    method = c.typed("topk_method", str, "greedy")
+    if method not in _V2_TOPK:
+        raise c.fail(
+            "topk_method",
+            f"is {method!r}: DeepSeek-V2's router supports {', '.join(_V2_TOPK)}; another router may carry weights "
+            "or FLOPs (V3's noaux_tc has a correction bias) that this importer does not count; write the spec by hand",
+        )
+    scoring = c.typed("scoring_func", str, "softmax")
+    if scoring != "softmax":
+        raise c.fail("scoring_func", f"is {scoring!r}: DeepSeek-V2's router is softmax only; write the spec by hand")
+    return False
 
 
 def config_dtype(c: HfConfig) -> str:

@@ -22,7 +22,12 @@ Semantics follow the Hugging Face ``transformers`` modelling code:
 * DeepSeek-V3's MLA head_dim is ``qk_nope_head_dim + qk_rope_head_dim``; its
   multi-token-prediction layers (``num_nextn_predict_layers``) go to ``mtp_layers`` and are
   not in ``param_count()``, like the 671B the authors state (``mtp_param_count()`` counts
-  them). ``e_score_correction_bias`` is counted as a router bias.
+  them). ``e_score_correction_bias`` is counted as a router bias. DeepSeek-V2 (and V2-Lite, whose
+  ``q_lora_rank`` is null: a full q_proj) has none: its ``topk_method`` must be greedy or group_limited_greedy
+  over a softmax, anything else is an error naming the key.
+* Phi-3.5-MoE (``PhiMoEForCausalLM`` / ``PhimoeForCausalLM``) reads like Mixtral (every layer MoE,
+  ``sliding_window`` on every layer) with q/k/v/o biases from ``attention_bias`` and LayerNorm; the LayerNorm
+  and ``lm_head_bias`` biases have no spec field and are left out of the counts (0.0007%), as the notes say.
 * Architectures with per-layer structure (Qwen3.5/3.6, Nemotron-H, Llama-4, Gemma-4,
   DeciLM, MiMo-V2, Step-3.7, MiniMax-M2) are read by the adapters in
   :mod:`roofline.specs.hf_families` into ``layers``/``linear_attention``; DeepSeek-V3.2 and
@@ -52,7 +57,7 @@ from roofline.specs import hf_families as families
 from roofline.specs.hf_adapters import ADAPTERS
 from roofline.specs.hf_config import MISSING, HfConfig
 from roofline.specs.hf_families import NOT_MODELLED
-from roofline.specs.hf_fields import DEEPSEEK_ARCHS, attention_fields, config_dtype, moe_fields
+from roofline.specs.hf_fields import DEEPSEEK_ARCHS, PHIMOE_ARCHS, attention_fields, config_dtype, moe_fields
 from roofline.specs.model import ModelSpec
 from roofline.specs.quant import checkpoint_spec
 from roofline.specs.validation import validate_spec
@@ -90,6 +95,8 @@ SUPPORTED: dict[str, str] = {
     "DeciLMForCausalLM": "nemotron-nas",
     "MiMoV2FlashForCausalLM": "mimo_v2_flash",
     "Step3p7FlashForCausalLM": "step3p7",
+    "PhiMoEForCausalLM": "phimoe",
+    "PhimoeForCausalLM": "phimoe",
 }
 #: text_config model_types of multimodal wrappers -> the text architecture they share
 _BY_MODEL_TYPE = {
@@ -196,8 +203,15 @@ def _notes(c: HfConfig) -> str:
         notes.append(
             "Multi-token-prediction layers (num_nextn_predict_layers) are in mtp_layers, counted by mtp_param_count "
             "and not by param_count. Shared experts are one MLP of width n_shared_experts*moe_intermediate_size; "
-            "router_bias is e_score_correction_bias."
+            + (
+                "the softmax router (topk_method greedy/group_limited_greedy, n_group, topk_group, "
+                "routed_scaling_factor) has no bias; group limiting changes which experts a token uses, not how many."
+                if c.arch == "DeepseekV2ForCausalLM"
+                else "router_bias is e_score_correction_bias."
+            )
         )
+    if c.arch in PHIMOE_ARCHS:
+        notes.append(_phimoe_note(c))
     if c.arch == "MiMoForCausalLM":
         notes.append("Multi-token-prediction layers (num_nextn_predict_layers) are in mtp_layers, not in param_count.")
     wrapper = c.data.get(_WRAPPER)
@@ -207,6 +221,21 @@ def _notes(c: HfConfig) -> str:
             "encoders and projector are out of scope (not counted, not costed)."
         )
     return " ".join(notes)
+
+
+def _phimoe_note(c: HfConfig) -> str:
+    """Phi-3.5-MoE (HF ``PhimoeForCausalLM``) facts the schema has no field for, and why they cost nothing here."""
+    head = c.typed("lm_head_bias", bool, False)
+    return (
+        "LayerNorm (not RMSNorm): its bias vectors (2h per layer + h) are not counted (0.0006% of the weights). "
+        + (
+            f"lm_head_bias: the head's {c.integer('vocab_size'):,} bias values are not counted (one add per logit). "
+            if head
+            else ""
+        )
+        + "Routing (sparsemixer top-2; router/input jitter noise applies in training only) costs the gate matmul, as "
+        "counted. longrope rope_scaling changes rotary angles only. HF applies sliding_window to every layer."
+    )
 
 
 # ---- public API -------------------------------------------------------------------------
@@ -251,7 +280,7 @@ def model_from_hf_config(path_or_dict: str | Path | JsonObject, name: str | None
         "vocab_size": c.integer("vocab_size"),
         "tie_word_embeddings": c.typed("tie_word_embeddings", bool, _TIED_DEFAULT.get(arch, False)),
         "max_position_embeddings": c.opt_int("max_position_embeddings"),
-        "norm": "rmsnorm",
+        "norm": "layernorm" if arch in PHIMOE_ARCHS else "rmsnorm",
         "norms_per_layer": _NORMS_PER_LAYER.get(arch, 2),
         "native_dtype": config_dtype(c),
         "checkpoint": checkpoint_spec(c.data.get("quantization_config"), f"{origin}"),
