@@ -170,22 +170,13 @@ def gemm(
     """
     m_, n_, k_, wf = arr(m), arr(n), arr(k), arr(weight_fraction)
     if m_.ndim == n_.ndim == k_.ndim == wf.ndim == ndim(w_bytes) == ndim(a_bytes) == ndim(bias_bytes) == 0:
+        # one point: the same binary64 operations in the same order in Python floats (see f64)
         fm, fn, fk, w, a = float(m_), float(n_), float(k_), float(w_bytes), float(a_bytes)
-        return Op(  # one point: the same binary64 operations in the same order in Python floats (see f64)
-            name=name,
-            group=group,
-            kind="gemm",
-            layer_kind=layer_kind,
-            count=count,
-            dtype=dtype,
-            m=m_,
-            n=f64(fn + 0 * fm),
-            k=f64(fk + 0 * fm),
-            flops=f64(2.0 * fm * fn * fk),
-            weight_bytes=f64((fn * fk * w + float(bias_bytes)) * float(wf) + 0 * fm),
-            act_bytes=f64((fm * fk + fm * fn) * a),
-            weight_element_bytes=w,
-        )
+        sizes = (f64(fn + 0 * fm), f64(fk + 0 * fm), f64(2.0 * fm * fn * fk))
+        moved = (f64((fn * fk * w + float(bias_bytes)) * float(wf) + 0 * fm), f64((fm * fk + fm * fn) * a))
+    else:
+        sizes = (n_ + 0 * m_, k_ + 0 * m_, 2.0 * m_ * n_ * k_)
+        moved = ((n_ * k_ * w_bytes + bias_bytes) * wf + 0 * m_, (m_ * k_ + m_ * n_) * a_bytes)
     return Op(
         name=name,
         group=group,
@@ -194,11 +185,11 @@ def gemm(
         count=count,
         dtype=dtype,
         m=m_,
-        n=n_ + 0 * m_,
-        k=k_ + 0 * m_,
-        flops=2.0 * m_ * n_ * k_,
-        weight_bytes=(n_ * k_ * w_bytes + bias_bytes) * wf + 0 * m_,
-        act_bytes=(m_ * k_ + m_ * n_) * a_bytes,
+        n=sizes[0],
+        k=sizes[1],
+        flops=sizes[2],
+        weight_bytes=moved[0],
+        act_bytes=moved[1],
         weight_element_bytes=float(w_bytes),
     )
 
@@ -218,21 +209,12 @@ def elementwise(
     """A memory-bound kernel touching ``elems`` elements ``passes`` times (reads + writes)."""
     e = arr(elems)
     if e.ndim == ndim(passes) == ndim(a_bytes) == ndim(flops_per_elem) == ndim(weight_bytes) == 0:
-        fe = float(e)
-        return Op(  # one point: the same operations in Python floats (see f64)
-            name=name,
-            group=group,
-            kind="elementwise",
-            layer_kind=layer_kind,
-            count=count,
-            dtype=dtype,
-            m=e,
-            n=f64(1.0 + 0 * fe),
-            k=f64(1.0 + 0 * fe),
-            flops=f64(float(flops_per_elem) * fe),
-            act_bytes=f64(float(passes) * fe * float(a_bytes)),
-            weight_bytes=f64(float(arr(weight_bytes)) + 0 * fe),
-        )
+        fe = float(e)  # one point: the same operations in Python floats (see f64)
+        ones, flops = (f64(1.0 + 0 * fe), f64(1.0 + 0 * fe)), f64(float(flops_per_elem) * fe)
+        act, weights = f64(float(passes) * fe * float(a_bytes)), f64(float(arr(weight_bytes)) + 0 * fe)
+    else:
+        ones, flops = (arr(1.0) + 0 * e, arr(1.0) + 0 * e), flops_per_elem * e
+        act, weights = passes * e * a_bytes, arr(weight_bytes) + 0 * e
     return Op(
         name=name,
         group=group,
@@ -241,9 +223,9 @@ def elementwise(
         count=count,
         dtype=dtype,
         m=e,
-        n=arr(1.0) + 0 * e,
-        k=arr(1.0) + 0 * e,
-        flops=flops_per_elem * e,
-        act_bytes=passes * e * a_bytes,
-        weight_bytes=arr(weight_bytes) + 0 * e,
+        n=ones[0],
+        k=ones[1],
+        flops=flops,
+        act_bytes=act,
+        weight_bytes=weights,
     )
