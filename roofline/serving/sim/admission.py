@@ -103,10 +103,11 @@ class Admission(RequestLifecycle):
             if fresh + hl > pool.free:
                 break
             waiting.popleft()
-            hits = r.hashes[:h]
-            pool.acquire(hits)
+            if h:
+                hits = r.hashes[:h]
+                pool.acquire(hits)
+                r.named = list(hits)
             pool.allocate(fresh)
-            r.named = list(hits)
             r.blocks = h + fresh
             r.computed = h * bs
             if not r.admitted:

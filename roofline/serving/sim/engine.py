@@ -112,6 +112,10 @@ class EngineSim(Admission, RunStats):
         # the same in arrival order, as arrays of Python numbers for the event loop's lookups
         self._order_q = array("q", self.order.astype(np.int64).tobytes())
         self._entry_q = array("d", self.entry_at[self.order].astype(np.float64).tobytes())
+        self._entries = len(self._entry_q)
+        # token counts as machine integers (int() of each, 8 bytes a request): cheaper to index than numpy's
+        self._prompt_l = array("q", np.asarray(prompt).astype(np.int64).tobytes())
+        self._output_l = array("q", np.asarray(output).astype(np.int64).tobytes())
         self.rec_first, self.rec_finish = array("d", [math.nan]) * self.n, array("d", [math.nan]) * self.n
         self.rec_cached, self.rec_preempt = array("q", [0]) * self.n, array("q", [0]) * self.n
         self.generated = 0
@@ -154,21 +158,34 @@ class EngineSim(Admission, RunStats):
         heapq.heappush(self.pending, (self._entry(i, t), i))
 
     def _admit_arrivals(self, now: float) -> None:
+        """Move the requests that reached the queue by ``now`` (s) into ``waiting``, in entry order."""
+        closed = self.closed
+        if closed:
+            pending = self.pending
+            if not pending or pending[0][0] > now:
+                return
+        else:
+            a, entries = self.arrived, self._entry_q
+            if a >= self._entries or entries[a] > now:
+                return
+        with_hashes = self.hashes is not None and self.pol.prefix_caching
+        prompt, output = self._prompt_l, self._output_l
         while True:
-            if self.closed:
-                if not self.pending or self.pending[0][0] > now:
+            if closed:
+                if not pending or pending[0][0] > now:
                     return
-                entry, i = heapq.heappop(self.pending)
+                entry, i = heapq.heappop(pending)
             else:
                 a = self.arrived
-                if a >= len(self._order_q) or self._entry_q[a] > now:
+                if a >= self._entries or entries[a] > now:
                     return
-                i, entry = self._order_q[a], self._entry_q[a]
-            h = self.hashes[i] if self.hashes is not None and self.pol.prefix_caching else ()
-            self.waiting.append(Req(i, int(self.prompt[i]), int(self.output[i]), entry, h))
+                i, entry = self._order_q[a], entries[a]
+            h = self.hashes[i] if with_hashes else ()  # type: ignore[index]
+            self.waiting.append(Req(i, int(prompt[i]), int(output[i]), entry, h))
             self.arrived += 1
-            self.span = max(self.span, i + 1)
-            if self.arrived == self.n and not self.closed:
+            if i >= self.span:
+                self.span = i + 1
+            if self.arrived == self.n and not closed:
                 self.last_send = (now, len(self.waiting), self._work())
 
     def _next_entry(self) -> float:
@@ -184,8 +201,14 @@ class EngineSim(Admission, RunStats):
         tick = max(self.n // 100, 1)
         last = 0
         lag = self.pol.async_scheduling
+        closed, pending, entries = self.closed, self.pending, self._entry_q
         while True:
-            self._admit_arrivals(self._cut if lag else now)
+            t = self._cut if lag else now  # admit whoever reached the queue by t (checked here: most steps none)
+            if closed:
+                if pending and pending[0][0] <= t:
+                    self._admit_arrivals(t)
+            elif self.arrived < self._entries and entries[self.arrived] <= t:
+                self._admit_arrivals(t)
             if not self.running and not self.waiting:
                 nxt = self._next_entry()
                 if nxt == math.inf:
@@ -236,11 +259,12 @@ class EngineSim(Admission, RunStats):
         if self.pol.reserve_full:
             return 0
         d, bs, cnt = self.d_count, self.bs, self.cnt
-        need, i = (k // bs) * d, (1 - self.G) % bs  # i: the residue of step G + j, falling by one a step
-        for _ in range(k % bs):
-            need += cnt[i]
-            i = i - 1 if i else bs - 1
-        return need
+        need, i, r = (k // bs) * d, (1 - self.G) % bs, k % bs  # residues i, i − 1, … (mod bs) of steps G + j, j < r
+        if not r:
+            return need
+        if r <= i + 1:
+            return need + sum(cnt[i - r + 1 : i + 1])
+        return need + sum(cnt[: i + 1]) + sum(cnt[bs - (r - i - 1) :])
 
     def _spans(self) -> tuple[tuple[float, ...], tuple[float, ...], int]:
         """(Σ min(L, W_a) at clock G, rows still below W_a, steps until one reaches W_a) per attention term."""
@@ -283,10 +307,12 @@ class EngineSim(Admission, RunStats):
                 else:  # it arrives during step j − 1 and joins step j + 1
                     k = min(k, st.steps_until(nxt - now, k) + 1)
         total = st.total(k)
-        d, d0 = self.d_count, st.step(0)
+        d, d0 = self.d_count, st.first_s
         last = st.step(k - 1) if k > 1 else d0
         used0 = self.pool.used
-        self.pool.allocate(self._blocks_for(k))
+        grow = self._blocks_for(k)
+        if grow:  # allocating nothing changes nothing (used + cached ≤ total: no eviction)
+            self.pool.allocate(grow)
         end = now + total
         self._cut = end - last
         hist = self.hist
@@ -299,7 +325,8 @@ class EngineSim(Admission, RunStats):
         self.G += k
         self.decode_tokens += d * k
         self._account(end, total, d, 0, k, used0)
-        self._finish_decodes(end)
+        if self.heap[0][0] <= self.G:  # the earliest finish (or a stale entry) is due: nothing is, otherwise
+            self._finish_decodes(end)
         return end
 
     # ---- one general step -------------------------------------------------------------------
@@ -313,7 +340,8 @@ class EngineSim(Admission, RunStats):
                 prefill_mode = bool(self.waiting and self._can_prefill())
         with_decodes = not prefill_mode or pol.mixed_chunk
         chunks, need, left, preempted = self._plan_running(with_decodes)
-        self.pool.allocate(need)
+        if need:
+            self.pool.allocate(need)
         for r, c in chunks:
             if not pol.reserve_full:
                 r.blocks = -(-(r.computed + c) // self.bs)
@@ -345,6 +373,6 @@ class EngineSim(Admission, RunStats):
         for r, c in chunks:
             self._progress(r, c, end)
         self._account(end, dt, d + len(chunks), sum(new), 1, used0)
-        if d:
+        if d and self.heap[0][0] <= self.G:
             self._finish_decodes(end)
         return end

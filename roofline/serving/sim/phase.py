@@ -63,6 +63,8 @@ class AttnTerm:
     prefill_curve: Curve | None = None
     #: the prefill curve's knots (log2 of its sizes, its values) as floats, for :meth:`ceiling_at`; () without one
     knots: tuple[tuple[float, ...], tuple[float, ...]] = field(init=False, repr=False, compare=False)
+    #: :meth:`ceiling_at` of the whole spans met so far (FLOP/s by span in tokens), below 2**24
+    memo: dict[float, float] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         knots: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
@@ -73,7 +75,10 @@ class AttnTerm:
 
     def ceiling_at(self, span: float) -> float:
         """:meth:`compute_ceiling` at one finite span, as a float and without a numpy call per step (the same
-        value to the last bit: numpy's log2 and numpy's interpolation formula)."""
+        value to the last bit: numpy's log2 and numpy's interpolation formula); memoised for whole spans."""
+        v = self.memo.get(span)
+        if v is not None:
+            return v
         xp, fp = self.knots
         cap = self.compute_flops_per_s
         if not xp:
@@ -90,7 +95,10 @@ class AttnTerm:
             j = bisect_right(xp, x) - 1
             y = fp[j] if xp[j] == x else (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j]) * (x - xp[j]) + fp[j]
         v = self.prefill_peak_flops_per_s * y
-        return v if v < cap else cap
+        v = v if v < cap else cap
+        if span < 16777216.0 and span == int(span):
+            self.memo[span] = v
+        return v
 
     def compute_ceiling(self, span: np.ndarray | float) -> np.ndarray:
         """FLOP/s at an attended span: the cap, or the prefill flash-attention curve of the profile

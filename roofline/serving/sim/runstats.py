@@ -12,6 +12,8 @@ from array import array
 from collections import deque
 from typing import Any
 
+import numpy as np
+
 from roofline.serving.sim.kvpool import BlockPool
 
 SAT_WARM, SAT_WINDOW = 100, 200  # completions before and inside the saturation measuring window
@@ -35,8 +37,9 @@ class RunStats:
 
     def _init_stats(self, saturation_queue: int, timeline_rows: int, work_per_req: float) -> None:
         self.busy_s = self.batch_int = self.kv_int = self.last_step_s = 0.0
-        self.tl = tuple(array("d") for _ in TIMELINE_COLUMNS)
+        self.tl_flat = array("d")  # the timeline, row after row of the TIMELINE_COLUMNS
         self.tl_rows, self.tl_stride, self.tl_skip = timeline_rows, 1, 0
+        self._tl_cap = timeline_rows * len(TIMELINE_COLUMNS)
         self.sat_queue = saturation_queue
         self.sat_mark: tuple[float, float, int, int, bool] | None = None
         self.last_send: tuple[float, int, float] | None = None
@@ -44,25 +47,29 @@ class RunStats:
         self.saturated: str | None = None
 
     def _account(self, end: float, dt: float, rows: int, prefill_tokens: int, steps: int, used0: int) -> None:
+        """Integrals of one event of ``dt`` seconds ending at ``end`` (``rows`` rows, ``steps`` steps, KV blocks
+        from ``used0`` to the pool's count now), and its timeline row (one in ``tl_stride`` kept)."""
         self.busy_s += dt
         self.batch_int += rows * dt
-        self.kv_int += (used0 + self.pool.used) / 2 * dt
+        used = self.pool.used
+        self.kv_int += (used0 + used) / 2 * dt
         self.tl_skip += 1
         if self.tl_skip < self.tl_stride:
             return
         self.tl_skip = 0
-        t_end, t_run, t_wait, t_kv, t_dec, t_pre, t_steps = self.tl  # the TIMELINE_COLUMNS
-        t_end.append(end)
-        t_run.append(len(self.running))
-        t_wait.append(len(self.waiting))
-        t_kv.append(self.pool.used)
-        t_dec.append(self.d_count)
-        t_pre.append(prefill_tokens)
-        t_steps.append(steps)
-        if len(t_end) >= self.tl_rows:  # keep memory bounded: drop every other row, halve the rate
-            for i, col in enumerate(self.tl):
-                self.tl[i][:] = array("d", col[::2])
+        flat = self.tl_flat
+        flat.extend((end, len(self.running), len(self.waiting), used, self.d_count, prefill_tokens, steps))
+        if len(flat) >= self._tl_cap:  # keep memory bounded: drop every other row, halve the rate
+            width = len(TIMELINE_COLUMNS)
+            kept = np.frombuffer(flat, dtype=np.float64).reshape(-1, width)[::2]
+            self.tl_flat = array("d", kept.tobytes())
             self.tl_stride *= 2
+
+    @property
+    def tl(self) -> tuple[np.ndarray, ...]:
+        """The timeline's columns (:data:`TIMELINE_COLUMNS`: seconds, counts), as float arrays."""
+        rows = np.array(self.tl_flat, dtype=np.float64).reshape(-1, len(TIMELINE_COLUMNS))
+        return tuple(rows[:, i].copy() for i in range(len(TIMELINE_COLUMNS)))
 
     def _work(self) -> float:
         """Output tokens emitted so far (decode-row steps + prefill completions); never recomputed."""

@@ -89,6 +89,23 @@ class StepModel:
             for t in self.decode.attn
             for fc, fb in [(t.count * t.flops_per_pair / t.compute_flops_per_s, t.count / t.memory_bytes_per_s)]
         ]
+        # per phase ([decode, prefill]) and attention term, AttnTerm.time_s's coefficients
+        self._attn_coef = tuple(
+            tuple(
+                (
+                    t.count,
+                    t.flops_per_pair,
+                    t.compute_flops_per_s,
+                    t.act_bytes_per_token,
+                    t.kv_bytes_per_span,
+                    t.memory_bytes_per_s,
+                    t.fixed_s,
+                )
+                for t in pm.attn
+            )
+            for pm in (self.decode, self.prefill)
+        )
+        self._affine_const: dict[tuple[int, int, float], float] = {}  # decode_affine's constant per (M, rows, extra)
 
     def finish(self, gpu_s: float) -> float:
         """Step seconds from the GPU seconds: the engine's CPU part combined by :func:`step_seconds`."""
@@ -101,8 +118,11 @@ class StepModel:
         prefill_new: Sequence[float] | np.ndarray | None = None,
         prefill_past: Sequence[float] | np.ndarray | None = None,
     ) -> float:
-        """Seconds of one step: :meth:`gpu_time` with the engine's CPU part (:meth:`finish`)."""
-        return self.finish(self.gpu_time(decode_rows, decode_span, prefill_new, prefill_past))
+        """Seconds of one step: :meth:`gpu_time` with the engine's CPU part (:meth:`finish`, inlined)."""
+        gpu, cpu = self.gpu_time(decode_rows, decode_span, prefill_new, prefill_past), self.cpu_overhead_s
+        if not self.async_cpu:
+            return gpu + cpu
+        return gpu if gpu > cpu else cpu
 
     def gpu_time(
         self,
@@ -127,10 +147,16 @@ class StepModel:
         else:
             assert prefill_new is not None and prefill_past is not None
             pm = self.prefill
-            prefill = self._prefill_scalar if n_pre <= SCALAR_ROWS else self._prefill_arrays
-            m, rows_past, total, pre_pairs, pre_span, pre_compute = prefill(
-                decode_rows, decode_span, prefill_new, prefill_past
-            )
+            if n_pre == 1:
+                p, n = float(prefill_past[0]), float(prefill_new[0])
+                m, rows_past, total, pre_pairs, pre_span, pre_compute = self._prefill_one(
+                    decode_rows, decode_span, p, n
+                )
+            else:
+                prefill = self._prefill_scalar if n_pre <= SCALAR_ROWS else self._prefill_arrays
+                m, rows_past, total, pre_pairs, pre_span, pre_compute = prefill(
+                    decode_rows, decode_span, prefill_new, prefill_past
+                )
             rows = decode_rows + n_pre
         mi = int(m)
         if mi > self.max_tokens or rows > self.max_rows:
@@ -145,9 +171,13 @@ class StepModel:
             gpu += sum(s.time_s(total + dec) for s in pm.span)
         if pm.state:
             gpu += pm.state_s(m, rows, rows_past)
-        for a, term in enumerate(pm.attn):
+        # AttnTerm.time_s of every term, inlined: count·(max(FLOP s, memory s) + fixed)
+        for a, (count, fpp, cap, act, kvb, bw, fixed) in enumerate(self._attn_coef[pm is self.prefill]):
             s = decode_span[a] if decode_rows else 0.0
-            gpu += term.time_s(m, s + pre_pairs[a], s + pre_span[a], pre_compute[a])
+            pairs, span, compute = s + pre_pairs[a], s + pre_span[a], pre_compute[a]
+            c = fpp * pairs / cap if compute is None else compute
+            mem = (act * m + kvb * span) / bw
+            gpu += count * ((c if c > mem else mem) + fixed)
         return gpu
 
     def _prefill_scalar(
@@ -194,6 +224,35 @@ class StepModel:
                 s = decode_span[a] if decode_rows else 0.0
                 dec = fpp * s / term.ceiling_at(s / decode_rows) if s else 0.0
                 pre_compute[a] = flops_sum + dec
+        return m, rows_past, total, pre_pairs, pre_span, pre_compute
+
+    def _prefill_one(
+        self, decode_rows: int, decode_span: tuple[float, ...], p: float, n: float
+    ) -> tuple[float, float, float, list[float], list[float], list[float | None]]:
+        """:meth:`_prefill_scalar` of one chunk of n new tokens after p cached: its loops run once, so the same
+        operations (each sum starting from 0.0) without the loops."""
+        rows = float(decode_rows)
+        m, rows_past = rows + (0.0 + n), rows + (0.0 + 1.0 if p != 0.0 else 0.0)
+        q = p + n
+        total = 0.0 + q if self.prefill.span else 0.0
+        nt = len(self.windows)
+        pre_pairs, pre_span = [0.0] * nt, [0.0] * nt
+        pre_compute: list[float | None] = [None] * nt
+        for a, (w, term, fpp, curve) in enumerate(self._prefill_terms):
+            r = w + n - 1
+            span = q if q < r else r
+            if w == math.inf:
+                pairs = q * (q + 1) / 2 - p * (p + 1) / 2
+            else:  # causal_pairs: f(past + new) − f(past), f(n) = Σ_{i=1}^{n} min(i, W)
+                fw = w * (w + 1) / 2
+                pairs = (q * (q + 1) / 2 if q <= w else fw + (q - w) * w) - (
+                    p * (p + 1) / 2 if p <= w else fw + (p - w) * w
+                )
+            pre_pairs[a], pre_span[a] = 0.0 + pairs, 0.0 + span
+            if curve:  # per-row ceiling; decode rows at their mean span
+                s = decode_span[a] if decode_rows else 0.0
+                dec = fpp * s / term.ceiling_at(s / decode_rows) if s else 0.0
+                pre_compute[a] = (0.0 + fpp * pairs / term.ceiling_at(span)) + dec
         return m, rows_past, total, pre_pairs, pre_span, pre_compute
 
     def _prefill_arrays(
@@ -281,15 +340,27 @@ class StepModel:
         attention term a costs max(F_a·Σpairs_a / C_a, (act_a·m + kv_a·Σspan_a) / B_a) with Σspan_a =
         kv_span0[a] + kv_slope[a]·j (= the pairs for one token per row); ``extra_s`` is added to every step.
         """
-        pm = self.decode
         m = tokens_per_row * rows
-        tok, seq = self._tables[0]
-        const = pm.overhead_s + tok[m] + seq[m] + (pm.state_s(m, rows, rows) if pm.state else 0.0) + extra_s
+        key = (m, rows, extra_s)
+        const = self._affine_const.get(key)
+        if const is None:  # the same for every stretch of this many rows: computed once
+            pm = self.decode
+            tok, seq = self._tables[0]
+            const = pm.overhead_s + tok[m] + seq[m] + (pm.state_s(m, rows, rows) if pm.state else 0.0) + extra_s
+            for fixed, *_ in self._stretch_coef:
+                const += fixed
+            self._affine_const[key] = const
         kv0 = span0 if kv_span0 is None else kv_span0
         kv1 = slope if kv_slope is None else kv_slope
-        lines = []
-        for a, (fixed, fc, fb, act, kv, fbkv) in enumerate(self._stretch_coef):
-            const += fixed
-            u = fb * (act * m + kv * kv0[a])
-            lines.append((fc * span0[a], fc * slope[a], u, fbkv * kv1[a]))
-        return DecodeStretch(const, tuple(lines), self.cpu_overhead_s, self.async_cpu)
+        coef = self._stretch_coef
+        if len(coef) == 1:  # one attention term (most models): the same line without the generator
+            _, fc, fb, act, kv, fbkv = coef[0]
+            lines: tuple[tuple[float, float, float, float], ...] = (
+                (fc * span0[0], fc * slope[0], fb * (act * m + kv * kv0[0]), fbkv * kv1[0]),
+            )
+        else:
+            lines = tuple(
+                (fc * span0[a], fc * slope[a], fb * (act * m + kv * kv0[a]), fbkv * kv1[a])
+                for a, (_, fc, fb, act, kv, fbkv) in enumerate(coef)
+            )
+        return DecodeStretch(const, lines, self.cpu_overhead_s, self.async_cpu)
