@@ -153,18 +153,18 @@ def test_profile_power_feeds_energy() -> None:
 
 def test_power_sampler_and_profile_power() -> None:
     """calibrate's NVML sampler keeps what the reader returns; idle from the pre-suite snapshot, busy the mean."""
-    import time
-
     from calibrate.measure.power import PowerSampler, board_power
 
-    readings = iter([300.0, 320.0, 340.0] + [340.0] * 1000)
-    s = PowerSampler(lambda: next(readings), period_s=0.001)
-    s.start()
-    deadline = time.monotonic() + 5.0
-    while len(s.samples) < 3 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    samples = s.stop()
-    assert samples[:3] == [300.0, 320.0, 340.0]
+    readings = [300.0, 320.0, 340.0]
+
+    def read() -> float:  # the third read asks the sampler to stop: no clock involved
+        if len(readings) == 1:
+            s.request_stop()
+        return readings.pop(0)
+
+    s = PowerSampler(read, period_s=0.0)
+    s.run()  # synchronous: returns after the read that requested the stop
+    assert s.stop() == [300.0, 320.0, 340.0]
     bp = board_power({"power_w": 80.0}, [300.0, 320.0, 340.0])
     assert bp is not None and (bp.idle_watts, bp.busy_watts, bp.samples) == (80.0, 320.0, 3)
     assert board_power({"available": False}, [300.0]) is None

@@ -28,22 +28,27 @@ class PowerSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _loop(self) -> None:
+    def run(self) -> None:
+        """Sample until :meth:`request_stop` (what the background thread runs; callable directly)."""
         while not self._stop.is_set():
             with contextlib.suppress(Exception):  # a failed read (driver hiccup) drops that sample only
                 self.samples.append(float(self.read_w()))
             self._stop.wait(self.period_s)
 
+    def request_stop(self) -> None:
+        """Make :meth:`run` return after the read in progress."""
+        self._stop.set()
+
     def start(self) -> None:
-        """Begin sampling (idempotent)."""
+        """Begin sampling on a background thread (idempotent)."""
         if self._thread is None:
             self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="nvml-power", daemon=True)
+            self._thread = threading.Thread(target=self.run, name="nvml-power", daemon=True)
             self._thread.start()
 
     def stop(self) -> list[float]:
         """Stop sampling and return every sample taken so far (W)."""
-        self._stop.set()
+        self.request_stop()
         if self._thread is not None:
             self._thread.join(timeout=1.0)
             self._thread = None
