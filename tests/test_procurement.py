@@ -34,6 +34,8 @@ def test_owned_gpu_hour_by_hand() -> None:
     want = 30000.0 / (5 * 8766.0) + 150.0 * 0.7 / 730.5
     assert p.owned_usd_per_gpu_hour(hardware("h100-sxm")) == pytest.approx(want, rel=1e-12)
     assert p.owned_usd_per_gpu_hour(hardware("h200-sxm")) is None  # not bought: rented at its price
+    alias = Procurement(capex_usd_per_gpu={"h100-sxm5": 30000.0}, hosting_usd_per_kw_month=150.0)
+    assert alias.owned_usd_per_gpu_hour(hardware("h100-sxm")) == pytest.approx(want, rel=1e-12)  # alias resolved
 
 
 def test_board_power_rule() -> None:

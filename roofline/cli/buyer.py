@@ -67,7 +67,7 @@ def parse_procurement(
 ) -> Procurement:
     """The options as a Procurement (defaults where not given); each value checked, errors naming the flag."""
     from roofline.errors import ScenarioError
-    from roofline.serving.plan.procurement import AMORTISATION_YEARS, PUE, Procurement, resolve_capex
+    from roofline.serving.plan.procurement import AMORTISATION_YEARS, PUE, Procurement
 
     n = 0 if spare is None else parse_float_opt(spare, "--spare-replicas")
     if not float(n).is_integer():
@@ -76,7 +76,7 @@ def parse_procurement(
         return Procurement(
             spare_replicas=int(n),
             peak_factor=1.0 if peak is None else parse_float_opt(peak, "--peak-factor"),
-            capex_usd_per_gpu=resolve_capex(_capex(capex or [])),
+            capex_usd_per_gpu=_capex(capex or []),
             amortisation_years=AMORTISATION_YEARS if years is None else parse_float_opt(years, "--amortisation-years"),
             hosting_usd_per_kw_month=0.0 if hosting is None else parse_float_opt(hosting, "--hosting"),
             pue=PUE if pue is None else parse_float_opt(pue, "--pue"),

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from roofline.errors import ScenarioError
+from roofline.published.frontend import PASSES_CSV as PASSES
 from roofline.published.uncertainty import check_level, combine, conformal_rank
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 SERVING_ERROR_PATH = Path(__file__).resolve().parents[1] / "data" / "serving_error.json"
 SOURCE_CSV = "validation/results/serving_sim_preset_aiperf_cv1.csv"
-PASSES_CSV = "validation/results/serving_sim_passes_preset_aiperf_cv1.csv.gz"
+PASSES_CSV = PASSES  # the front-end fit's passes (roofline.published.frontend): one file, one name
 SCHEMA_VERSION = 1
 R_DIGITS = 6
 #: Serving figure → (measured, simulated) columns of ``SOURCE_CSV``.
@@ -136,6 +137,7 @@ def derive_serving_error(csv_path: str | Path | None = None) -> ServingErrorDoc:
     return doc
 
 
+@functools.cache
 def preset_overhead_s(engine: str) -> float:
     """The mean front-end latency (s) the engine's preset ships (0 for an engine without a preset)."""
     from roofline.engine.presets import PRESETS, engine_preset

@@ -67,6 +67,8 @@ class Procurement:
 
     def __post_init__(self) -> None:
         check_procurement(self)
+        if self.capex_usd_per_gpu:  # aliases resolved once, so every lookup by slug finds the price
+            object.__setattr__(self, "capex_usd_per_gpu", resolve_capex(self.capex_usd_per_gpu))
 
     @property
     def owns(self) -> bool:
