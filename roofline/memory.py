@@ -47,7 +47,7 @@ def weight_params_per_gpu(model: ModelSpec, sc: Scenario) -> dict[str, float]:
     """
     h, tp = model.hidden_size, sc.tp
     stage = sc.layers_per_stage(model) / model.num_layers
-    parts = {"attention": 0.0, "ffn": 0.0, "norms": float(h)}
+    parts = {"attention": 0.0, "ffn": 0.0, "norms": float(h + model.residual_params())}
     moe = model.moe
     if moe is not None:
         parts["moe_experts"] = parts["moe_shared_experts"] = parts["router"] = 0.0
@@ -67,6 +67,7 @@ def weight_params_per_gpu(model: ModelSpec, sc: Scenario) -> dict[str, float]:
             latent = 2 * h * moe.latent_size / tp if moe.latent_size else 0.0
             parts["moe_experts"] += n * (experts + latent)
             parts["moe_shared_experts"] += n * shared
+            parts["norms"] += n * (moe.latent_size or 0) * moe.latent_norm  # replicated latent RMSNorm
             parts["router"] += n * (h * moe.num_experts + moe.num_experts * moe.router_bias)
     emb = model.vocab_size * h / tp
     head = 0.0 if model.tie_word_embeddings else emb
@@ -78,9 +79,15 @@ def _mixer_params_per_gpu(model: ModelSpec, layer: ResolvedLayer, tp: int) -> fl
     """One layer's mixer weights on one GPU of a tp group (see :func:`weight_params_per_gpu`)."""
     if layer.mixer == "linear":
         return model.mixer_params(layer) / tp
+    a, h = model.attention, model.hidden_size
+    ca = model.compressed_attention
+    if layer.mixer == "compressed" and ca is not None:  # heads (q_b, o_a, o_b's groups, sinks) sharded, rest replicated
+        full = model.mixer_params(layer)
+        sharded = a.num_heads * ca.head_dim * (ca.q_lora_rank + ca.o_lora_rank) + ca.o_groups * ca.o_lora_rank * h
+        sharded += a.num_heads
+        return full - sharded + sharded / tp
     if not layer.has_attention:
         return 0.0
-    a, h = model.attention, model.hidden_size
     indexer = model.mixer_params(layer) - model.attention_params_per_layer(layer)  # replicated DSA indexer
     if a.mla is not None:
         m = a.mla
@@ -114,8 +121,31 @@ def kv_bytes_per_token(model: ModelSpec, kv_bytes_per_element: float = 2.0) -> f
     (+ the DSA indexer's key cache on sparse layers). Linear layers add none: their state is per sequence."""
     total = 0.0
     for layer, count in model.layer_counts():
-        total += count * _token_bytes(model, layer, kv_bytes_per_element, 1)
+        if layer.mixer == "compressed":  # the window's token + its share of a compressed entry
+            total += count * float(compressed_cache_bytes(model, layer, np.asarray(1.0), kv_bytes_per_element, True))
+        else:
+            total += count * _token_bytes(model, layer, kv_bytes_per_element, 1)
     return total
+
+
+def compressed_cache_bytes(
+    model: ModelSpec, layer: ResolvedLayer, ctx: np.ndarray, kv_bytes: float, per_token: bool = False
+) -> np.ndarray:
+    """Cache of one DeepSeek-V4 layer for one sequence at ``ctx`` tokens (the one K=V head, replicated over tp).
+
+    min(ctx, W)·d·kv bytes (sliding window) + ⌊ctx/m⌋·d·kv bytes (compressed entries, ratio m > 0)
+    + ⌊ctx/4⌋·(d_i + d_i/128·4) B on CSA layers (FP8 indexer keys, as DSA). ``per_token``: the uncapped per-token
+    rate d·kv·(1 + 1/m) + index bytes/4. The compressor's open window (< m source tokens of kv and gate) is not
+    counted: the reference (HF ``DeepseekV4HCACache``) keeps it as a transient buffer, engines differ.
+    """
+    ca = model.compressed_attention
+    assert ca is not None
+    d, m = ca.head_dim * kv_bytes, layer.compress_ratio
+    index = ca.index_cache_bytes() if m == 4 else 0.0
+    if per_token:
+        return np.asarray(d + ((d + index) / m if m else 0.0))
+    entries = np.floor(ctx / m) if m else 0.0 * ctx
+    return np.minimum(ctx, ca.sliding_window) * d + entries * (d + index)
 
 
 def kv_bytes_per_sequence(model: ModelSpec, context: object, kv_bytes_per_element: float = 2.0) -> np.ndarray:
@@ -176,6 +206,8 @@ def _cache_bytes(model: ModelSpec, ctx: np.ndarray, kv_bytes: float, tp: int, st
     for layer, count in model.layer_counts():
         if layer.mixer == "linear":
             total = total + count * state_bytes_per_sequence_per_layer(model, tp)
+        elif layer.mixer == "compressed":
+            total = total + count * compressed_cache_bytes(model, layer, ctx, kv_bytes)
         else:
             total = total + count * _tokens_held(layer, ctx) * _token_bytes(model, layer, kv_bytes, tp)
     return total * stage

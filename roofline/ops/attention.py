@@ -157,7 +157,8 @@ def mla_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) 
     query and W_UV into the output, so attention runs over the latent for every head:
     d_qk = kv_lora + rope, d_v = kv_lora, with one shared latent "KV head".
     q_a / kv_a projections are replicated across tp; head-wise ones are sharded. On sparse
-    (DSA) layers the attention covers the top-k selected tokens (window = k).
+    (DSA) layers the attention covers the top-k selected tokens (window = k). An output gate
+    (``attention.output_gate``, Kimi-K3) adds g_proj, M × (H/tp)·v × h.
     """
     a, h, tp = c.model.attention, c.model.hidden_size, c.tp
     window, _ = _window(layer)
@@ -206,6 +207,8 @@ def mla_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) 
             gemm("attn.absorb_uv", "attention", layer_kind, count, dt, M, hq * m.v_head_dim, m.kv_lora_rank, wb, ab)
         )
     ops.append(_kv_write(c, layer_kind, count, latent))
+    if a.output_gate:  # Kimi-K3 gated MLA: sigmoid(g_proj(x)) multiplies the heads' output, h -> H·v sharded
+        ops.append(gemm("attn.g_proj", "attention", layer_kind, count, dt, M, hq * m.v_head_dim, h, wb, ab))
     ops.append(gemm("attn.o_proj", "attention", layer_kind, count, dt, M, h, hq * m.v_head_dim, wb, ab))
     return ops
 

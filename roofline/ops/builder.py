@@ -17,7 +17,7 @@ import numpy as np
 
 from roofline.engine.inventory import KernelInventory, kernel_inventory
 from roofline.engine.presets import DEFAULT_ENGINE, engine_preset
-from roofline.ops import attention, comm, ffn, mixers, traffic
+from roofline.ops import attention, comm, compressed, ffn, mixers, traffic
 from roofline.ops.context import BuildContext
 from roofline.ops.records import Op, Phase, elementwise, gemm, with_fields
 from roofline.specs.hardware import HardwareSpec
@@ -67,12 +67,15 @@ def _layer_ops(c: BuildContext, layer: ResolvedLayer, count: int, lk: str) -> li
     ops = traffic.residual_add_norm_ops(c, lk, count, norms)
     if layer.mixer == "linear":
         ops += mixers.linear_ops(c, lk, count)
+    elif layer.mixer == "compressed":
+        ops += compressed.compressed_ops(c, lk, count, layer)
     elif layer.has_attention:
         build = attention.mla_ops if model.attention.mla is not None else attention.gqa_ops
         if layer.has_indexer:
             ops += mixers.indexer_ops(c, lk, count)
         ops += build(c, lk, count, layer)
-        ops.append(traffic.rope_op(c, lk, count, layer))
+        if not (model.attention.mla is not None and model.attention.mla.nope):  # Kimi MLA: NoPE, no rotary
+            ops.append(traffic.rope_op(c, lk, count, layer))
         if model.attention.mla is not None and c.phase == "prefill":
             ops.append(traffic.mla_prefill_kv_op(c, lk, count))
     if layer.ffn == "dense":
@@ -113,6 +116,10 @@ def build_ops(
         ops.append(traffic.embedding_all_reduce(c))
     for layer, count, label in labelled_groups(model):
         ops += _layer_ops(c, layer, count, label)
+    if model.attn_res_block_size is not None:
+        ops.append(traffic.attention_residual_op(c))
+    if model.compressed_attention is not None:
+        ops += compressed.hyper_connection_ops(c)
     ops.append(elementwise("final_norm", "norm", "model", 1, dt, B * h, 2.0, ab, 4.0, h * ab))
     ops.append(gemm("lm_head", "lm_head", "model", 1, dt, B, v / sc.tp, h, c.emb_bytes, ab))
     if sc.tp > 1:

@@ -96,7 +96,8 @@ def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
         grouped_rows(g("moe.experts_down", rows, w, i, wb, frac, w / shard * wb * moe.expert_bias), touched),
     ]
     if moe.latent_size:
-        ops.append(g("moe.latent_out", M, h, moe.latent_size / tp, wb))
+        norm = moe.latent_size * rb * moe.latent_norm  # Kimi-K3 RMSNorm of the latent output, read with latent_out
+        ops.append(g("moe.latent_out", M, h, moe.latent_size / tp, wb, bias=norm))
     if moe.num_shared_experts:
         assert moe.shared_intermediate_size is not None
         shared = moe.num_shared_experts * moe.shared_intermediate_size

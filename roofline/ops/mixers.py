@@ -54,7 +54,8 @@ def linear_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
 
     Input projection widths (the weights of ``LinearAttention.params``): gated_deltanet
     conv_dim + H·d_v (z gate) + 2H (β, decay); mamba2 2·H·P + 2·G·N + H (z, x, B, C, Δ); kda
-    conv_dim + H (β) + the low-rank decay and output gates (h → d_k → H·d_k, h → d_v → H·d_v).
+    conv_dim + H (β) + the low-rank decay and output gates (h → d_k → H·d_k, h → d_v → H·d_v; with
+    ``full_rank_gate`` the output gate is one h → H·d_v GEMM, Kimi-K3).
     """
     la = c.model.linear_attention
     assert la is not None
@@ -71,9 +72,14 @@ def linear_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     else:
         dk, dv = la.head_k_dim, la.head_v_dim
         ops.append(gemm("linear.in_proj", "attention", layer_kind, count, dt, M, conv_dim + heads, h, wb, ab))
-        ops.append(gemm("linear.gate_a_proj", "attention", layer_kind, count, dt, M, dk + dv, h, wb, ab))
-        ops.append(gemm("linear.f_b_proj", "attention", layer_kind, count, dt, M, heads * dk, dk, wb, ab))
-        ops.append(gemm("linear.g_b_proj", "attention", layer_kind, count, dt, M, heads * dv, dv, wb, ab))
+        if la.full_rank_gate:  # Kimi-K3: f_a (h -> d_k) and the full-rank output gate g_proj (h -> H·d_v)
+            ops.append(gemm("linear.gate_a_proj", "attention", layer_kind, count, dt, M, dk, h, wb, ab))
+            ops.append(gemm("linear.f_b_proj", "attention", layer_kind, count, dt, M, heads * dk, dk, wb, ab))
+            ops.append(gemm("linear.g_proj", "attention", layer_kind, count, dt, M, heads * dv, h, wb, ab))
+        else:
+            ops.append(gemm("linear.gate_a_proj", "attention", layer_kind, count, dt, M, dk + dv, h, wb, ab))
+            ops.append(gemm("linear.f_b_proj", "attention", layer_kind, count, dt, M, heads * dk, dk, wb, ab))
+            ops.append(gemm("linear.g_b_proj", "attention", layer_kind, count, dt, M, heads * dv, dv, wb, ab))
     ops.append(
         elementwise("linear.conv1d", "attention", layer_kind, count, dt, M * conv_dim, 2.0, ab, 2.0 * la.conv_kernel)
     )

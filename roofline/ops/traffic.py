@@ -18,6 +18,10 @@ M = tokens in the pass, h = hidden size, a = activation bytes per element (≥ 2
   (kv_b_proj output plus the shared rope key), not on the latent: the kernel reads
   B·span·h_q·(d_qk + d_v)·a bytes; the attention kernel op already charges the latent
   B·span·(kv_lora_rank + rope)·kv bytes, so this op carries the difference.
+* ``attn_res.mix`` — attention residuals (Kimi-K3 ``attn_res_block_size`` S; see
+  :func:`attention_residual_op`): before each sublayer and at the output, every token takes a softmax over
+  depth of the n block values it has so far: reads n·h·a bytes, writes h·a, ≈ 7 FLOPs per value element
+  (RMSNorm of the value 3, score dot 2, weighted sum 2).
 """
 
 from __future__ import annotations
@@ -76,3 +80,29 @@ def mla_prefill_kv_op(c: BuildContext, layer_kind: str, count: int) -> Op:
         "attn.mla_prefill_kv", "attention", layer_kind, count, c.attn_dtype, extra / c.a_bytes, 1.0, c.a_bytes, 0.0
     )
     return with_fields(op, kernels=0)  # traffic of the attention kernel, not a launch of its own
+
+
+def attention_residual_values(num_layers: int, block: int) -> tuple[int, int]:
+    """(Σ values read, mixes) of one token's attention residuals over ``num_layers`` layers in blocks of ``block``.
+
+    Layer i (0-based) holds ⌊i/S⌋ + 1 closed block values (a new block opens at i mod S = 0, starting with the
+    embedding) plus its running partial sum. Its pre-attention mix reads ⌊i/S⌋ + 2 values (⌊i/S⌋ + 1 at a block
+    start, none at i = 0), its pre-FFN mix ⌊i/S⌋ + 2, and the output mix ⌈L/S⌉ + 1: 2L mixes in all (Kimi-K3:
+    93 layers, S = 12: 8 blocks, 9 values at the output).
+    """
+    s = block
+    attn = sum(0 if i == 0 else i // s + (1 if i % s == 0 else 2) for i in range(num_layers))
+    ffn = sum(i // s + 2 for i in range(num_layers))
+    return attn + ffn + -(-num_layers // s) + 1, 2 * num_layers
+
+
+def attention_residual_op(c: BuildContext) -> Op:
+    """All attention-residual mixes of one pass (model level): M·h·(V + 2L) elements moved (V values read,
+    one h-wide output per mix), 7·M·h·V FLOPs, and the (4L + 2)·h scorer and norm weights read once."""
+    m = c.model
+    assert m.attn_res_block_size is not None
+    values, mixes = attention_residual_values(m.num_layers, m.attn_res_block_size)
+    elems = c.tokens * m.hidden_size * (values + mixes)
+    per_elem = 7.0 * values / (values + mixes)
+    w = m.residual_params() * c.a_bytes
+    return elementwise("attn_res.mix", "norm", "model", 1, c.gemm_dtype, elems, 1.0, c.a_bytes, per_elem, w)

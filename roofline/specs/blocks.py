@@ -22,6 +22,7 @@ class MLA(Frozen):
     qk_rope_head_dim: int = Field(gt=0)
     qk_nope_head_dim: int = Field(gt=0)
     v_head_dim: int = Field(gt=0)
+    nope: bool = Field(default=False, description="no rotary on the rope dims (Kimi mla_use_nope): no rope op")
 
 
 class Attention(Frozen):
@@ -45,7 +46,10 @@ class Attention(Frozen):
     # ---- issue 17: per-layer kinds and shapes (used with ModelSpec.layers) ----
     chunk_size: int | None = Field(default=None, gt=0, description="chunk of 'chunked' layers (Llama-4)")
     v_head_dim: int | None = Field(default=None, gt=0, description="value head dim when != head_dim (MiMo-V2)")
-    output_gate: bool = Field(default=False, description="sigmoid output gate from q_proj (Qwen3.5 attn_output_gate)")
+    output_gate: bool = Field(
+        default=False,
+        description="sigmoid output gate: from q_proj (GQA, Qwen3.5 attn_output_gate); MLA: g_proj h·H·v (Kimi-K3)",
+    )
     qk_norm_scope: Literal["head", "layer"] = Field(
         default="head", description="QK-norm width: head_dim (Qwen3) or all heads (MiniMax-M2 'per_layer')"
     )
@@ -109,6 +113,7 @@ class MoE(Frozen):
     latent_size: int | None = Field(
         default=None, gt=0, description="routed experts run in this latent width (Nemotron-3 latent MoE)"
     )
+    latent_norm: bool = Field(default=False, description="RMSNorm of the latent expert output (Kimi-K3)")
 
     @model_validator(mode="after")
     def _consistent(self) -> MoE:

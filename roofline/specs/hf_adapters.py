@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from roofline.specs.hf_config import HfConfig
+from roofline.specs.hf_deepseek_v4 import deepseek_v4
 from roofline.specs.hf_families import Spec, gemma4, llama4, mimo_v2, minimax_m2, minimax_m3, step3p7
 from roofline.specs.hf_hybrid import decilm, nemotron_h, qwen3_5
+from roofline.specs.hf_kimi import kimi_linear
 
 ADAPTERS: dict[str, Callable[[HfConfig, int, int], Spec]] = {
     "MiniMaxM2ForCausalLM": minimax_m2,
@@ -21,4 +23,6 @@ ADAPTERS: dict[str, Callable[[HfConfig, int, int], Spec]] = {
     "DeciLMForCausalLM": decilm,
     "MiMoV2FlashForCausalLM": mimo_v2,
     "Step3p7FlashForCausalLM": step3p7,
+    "KimiLinearForCausalLM": kimi_linear,
+    "DeepseekV4ForCausalLM": deepseek_v4,
 }

@@ -349,11 +349,4 @@ def dsa(c: HfConfig, spec: dict[str, Any], num_layers: int) -> JsonObject:
 
 
 #: architectures recognised but not modelled, with the missing features named
-NOT_MODELLED: dict[str, str] = {
-    "DeepseekV4ForCausalLM": "compressed sparse attention (compress_ratios), manifold-constrained hyper-connections "
-    "(hc_mult), grouped low-rank output projection (o_lora_rank/o_groups) and hash-routed layers (num_hash_layers)",
-    "KimiK3ForConditionalGeneration": "Kimi Delta Attention with a full-rank gate (use_full_rank_gate), attention "
-    "residual blocks (attn_res_block_size), MLA output gates and a normed latent MoE (latent_moe_use_norm)",
-    "KimiLinearForCausalLM": "Kimi Delta Attention with a full-rank gate (use_full_rank_gate), attention residual "
-    "blocks (attn_res_block_size), MLA output gates and a normed latent MoE (latent_moe_use_norm)",
-}
+NOT_MODELLED: dict[str, str] = {}

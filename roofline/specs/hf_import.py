@@ -31,8 +31,8 @@ Semantics follow the Hugging Face ``transformers`` modelling code:
 * Architectures with per-layer structure (Qwen3.5/3.6, Nemotron-H, Llama-4, Gemma-4,
   DeciLM, MiMo-V2, Step-3.7, MiniMax-M2) are read by the adapters in
   :mod:`roofline.specs.hf_families` into ``layers``/``linear_attention``; DeepSeek-V3.2 and
-  GLM-5 (DSA) become sparse MLA layers with ``sparse_attention``. Architectures recognised
-  but not modelled (DeepSeek-V4, Kimi-K3, MiniMax-M3) fail naming the missing features.
+  GLM-5 (DSA) become sparse MLA layers with ``sparse_attention``; DeepSeek-V4 (``hf_deepseek_v4``) becomes
+  ``compressed`` layers with ``compressed_attention``, Kimi Linear / Kimi-K3 (``hf_kimi``) KDA + MLA layers.
 * Multimodal wrappers: the language model is read from ``text_config`` (Qwen3-VL, Qwen3.5,
   Llama-4, Gemma-4, Kimi-K2.5) and the notes say the encoders are not modelled.
 * Biases: Qwen2 always has q/k/v biases; ``attention_bias`` gives q/k/v/o biases on
@@ -97,6 +97,8 @@ SUPPORTED: dict[str, str] = {
     "Step3p7FlashForCausalLM": "step3p7",
     "PhiMoEForCausalLM": "phimoe",
     "PhimoeForCausalLM": "phimoe",
+    "KimiLinearForCausalLM": "kimi_linear",
+    "DeepseekV4ForCausalLM": "deepseek_v4",
 }
 #: text_config model_types of multimodal wrappers -> the text architecture they share
 _BY_MODEL_TYPE = {

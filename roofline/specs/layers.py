@@ -19,6 +19,8 @@ Mixer kinds:
 * ``linear``: a recurrent-state mixer (Gated DeltaNet, Mamba-2, Kimi Delta Attention); each
   sequence holds a fixed-size state per layer instead of a growing KV cache. See
   :class:`LinearAttention`.
+* ``compressed``: DeepSeek-V4 attention (sliding window + compressed entries at the layer's
+  ``compress_ratio``); see :mod:`roofline.specs.compressed`.
 * ``none``: no mixer (Nemotron-H MLP/MoE blocks, DeciLM ``no_op`` attention).
 """
 
@@ -31,7 +33,7 @@ from pydantic import Field, model_validator
 
 from roofline.specs._base import Frozen
 
-MixerKind = Literal["global", "local", "chunked", "sparse", "linear", "none"]
+MixerKind = Literal["global", "local", "chunked", "sparse", "linear", "compressed", "none"]
 FFNKind = Literal["dense", "moe", "none"]
 ATTENTION_MIXERS = ("global", "local", "chunked", "sparse")
 
@@ -49,9 +51,12 @@ class LayerRun(Frozen):
     shared_indexer: bool = Field(
         default=False, description="sparse layer reusing the previous indexer's top-k (GLM-5.2): no indexer of its own"
     )
+    compress_ratio: int = Field(default=0, ge=0, description="compressed layers: source tokens per entry (0: none)")
 
     @model_validator(mode="after")
     def _consistent(self) -> LayerRun:
+        if self.compress_ratio and self.mixer != "compressed":
+            raise ValueError("compress_ratio applies to compressed layers only")
         heads = (self.num_heads, self.num_kv_heads, self.head_dim)
         if self.mixer not in ATTENTION_MIXERS and any(x is not None for x in heads):
             raise ValueError(f"mixer '{self.mixer}' has no attention heads; drop num_heads/num_kv_heads/head_dim")
@@ -87,6 +92,9 @@ class LinearAttention(Frozen):
     state_dtype: Literal["fp32", "bf16", "fp16"] = "bf16"
     conv_bias: bool = False
     proj_bias: bool = False
+    full_rank_gate: bool = Field(
+        default=False, description="kda: output gate g_proj h·(H·d_v) instead of g_a/g_b (Kimi-K3 use_full_rank_gate)"
+    )
 
     @property
     def conv_dim(self) -> int:
@@ -117,7 +125,7 @@ class LinearAttention(Frozen):
         (+ conv_dim bias), dt_bias + A_log + D 3H, gated norm H·P, out_proj H·P·h.
         kda (fla ``KimiDeltaAttention``): q/k/v proj h·conv_dim, q/k/v conv conv_dim·K,
         f_a h·dk + f_b dk·H·dk, b_proj h·H, A_log H, dt_bias H·dk, g_a h·dv + g_b dv·H·dv,
-        o_norm dv, o_proj H·dv·h.
+        o_norm dv, o_proj H·dv·h; with ``full_rank_gate`` (Kimi-K3) the output gate is one g_proj h·H·dv.
         """
         h, hh, dk, dv, k = hidden, self.num_heads, self.head_k_dim, self.head_v_dim, self.conv_kernel
         cd, vd = self.conv_dim, self.num_heads * self.head_v_dim
@@ -128,7 +136,8 @@ class LinearAttention(Frozen):
             n = h * in_out + cd * k + 3 * hh + vd + vd * h
             n += cd * self.conv_bias + (in_out + h) * self.proj_bias
         else:
-            n = h * cd + cd * k + h * dk + dk * hh * dk + h * hh + hh + hh * dk + h * dv + dv * vd + dv + vd * h
+            gate = h * vd if self.full_rank_gate else h * dv + dv * vd
+            n = h * cd + cd * k + h * dk + dk * hh * dk + h * hh + hh + hh * dk + gate + dv + vd * h
         return n
 
 
@@ -185,6 +194,7 @@ class ResolvedLayer:
     intermediate_size: int
     span_cap: float
     shared_indexer: bool = False
+    compress_ratio: int = 0
 
     @property
     def has_indexer(self) -> bool:

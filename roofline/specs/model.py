@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 from roofline.boundary.limits import MAX_LAYERS, MAX_MODEL_DIM
 from roofline.specs._base import Frozen, Source
 from roofline.specs.blocks import FFN, Attention, LayerKind, MoE
+from roofline.specs.compressed import CompressedAttention
 from roofline.specs.layers import ATTENTION_MIXERS, LayerRun, LinearAttention, ResolvedLayer, SparseAttention
 from roofline.specs.quant import Checkpoint
 
@@ -58,6 +59,10 @@ class ModelSpec(Frozen):
     mtp_layers: int = Field(
         default=0, ge=0, description="multi-token-prediction layers shipped with the checkpoint (not in param_count)"
     )
+    compressed_attention: CompressedAttention | None = None
+    attn_res_block_size: int | None = Field(
+        default=None, gt=0, description="attention residuals over blocks of this many layers (Kimi-K3)"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:
@@ -92,6 +97,7 @@ class ModelSpec(Frozen):
             "chunked": (self.attention.chunk_size, "attention.chunk_size"),
             "sparse": (self.sparse_attention, "sparse_attention"),
             "linear": (self.linear_attention, "linear_attention"),
+            "compressed": (self.compressed_attention, "compressed_attention"),
         }
         for kind, (value, field) in needs.items():
             if kind in mixers and value is None:
@@ -173,6 +179,7 @@ class ModelSpec(Frozen):
                 (r.intermediate_size or self.ffn.intermediate_size) if r.ffn == "dense" else 0,
                 caps.get(r.mixer, float("inf")),
                 r.shared_indexer,
+                r.compress_ratio,
             )
             out += [layer] * r.repeat
         return tuple(out)
@@ -229,7 +236,7 @@ class ModelSpec(Frozen):
                 q = h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * heads * qk
             kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
             kv += m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
-            o = heads * m.v_head_dim * h
+            o = heads * m.v_head_dim * h * (2 if a.output_gate else 1)  # o_proj (+ g_proj h -> H·v)
             return q + kv + o
         dv = self.v_dim(d)
         q_out, k_out, v_out = heads * d, kv_heads * d, 0 if self.k_is_v(layer) else kv_heads * dv
@@ -249,6 +256,11 @@ class ModelSpec(Frozen):
         if layer.mixer == "linear":
             assert self.linear_attention is not None
             return self.linear_attention.params(self.hidden_size)
+        if layer.mixer == "compressed":
+            assert self.compressed_attention is not None
+            return self.compressed_attention.attention_params(
+                self.hidden_size, self.attention.num_heads, layer.compress_ratio
+            )
         if not layer.has_attention:
             return 0
         n = self.attention_params_per_layer(layer)
@@ -283,8 +295,8 @@ class ModelSpec(Frozen):
         if m.num_shared_experts:
             assert m.shared_intermediate_size is not None
             n += m.num_shared_experts * self.ffn_params(m.shared_intermediate_size, m.expert_kind, False)
-        if m.latent_size is not None:  # fc1_latent_proj h->latent, fc2_latent_proj latent->h
-            n += 2 * h * m.latent_size
+        if m.latent_size is not None:  # fc1_latent_proj h->latent, fc2_latent_proj latent->h (+ the latent norm)
+            n += 2 * h * m.latent_size + m.latent_size * m.latent_norm
         return n
 
     def embedding_params(self) -> int:
@@ -307,7 +319,15 @@ class ModelSpec(Frozen):
 
     def _count(self, experts: int) -> int:
         n = sum(self.layer_params(layer, experts) for layer in self.resolved_layers())
-        return n + self.embedding_params() + self.hidden_size  # + final norm
+        return n + self.embedding_params() + self.hidden_size + self.residual_params()  # + final norm
+
+    def residual_params(self) -> int:
+        """Residual-stream weights outside the layers' blocks: attention residuals (Kimi-K3 ``attn_res_block_size``:
+        per layer two RMSNorms and two h→1 scorers, 4h, plus 2h at the output) and DeepSeek-V4 hyper-connections
+        (:meth:`CompressedAttention.hc_params`); 0 for a plain residual."""
+        h, n = self.hidden_size, 0 if self.attn_res_block_size is None else (4 * self.num_layers + 2) * self.hidden_size
+        ca = self.compressed_attention
+        return n + (ca.hc_params(h, self.num_layers) if ca is not None else 0)
 
     def param_count(self) -> int:
         """Total parameters (all experts), embeddings and lm_head included; MTP layers excluded."""
