@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/startup.py [-n 15] [--baseline DIR]
+    python benchmarks/startup.py [-n 15] [--baseline DIR] [--no-bytecode] [--only LABEL ...]
 
 Each command runs N times in a fresh subprocess of the installed entry point (the
 ``roofline`` next to this interpreter, else on PATH, else ``python -m roofline``), after
@@ -16,6 +16,10 @@ whole process. Targets (issue #28): ``--help`` ≤ 0.2 s; ``predict llama-3.1-8b
 ``git archive`` of an older commit) times that tree too, alternating run by run with this
 one (``PYTHONPATH`` selects the package, so the two share the OS cache and the machine's
 load), and prints both medians.
+
+``--no-bytecode`` times a first run from a fresh checkout: each tree's ``roofline/`` is copied
+without its ``__pycache__`` and run with ``PYTHONDONTWRITEBYTECODE=1``, so every run compiles
+roofline's modules again (the installed libraries keep the bytecode pip wrote for them).
 """
 
 from __future__ import annotations
@@ -56,11 +60,26 @@ def entry_point() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "roofline"]
 
 
-def tree_env(tree: Path) -> dict[str, str]:
-    """The environment that imports the ``roofline`` package of ``tree`` first."""
+def tree_env(tree: Path, no_bytecode: bool = False) -> dict[str, str]:
+    """The environment that imports the ``roofline`` package of ``tree`` first (compiling it every run when
+    ``no_bytecode``)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH", "")]))
+    if no_bytecode:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
+
+
+def fresh_copy(tree: Path, into: Path) -> Path:
+    """``tree``'s ``roofline/`` package (and the spec folders it reads) copied under ``into`` without bytecode."""
+    import tempfile
+
+    dest = Path(tempfile.mkdtemp(dir=into))
+    shutil.copytree(tree / "roofline", dest / "roofline", ignore=shutil.ignore_patterns("__pycache__"))
+    for data in ("hardware_specs", "model_specs", "validation"):
+        if (tree / data).is_dir():
+            (dest / data).symlink_to((tree / data).resolve())
+    return dest
 
 
 def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -70,9 +89,11 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
     return time.perf_counter() - t0, res.stdout
 
 
-def time_alternating(argv: list[str], n: int, trees: list[Path]) -> list[list[tuple[float, str]]]:
+def time_alternating(
+    argv: list[str], n: int, trees: list[Path], no_bytecode: bool = False
+) -> list[list[tuple[float, str]]]:
     """``n`` runs of ``argv`` per tree (after one warm-up each), the trees taking turns run by run."""
-    envs = [tree_env(t) for t in trees]
+    envs = [tree_env(t, no_bytecode) for t in trees]
     for env in envs:
         run_once(argv, env)
     out: list[list[tuple[float, str]]] = [[] for _ in trees]
@@ -93,19 +114,42 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=15, help="runs per command (default 15)")
     parser.add_argument("--baseline", type=Path, help="another source tree to time alternately with this one")
+    parser.add_argument("--no-bytecode", action="store_true", help="compile roofline's modules every run")
+    parser.add_argument(
+        "--only", action="append", metavar="LABEL", help="time only this command (repeatable), e.g. --only=--help"
+    )
     args = parser.parse_args()
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = [ROOT] if args.baseline is None else [args.baseline.resolve(), ROOT]
+        if args.no_bytecode:
+            trees = [fresh_copy(t, Path(tmp)) for t in trees]
+        _report(args, trees)
+
+
+def _report(args: argparse.Namespace, trees: list[Path]) -> None:
     base = entry_point()
-    trees = [ROOT] if args.baseline is None else [args.baseline.resolve(), ROOT]
     labels = ["this tree"] if args.baseline is None else ["baseline", "this tree"]
-    print(f"entry point: {' '.join(base)}; {args.n} runs each" + (f"; baseline {trees[0]}" if args.baseline else ""))
+    cold = "; no bytecode for roofline" if args.no_bytecode else ""
+    print(
+        f"entry point: {' '.join(base)}; {args.n} runs each"
+        + (f"; baseline {args.baseline}" if args.baseline else "")
+        + cold
+    )
     print(f"{'command':<26} {'tree':<10} {'median':>8} {'min':>8} {'max':>8}  target")
     for label, extra, target in COMMANDS:
-        for tree_label, runs in zip(labels, time_alternating([*base, *extra], args.n, trees), strict=True):
+        if args.only and label not in args.only:
+            continue
+        timed = time_alternating([*base, *extra], args.n, trees, args.no_bytecode)
+        for tree_label, runs in zip(labels, timed, strict=True):
             t = [w for w, _ in runs]
             med = statistics.median(t)
             print(f"{label:<26} {tree_label:<10} {med:>7.3f}s {min(t):>7.3f}s {max(t):>7.3f}s  {_verdict(med, target)}")
+    if args.only and "first predict" not in args.only:
+        return
     argv = [sys.executable, "-P", "-c", FIRST_PREDICT]  # -P: the package from PYTHONPATH, not the cwd
-    for tree_label, runs in zip(labels, time_alternating(argv, args.n, trees), strict=True):
+    for tree_label, runs in zip(labels, time_alternating(argv, args.n, trees, args.no_bytecode), strict=True):
         calls = [json.loads(out)["call"] for _, out in runs]
         imports = [json.loads(out)["import"] for _, out in runs]
         walls = [w for w, _ in runs]

@@ -19,8 +19,11 @@ import typer
 from typer.core import TyperGroup, TyperOption
 
 from roofline import __version__
+from roofline.cli import lazy_help
 from roofline.cli.options import as_flags
 from roofline.errors import RooflineError
+
+lazy_help.install()  # help and usage errors render without importing markdown-it (roofline.cli.lazy_help)
 
 EXIT_INTERNAL = 3
 _TYPE_LABEL = TyperOption.display_type_rich

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
@@ -21,6 +22,7 @@ from roofline.report.content import (
     recommended_row,
     resolve_inputs,
     run_plan,
+    size_on,
     tie_note,
 )
 from roofline.report.mixreport import binding_text, class_rows, report_workload, shown_workload
@@ -165,22 +167,28 @@ def report_data(inp: ReportInputs, output_path: str | Path | None, jobs: int | N
     risks, what-ifs and sensitivity (their simulations on up to ``jobs`` processes), evidence and how to reproduce."""
     from roofline.report.evidence import evidence, reproduce
     from roofline.report.risks import risks
-    from roofline.report.sensitivity import sensitivity
-    from roofline.report.whatif import what_ifs
-    from roofline.serving.plan.parallel import check_jobs
+    from roofline.report.sensitivity import sensitivity, start_variants
+    from roofline.report.sensitivity import variants as sensitivity_variants
+    from roofline.report.whatif import start_what_ifs, what_ifs
+    from roofline.serving.plan.parallel import Jobs
 
-    n = check_jobs(jobs)
-    plan = run_plan(inp)
-    rows = hardware_rows(inp, plan, n)
-    rec = recommended_row(rows)
-    sens = sensitivity(inp, plan, rec.finalist if rec is not None else None, n)
+    most = len(inp.hardware) + len(sensitivity_variants()) + 6  # the hardware, the variants, at most 6 what-ifs
+    with Jobs(jobs, most) as pool:  # one pool: the variants queue behind the hardware sizing, the what-ifs behind them
+        plan = run_plan(inp)
+        sizing = pool.start(partial(size_on, inp, plan.candidates), inp.hardware)
+        variants = start_variants(inp, pool)  # independent of the baseline's answer
+        rows = hardware_rows(inp, plan, done=sizing.results())
+        rec = recommended_row(rows)
+        levers = start_what_ifs(inp, rec, pool)
+        sens = sensitivity(inp, plan, rec.finalist if rec is not None else None, sized=variants.results())
+        whatifs = what_ifs(inp, rec, results=levers)
     return ReportData(
         inputs=inp,
         plan=plan,
         rows=rows,
         recommended=rec,
         risks=tuple(risks(rows, rec, inp, sens)),
-        whatifs=what_ifs(inp, rec, n),
+        whatifs=whatifs,
         sensitivity=sens,
         evidence=evidence(inp),
         reproduce=reproduce(inp, output_path),

@@ -291,15 +291,17 @@ def row_values(inp: ReportInputs, f: Finalist) -> dict[str, float]:
     }
 
 
-def hardware_rows(inp: ReportInputs, plan_result: PlanResult, jobs: int | None = 1) -> tuple[HardwareRow, ...]:
-    """One row per hardware: its cheapest simulator-sized deployment (see :mod:`roofline.report.sizing`), the
-    hardware sized on up to ``jobs`` processes (:func:`roofline.serving.plan.parallel.map_jobs`)."""
+def hardware_rows(
+    inp: ReportInputs, plan_result: PlanResult, jobs: int | None = 1, done: Sequence[Any] | None = None
+) -> tuple[HardwareRow, ...]:
+    """One row per hardware: its cheapest simulator-sized deployment (:mod:`roofline.report.sizing`) on up to ``jobs``
+    processes (:func:`roofline.serving.plan.parallel.map_jobs`), or ``done``: :func:`size_on` of each, already run."""
     from functools import partial
 
     from roofline.report.sizing import rank_key
     from roofline.serving.plan.parallel import map_jobs
 
-    results = map_jobs(partial(_size_on, inp, plan_result.candidates), list(inp.hardware), jobs)
+    results = done if done is not None else map_jobs(partial(size_on, inp, plan_result.candidates), inp.hardware, jobs)
     sized = {hw.name: r for hw, r in zip(inp.hardware, results, strict=True)}
     rows = []
     for hw in inp.hardware:
@@ -318,7 +320,7 @@ def hardware_rows(inp: ReportInputs, plan_result: PlanResult, jobs: int | None =
     return _mark_best(rows)
 
 
-def _size_on(inp: ReportInputs, cands: Sequence[Candidate], hw: HardwareSpec) -> tuple[Finalist | None, str]:
+def size_on(inp: ReportInputs, cands: Sequence[Candidate], hw: HardwareSpec) -> tuple[Finalist | None, str]:
     """The cheapest simulator-sized deployment on ``hw`` from its planner candidates (a worker process's task)."""
     from roofline.report.sizing import size_hardware
 

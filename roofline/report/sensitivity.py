@@ -9,7 +9,7 @@ first by :data:`~roofline.report.sizing.RANK_RULE` is the variant's answer.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -20,6 +20,8 @@ from roofline.serving.plan.planner import PlanResult
 
 if TYPE_CHECKING:
     from roofline.serving.plan.finalists import Finalist
+    from roofline.serving.plan.parallel import Jobs, Pending
+    from roofline.serving.plan.planner import Candidate
 
 STEP = 0.15
 
@@ -145,38 +147,76 @@ def _row(
 
 
 def best_sized(inp: ReportInputs, plan: PlanResult) -> Finalist | None:
-    """The first simulator-sized deployment by RANK_RULE over ``inp``'s hardware (None if none meets the SLOs)."""
-    from roofline.report.sizing import planner_cost, rank_key, size_hardware, sized_cost
+    """The first simulator-sized deployment by RANK_RULE over ``inp``'s hardware (None if none meets the SLOs).
+
+    Branch and bound across hardware: sizing only adds replicas, so a planner cost above the best sized cost cannot
+    win; nor can the replicas of a candidate past :func:`~roofline.report.sizing.gpus_that_can_win` against the
+    best so far, so its search stops there (stopped early, it would not have replaced the best). Candidates of
+    equal planner cost and GPUs are all sized whatever the order (the break never falls between them): the
+    largest replica first, which tends to need the fewest added replicas and so bounds the others' searches
+    sooner; the choice among them is still made in the planner's order, so the answer is the same."""
+    from itertools import groupby
+
+    from roofline.report.sizing import planner_cost, sized_cost
+
+    best = None
+    feasible = sorted((c for c in plan.candidates if c.feasible), key=lambda c: (planner_cost(c), c.gpus))
+    for key, tied in groupby(feasible, key=lambda c: (planner_cost(c), c.gpus)):
+        if best is not None and key > (sized_cost(best), best.gpus):
+            break
+        best = _best_of_tied(inp, list(tied), best)
+    return best
+
+
+def _best_of_tied(inp: ReportInputs, tied: list[Candidate], best: Finalist | None) -> Finalist | None:
+    """``best`` or the first of ``tied`` (in their order) that ranks before it, each sized with its search bounded
+    by the best of ``best`` and the ones sized before it (largest replica first)."""
+    from roofline.report.sizing import gpus_that_can_win, rank_key, size_hardware
 
     specs = {h.name: h for h in inp.hardware}
-    best = None
-    # branch and bound across hardware: sizing only adds replicas, so a planner cost above the best sized
-    # cost cannot win
-    for c in sorted((c for c in plan.candidates if c.feasible), key=lambda c: (planner_cost(c), c.gpus)):
-        if best is not None and (planner_cost(c), c.gpus) > (sized_cost(best), best.gpus):
-            break
-        f, _ = size_hardware(inp, specs[hw_name(c.hardware)], [c], curve=False)
+    spare = inp.procurement.spare_replicas
+    bound, sized = best, {}
+    for i in sorted(range(len(tied)), key=lambda i: -tied[i].tp * tied[i].pp):
+        c = tied[i]
+        cap = None if bound is None else gpus_that_can_win(c, bound, spare)
+        f, _ = size_hardware(inp, specs[hw_name(c.hardware)], [c], curve=False, max_gpus=cap)
+        sized[i] = f
+        if f is not None and (bound is None or rank_key(f) < rank_key(bound)):
+            bound = f
+    for i in range(len(tied)):  # the choice in the planner's order: on an exact tie the earlier one stays
+        f = sized[i]
         if f is not None and (best is None or rank_key(f) < rank_key(best)):
             best = f
     return best
 
 
 def sensitivity(
-    inp: ReportInputs, base_plan: PlanResult, base: Finalist | None = None, jobs: int | None = 1
+    inp: ReportInputs,
+    base_plan: PlanResult,
+    base: Finalist | None = None,
+    jobs: int | Jobs | None = 1,
+    sized: Sequence[Finalist | None] | None = None,
 ) -> tuple[SensitivityRow, ...]:
     """The baseline row (``base``: the report's recommended Finalist) and one re-sized row per variant, the
-    variants on up to ``jobs`` processes (:func:`roofline.serving.plan.parallel.map_jobs`, results as in turn)."""
-
-    from roofline.serving.plan.parallel import map_jobs
-
+    variants on up to ``jobs`` processes (:func:`roofline.serving.plan.parallel.map_jobs`, results as in turn);
+    ``sized``: the variants' deployments already sized (:func:`start_variants`), in the order of :func:`variants`."""
     names = {h.name: h.display_name for h in inp.hardware}
     base_key = _key(base)
     given = f"profile '{inp.profile.name}' as given" if inp.calibrated else "each device's engine-kernel profile"
     rows = [_row("baseline", given, base, names, base_key, True)]
     vs = variants()
-    sized = map_jobs(partial(_resized, inp), [fn for _, _, fn in vs], jobs)
+    if sized is None:
+        from roofline.serving.plan.parallel import map_jobs
+
+        sized = map_jobs(partial(_resized, inp), [fn for _, _, fn in vs], jobs)
     rows += [_row(label, desc, f, names, base_key, False) for (label, desc, _), f in zip(vs, sized, strict=True)]
     return tuple(rows)
+
+
+def start_variants(inp: ReportInputs, jobs: Jobs) -> Pending[Finalist | None]:
+    """Queue every variant's re-sizing on ``jobs`` (they do not depend on the baseline's answer); its results are
+    :func:`sensitivity`'s ``sized``."""
+    return jobs.start(partial(_resized, inp), [fn for _, _, fn in variants()])
 
 
 def _resized(inp: ReportInputs, variant: Variant) -> Finalist | None:

@@ -45,8 +45,10 @@ def size_hardware(
     *,
     curve: bool = True,
     speculative: str | None = None,
+    max_gpus: int | None = None,
 ) -> tuple[Finalist | None, str]:
-    """Cheapest simulator-confirmed deployment on ``hw`` from the planner's ``cands`` (or None and why)."""
+    """Cheapest simulator-confirmed deployment on ``hw`` from the planner's ``cands`` (or None and why); ``max_gpus``
+    stops each candidate's search past that many GPUs (see :func:`gpus_that_can_win`)."""
     from roofline.serving.plan.finalists import size_finalist
     from roofline.serving.plan.mixcurve import load_points
 
@@ -79,7 +81,7 @@ def size_hardware(
                 speculative=speculative,
                 seed=inp.seed,
                 num_requests=inp.num_requests,
-                max_gpus=best.gpus if best is not None else None,  # more GPUs on this hardware cannot rank first
+                max_gpus=_tighter(best.gpus if best is not None else None, max_gpus),  # more GPUs cannot rank first
                 mix=inp.mix,
             )
         except RooflineError as exc:
@@ -112,6 +114,32 @@ def size_hardware(
             pts = mix_load_points(inp.model, best.candidate, kw, sus, inp.mix, inp.num_requests, 0, figs)
         best = replace(best, curve=pts)
     return best, "; ".join(reasons)
+
+
+def _tighter(a: int | None, b: int | None) -> int | None:
+    """The smaller of two GPU caps (None: no cap)."""
+    return b if a is None else a if b is None else min(a, b)
+
+
+def gpus_that_can_win(c: Candidate, best: Finalist, spare_replicas: int = 0) -> int:
+    """The most GPUs (whole replicas of ``c``) at which a sized ``c`` could still rank before ``best``.
+
+    A deployment of r replicas of ``c`` pays for r + ``spare_replicas`` replicas: g(r) GPUs and u(r) =
+    rented GPUs × $/GPU-hour (inf unpriced), exactly as the sizing prices it
+    (:func:`roofline.serving.plan.procurement.cost_fields`); its total cost adds electricity, never negative. So
+    when (u(r), g(r)) > (best's total cost, best's GPUs), :func:`rank_key` puts it after ``best``: it cannot win.
+    u is non-decreasing and g increasing in r, so the replicas worth trying are 1 … r_max; this returns
+    r_max × GPUs per replica (0 when none is)."""
+    per = c.tp * c.pp
+    bound = (rank_key(best)[0], best.gpus)
+    r = 0
+    while r < 4096:
+        paid = r + 1 + spare_replicas
+        usd = math.inf if c.usd_per_gpu_hour is None else c.rented_gpus(paid) * c.usd_per_gpu_hour
+        if (usd, paid * per) > bound:
+            break
+        r += 1
+    return r * per
 
 
 def _spec(inp: ReportInputs, name: str) -> HardwareSpec:

@@ -25,7 +25,10 @@ from typing import TYPE_CHECKING, Any
 from roofline.errors import RooflineError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from roofline.report.content import HardwareRow, ReportInputs
+    from roofline.serving.plan.parallel import Jobs, Pending
     from roofline.specs.hardware import HardwareSpec
 
 PROMPT_CUT = 5
@@ -226,19 +229,43 @@ def _more_gpus_note(f: Any, f0: Any) -> str:
     )
 
 
-def what_ifs(inp: ReportInputs, rec: HardwareRow | None, jobs: int | None = 1) -> tuple[WhatIf, ...]:
+def what_ifs(
+    inp: ReportInputs, rec: HardwareRow | None, jobs: int | Jobs | None = 1, results: Pending[WhatIf] | None = None
+) -> tuple[WhatIf, ...]:
     """One row per lever against the recommended deployment (empty without a recommendation); the levers are
-    sized on up to ``jobs`` processes (:func:`roofline.serving.plan.parallel.map_jobs`, results as in turn)."""
-    from functools import partial
-
+    sized on up to ``jobs`` processes (:func:`roofline.serving.plan.parallel.map_jobs`, results as in turn), or
+    ``results``: :func:`start_what_ifs`'s."""
+    if results is not None:
+        return tuple(results.results())
     from roofline.serving.plan.parallel import map_jobs
 
+    batch = _batch(inp, rec)
+    return () if batch is None else tuple(map_jobs(*batch, jobs))
+
+
+def start_what_ifs(inp: ReportInputs, rec: HardwareRow | None, jobs: Jobs) -> Pending[WhatIf]:
+    """Queue the levers on ``jobs`` (nothing without a recommendation); :func:`what_ifs` takes the results."""
+    from roofline.serving.plan.parallel import Pending
+
+    batch = _batch(inp, rec)
+    if batch is None:
+        return Pending(None, list)
+    fn, tasks = batch
+    return jobs.start(fn, tasks, first=[i for i, t in enumerate(tasks) if t[0] == "speculative"])  # the longest
+
+
+def _batch(
+    inp: ReportInputs, rec: HardwareRow | None
+) -> tuple[Callable[[WhatIfTask], WhatIf], list[WhatIfTask]] | None:
+    """(the task function, the lever tasks) against ``rec``; None without a recommendation."""
+    from functools import partial
+
     if rec is None or rec.finalist is None or rec.candidate is None:
-        return ()
+        return None
     tasks: list[WhatIfTask] = [("lever", *lever) for lever in _levers(inp, rec)]
     tasks += [("speculative", "", "", None, ""), ("disaggregation", "", "", None, "")]
     row = replace(rec, prediction=None)  # what the levers compare against; the prediction stays here (not picklable)
-    return tuple(map_jobs(partial(_what_if, inp, row), tasks, jobs))
+    return partial(_what_if, inp, row), tasks
 
 
 #: (kind, label, description, modified inputs or None, note) of one what-if row.

@@ -93,17 +93,19 @@ def screen(
     *,
     request_overhead_s: float = 0.0,
     output_lag_steps: float = 0.0,
+    sustainable: float | None = None,
 ) -> Screen:
     """Closed-form means for each rate in ``qps`` (see the module docstring). The engine's mean request overhead
     y and output lag k add to TTFT and E2E: + y + k·τ̄ (a Poisson stream delayed by independent overheads is
-    still Poisson at the same rate, so the queue is unchanged)."""
+    still Poisson at the same rate, so the queue is unchanged). ``sustainable``: :func:`sustainable_qps` of these
+    same arguments when the caller has it already (None: computed here)."""
     lam = np.atleast_1d(np.asarray(qps, dtype=np.float64))
     n_dec, tau, d, s, n = _solve(sm, lam, prompt, output, budget)
     ok = np.isfinite(tau) & (n_dec <= max_seqs) & ((n_dec + 1) * (prompt + output) <= kv_tokens)
     x = n * s
     rho = lam * x
     ok &= rho < 1
-    sus = sustainable_qps(sm, prompt, output, budget, max_seqs, kv_tokens)
+    sus = sustainable_qps(sm, prompt, output, budget, max_seqs, kv_tokens) if sustainable is None else sustainable
     # out of range: near the knee, or Poisson swings of the running set (≈ 3σ = 3√N) would exhaust the KV pool
     in_range = ok & (lam < RANGE_LOAD * sus) & ((n_dec + 3 * np.sqrt(n_dec) + 1) * (prompt + output) <= kv_tokens)
     wq = lam * x**2 / (2 * np.where(rho < 1, 1 - rho, 1.0))
@@ -139,7 +141,8 @@ def knee_qps(
     finalists, ``plan --simulate`` and the report all read it from here."""
     sus = sustainable_qps(sm, prompt, output, budget, max_seqs, kv_tokens)
     grid = np.linspace(0.0, 1.0, 101)[1:] * sus
-    scr = screen(sm, np.concatenate(([1e-9 * sus], grid)), prompt, output, budget, max_seqs, kv_tokens)
+    rates = np.concatenate(([1e-9 * sus], grid))
+    scr = screen(sm, rates, prompt, output, budget, max_seqs, kv_tokens, sustainable=sus)  # sus: computed once
     over = np.nonzero(~(scr.ttft_mean_s[1:] < KNEE_TTFT_RATIO * scr.ttft_mean_s[0]))[0]
     return sus, float(grid[over[0]]) if over.size else sus
 
