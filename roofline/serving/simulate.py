@@ -297,8 +297,8 @@ def run_replica(rep: Replica, wl: Workload, req: Requests, progress: ProgressFn 
     )
     res = build_result(sim, req.send_s if req.send_s is not None else np.zeros(0), config)
     res.config["starvation"] = starvation(
-        eng, rep.policy.prefill_first, req.prompt, req.output, rep.kv_tokens, res.summary["mean_batch"], res.timeline,
-        wl.concurrency,
+        eng, rep.policy.prefill_first, req.prompt, req.output, rep.kv_tokens, res.summary["mean_batch"],
+        res.timeline_columns(), wl.concurrency,
     )  # fmt: skip
     if req.mix is not None and req.klass is not None:  # a mix: each request's class (workload.mix)
         res.requests["class"] = np.asarray(req.mix.names, dtype=object)[req.klass[: len(res.requests)]]

@@ -39,23 +39,36 @@ import heapq
 import math
 from array import array
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
 from roofline.errors import ScenarioError
-from roofline.serving.sim.admission import Admission
+from roofline.serving.sim.decoding import DecodeStretches
 from roofline.serving.sim.kvpool import BlockPool
-from roofline.serving.sim.lifecycle import DECODE, Req
+from roofline.serving.sim.lifecycle import Req
 from roofline.serving.sim.metrics import GapHistogram
 from roofline.serving.sim.policy import Policy
-from roofline.serving.sim.runstats import RunStats
 from roofline.serving.sim.sends import ClientSends
 from roofline.serving.sim.steptime import StepModel
 
+#: The attributes of the event loop's state (EngineSim.__init__ and its mixins' init): slots, whose reads are
+#: cheaper than a large instance dictionary's. Attributes not named here (subclasses') live in the instance dict.
+_STATE = """
+arrived batch_int bs busy_s chunk_fast chunked client closed cnt completed _cut d_count d_sumoff dec dec_time
+decode_tokens _entries _entry_q extra G generated hashes heap hist inline_cost inline_finish keys kv_int
+lag_steps last_send last_step_s line max_partial max_seqs max_tokens n now _order_q output _output_l pending pol
+pool preemptions prefill_completions prefill_tokens prefilling prompt _prompt_l rec_cached rec_finish rec_first
+rec_preempt req_overhead running sat_mark sat_queue saturated send seq span step tl_blocks tl_count tl_flat
+tl_rows tl_skip tl_stride waiting warmup work_per_req
+"""
 
-class EngineSim(Admission, RunStats):
+
+class EngineSim(DecodeStretches):
     """One engine replica serving a request stream (see the module docstring)."""
+
+    __slots__ = tuple(_STATE.split())
 
     def __init__(
         self,
@@ -83,6 +96,10 @@ class EngineSim(Admission, RunStats):
         warmup_drained: bool = False,
     ) -> None:
         self.step, self.pol = step, policy
+        self.line = self.plain_rows and step.line_ok  # decode stretches are one line (decoding)
+        self.chunk_fast = self.plain_rows  # steps with prefill chunks by StepModel.chunk_step_s
+        self.inline_finish = self._owns_finish()  # finished rows in one method (lifecycle)
+        self.inline_cost = self._owns_cost()  # the queue head's cost written out (admission)
         self.bs, self.max_tokens, self.max_seqs = block_tokens, max_tokens, min(max_seqs, max_tokens)
         self.chunked, self.max_partial = chunked, max_partial
         self.pool = BlockPool(total_blocks)
@@ -94,28 +111,23 @@ class EngineSim(Admission, RunStats):
         self.closed = concurrency is not None  # client-driven sends (roofline.serving.sim.sends)
         self.warmup = warmup if self.closed else 0
         self.client = ClientSends(self.n, concurrency or 0, release_s, self.warmup, warmup_drained)
-        self.send: list[float] = list(send_s) if send_s is not None and not self.closed else []
+        # send times: the open loop's all known (an array), a closed loop's appended as the clients send
+        self.send: list[float] | np.ndarray = [] if send_s is None or self.closed else np.asarray(send_s, np.float64)
         self.arrived = 0
         self.span = 0  # 1 + the highest index that reached the queue (= arrived when entries keep send order)
         # requests sent but not yet in the queue, by entry time: a sorted array (open loop, all known) or a heap
         self.pending: list[tuple[float, int]] = []
-        self.order = np.zeros(0, dtype=np.int64)
-        self.entry_at = np.zeros(0)
+        # the open loop's requests in entry order (None: in index order) and their entry times, as machine numbers
+        self._order_q: array[int] | None = None
+        self._entry_q: array[float] = array("d")
         if self.closed:
             for i, t in self.client.start():
                 self._send(i, t)
         else:
-            self.entry_at = np.asarray(self.send, dtype=np.float64) + request_overhead_s
-            if self.extra is not None:
-                self.entry_at = self.entry_at + self.extra[: len(self.send)]
-            self.order = np.argsort(self.entry_at, kind="stable")
-        # the same in arrival order, as arrays of Python numbers for the event loop's lookups
-        self._order_q = array("q", self.order.astype(np.int64).tobytes())
-        self._entry_q = array("d", self.entry_at[self.order].astype(np.float64).tobytes())
+            self._order_q, self._entry_q = entry_order(np.asarray(self.send), request_overhead_s, self.extra)
         self._entries = len(self._entry_q)
         # token counts as machine integers (int() of each, 8 bytes a request): cheaper to index than numpy's
-        self._prompt_l = array("q", np.asarray(prompt).astype(np.int64).tobytes())
-        self._output_l = array("q", np.asarray(output).astype(np.int64).tobytes())
+        self._prompt_l, self._output_l = machine_array("q", prompt), machine_array("q", output)
         self.rec_first, self.rec_finish = array("d", [math.nan]) * self.n, array("d", [math.nan]) * self.n
         self.rec_cached, self.rec_preempt = array("q", [0]) * self.n, array("q", [0]) * self.n
         self.generated = 0
@@ -154,39 +166,35 @@ class EngineSim(Admission, RunStats):
 
     def _send(self, i: int, t: float) -> None:
         """The client sends request i (the next in order) at t."""
-        self.send.append(t)
+        send = self.send
+        assert isinstance(send, list)  # a closed loop's sends are appended as they happen
+        send.append(t)
         heapq.heappush(self.pending, (self._entry(i, t), i))
 
     def _admit_arrivals(self, now: float) -> None:
         """Move the requests that reached the queue by ``now`` (s) into ``waiting``, in entry order."""
-        closed = self.closed
-        if closed:
+        hashes = self.hashes if self.pol.prefix_caching else None
+        prompt, output, waiting = self._prompt_l, self._output_l, self.waiting
+        if self.closed:
             pending = self.pending
-            if not pending or pending[0][0] > now:
-                return
-        else:
-            a, entries = self.arrived, self._entry_q
-            if a >= self._entries or entries[a] > now:
-                return
-        with_hashes = self.hashes is not None and self.pol.prefix_caching
-        prompt, output = self._prompt_l, self._output_l
-        while True:
-            if closed:
-                if not pending or pending[0][0] > now:
-                    return
+            while pending and pending[0][0] <= now:
                 entry, i = heapq.heappop(pending)
-            else:
-                a = self.arrived
-                if a >= self._entries or entries[a] > now:
-                    return
-                i, entry = self._order_q[a], entries[a]
-            h = self.hashes[i] if with_hashes else ()  # type: ignore[index]
-            self.waiting.append(Req(i, int(prompt[i]), int(output[i]), entry, h))
-            self.arrived += 1
-            if i >= self.span:
-                self.span = i + 1
-            if self.arrived == self.n and not closed:
-                self.last_send = (now, len(self.waiting), self._work())
+                waiting.append(Req(i, prompt[i], output[i], entry, () if hashes is None else hashes[i]))
+                self.arrived += 1
+                if i >= self.span:
+                    self.span = i + 1
+            return
+        a0 = a = self.arrived
+        entries, order, count, span = self._entry_q, self._order_q, self._entries, self.span
+        while a < count and entries[a] <= now:
+            i = a if order is None else order[a]
+            waiting.append(Req(i, prompt[i], output[i], entries[a], () if hashes is None else hashes[i]))
+            a += 1
+            if i >= span:
+                span = i + 1
+        self.arrived, self.span = a, span
+        if a == self.n and a > a0:  # the last request arrived (with those before it)
+            self.last_send = (now, len(waiting), self._work())
 
     def _next_entry(self) -> float:
         if self.closed:
@@ -201,136 +209,45 @@ class EngineSim(Admission, RunStats):
         tick = max(self.n // 100, 1)
         last = 0
         lag = self.pol.async_scheduling
-        closed, pending, entries = self.closed, self.pending, self._entry_q
+        line = self.line and not lag  # one-line stretches (decoding): the synchronous scheduler's
+        closed, pending, entries, count = self.closed, self.pending, self._entry_q, self._entries
+        running, waiting, prefilling, half = self.running, self.waiting, self.prefilling, self.sat_queue // 2
         while True:
             t = self._cut if lag else now  # admit whoever reached the queue by t (checked here: most steps none)
             if closed:
                 if pending and pending[0][0] <= t:
                     self._admit_arrivals(t)
-            elif self.arrived < self._entries and entries[self.arrived] <= t:
+            elif self.arrived < count and entries[self.arrived] <= t:
                 self._admit_arrivals(t)
-            if not self.running and not self.waiting:
+            if not running and not waiting:
                 nxt = self._next_entry()
                 if nxt == math.inf:
                     break
                 now = self._cut = max(now, nxt)
                 continue
-            if self.prefilling or (self.waiting and not self._blocked()):
+            if prefilling or (waiting and not self._blocked()):
                 now = self._general(now)
+            elif line:
+                now = self._line_stretch(now)
             else:
                 k = self._stretch_limit()
                 now = self._stretch(now, k) if k > 0 else self._general(now)
             if progress is not None and self.completed - last >= tick:
                 last = self.completed
                 progress(self.completed)  # type: ignore[operator]
-            if not self.closed:
-                if len(self.waiting) <= self.sat_queue // 2:
+            if not closed:
+                if len(waiting) <= half:
                     self.sat_mark = None
                 elif self._saturation(now):
                     break
         self.final_check()
         self.now = now
 
-    # ---- admission checks ---------------------------------------------------------------------
-    # ---- decode stretches -------------------------------------------------------------------
-    def _top_gfin(self) -> int:
-        heap = self.heap
-        while heap and (heap[0][2].state != DECODE or heap[0][2].seq != heap[0][1]):
-            heapq.heappop(heap)
-        return heap[0][0]
-
-    def _kv_steps(self, k: int) -> int:
-        """Largest k' ≤ k such that decode steps G … G + k' − 1 find their new blocks free."""
-        if self.pol.reserve_full:
-            return k
-        d, bs, free, cnt, g = self.d_count, self.bs, self.pool.free, self.cnt, self.G
-        if free >= d * (k // bs + 1):
-            return k
-        k0 = (free // d) * bs
-        rem = free - (free // d) * d
-        j = 0
-        while j < bs and rem >= cnt[(1 - g - j) % bs]:
-            rem -= cnt[(1 - g - j) % bs]
-            j += 1
-        return min(k, k0 + j)
-
-    def _blocks_for(self, k: int) -> int:
-        """New blocks decode steps G … G + k − 1 take."""
-        if self.pol.reserve_full:
-            return 0
-        d, bs, cnt = self.d_count, self.bs, self.cnt
-        need, i, r = (k // bs) * d, (1 - self.G) % bs, k % bs  # residues i, i − 1, … (mod bs) of steps G + j, j < r
-        if not r:
-            return need
-        if r <= i + 1:
-            return need + sum(cnt[i - r + 1 : i + 1])
-        return need + sum(cnt[: i + 1]) + sum(cnt[bs - (r - i - 1) :])
-
-    def _spans(self) -> tuple[tuple[float, ...], tuple[float, ...], int]:
-        """(Σ min(L, W_a) at clock G, rows still below W_a, steps until one reaches W_a) per attention term."""
-        g = self.G
-        if not self.step.has_window:
-            s = float(self.d_sumoff + self.d_count * g)
-            return (s,) * len(self.step.windows), (float(self.d_count),) * len(self.step.windows), 1 << 62
-        span, slope, lim = [], [], 1 << 62
-        ctx = [r.off + g for r in self.dec.values()]
-        for w in self.step.windows:
-            if math.isinf(w):
-                span.append(float(sum(ctx)))
-                slope.append(float(len(ctx)))
-                continue
-            below = [c for c in ctx if c < w]
-            span.append(float(sum(below) + w * (len(ctx) - len(below))))
-            slope.append(float(len(below)))
-            if below:
-                lim = min(lim, int(w - max(below)) + 1)
-        return tuple(span), tuple(slope), lim
-
-    def _stretch_limit(self) -> int:
-        """Decode-only steps that may run before the next event (0: take a general step)."""
-        if not self.d_count:
-            return 0
-        k = self._top_gfin() - self.G
-        return self._kv_steps(k)
-
-    def _stretch(self, now: float, k: int) -> float:
-        span, slope, lim = self._spans()
-        k = min(k, lim)
-        st = self.step.decode_affine(self.d_count, span, slope)
-        if not self.waiting:
-            nxt = self._next_entry()
-            if nxt < math.inf:
-                if not self.pol.async_scheduling:
-                    k = st.steps_until(nxt - now, k)
-                elif nxt <= now:  # arrived during the last step: the step now starting was formed before it
-                    k = 1
-                else:  # it arrives during step j − 1 and joins step j + 1
-                    k = min(k, st.steps_until(nxt - now, k) + 1)
-        total = st.total(k)
-        d, d0 = self.d_count, st.first_s
-        last = st.step(k - 1) if k > 1 else d0
-        used0 = self.pool.used
-        grow = self._blocks_for(k)
-        if grow:  # allocating nothing changes nothing (used + cached ≤ total: no eviction)
-            self.pool.allocate(grow)
-        end = now + total
-        self._cut = end - last
-        hist = self.hist
-        for key, c in self.keys.items():
-            hist.add(now + d0 - key, c)
-        if k > 1:
-            hist.add_range(st.step(1) if k > 2 else last, last, d * (k - 1), d * (total - d0))
-        self.keys = {end: d}
-        self.dec_time = end
-        self.G += k
-        self.decode_tokens += d * k
-        self._account(end, total, d, 0, k, used0)
-        if self.heap[0][0] <= self.G:  # the earliest finish (or a stale entry) is due: nothing is, otherwise
-            self._finish_decodes(end)
-        return end
-
     # ---- one general step -------------------------------------------------------------------
-    def _general(self, now: float) -> float:
+    def _compose(self) -> tuple[list[tuple[Req, int]], int, int]:
+        """The next step's prefill chunks, the KV blocks allocated for them and its decode rows, and its decode row
+        count (0 when the prefill-first scheduler runs the chunks alone): running partial prefills first (the newest
+        preempted on a shortage), then the queue's head while it fits."""
         pol = self.pol
         prefill_mode = False
         if pol.prefill_first:  # a partial prefill continues first, if its next chunk finds KV room (else decode)
@@ -346,33 +263,89 @@ class EngineSim(Admission, RunStats):
             if not pol.reserve_full:
                 r.blocks = -(-(r.computed + c) // self.bs)
         if not preempted and (prefill_mode or not pol.prefill_first):
-            left = self._admit_waiting(chunks, left)
-        d = self.d_count if with_decodes else 0
+            self._admit_waiting(chunks, left)
+        return chunks, need, self.d_count if with_decodes else 0
+
+    def _general(self, now: float) -> float:
+        """One step of any composition (:meth:`_compose`) from ``now``; its end (s)."""
+        pol, pool = self.pol, self.pool
+        d = self.d_count
+        need = self.cnt[(1 - self.G) % self.bs] if d and not pol.reserve_full else 0  # the decodes' new blocks
+        if pol.prefill_first or self.prefilling or (need > pool.total - pool.used and self.running):
+            chunks, need, d = self._compose()
+        else:  # decodes first, no partial prefill, the decodes' blocks free: _compose without its calls
+            if need:
+                pool.allocate(need)
+            chunks = []
+            self._admit_waiting(chunks, self.max_tokens - d)
         if not chunks and not d:
             raise ScenarioError(
                 "the engine cannot schedule any request: the head of the queue needs more KV blocks or tokens than "
                 "the engine has even when idle; raise gpu_memory_utilization / max_num_batched_tokens or shorten it"
             )
-        span = self._spans()[0] if d else (0.0,) * len(self.step.windows)
-        new = [c for _, c in chunks]
-        if chunks:
-            dt = self.step.step_time(d, span, new, [r.computed for r, _ in chunks])
+        if not d:
+            span = (0.0,) * len(self.step.windows)
+        else:  # one line: _spans()[0] without the call
+            span = (float(self.d_sumoff + d * self.G),) if self.line else self._spans()[0]
+        if chunks and self.chunk_fast:
+            if len(chunks) == 1:
+                r0, tokens = chunks[0]
+                dt = self.step.chunk_step_s(d, span, ((r0.computed, tokens),))
+            else:
+                tokens = sum(c for _, c in chunks)
+                dt = self.step.chunk_step_s(d, span, [(r.computed, c) for r, c in chunks])
         else:
-            dt = self.step.step_time(d, span)
+            new = [c for _, c in chunks]
+            tokens = sum(new)
+            dt = (
+                self.step.step_time(d, span, new, [r.computed for r, _ in chunks])
+                if chunks
+                else self.step.step_time(d, span)
+            )
         end = now + dt
         self._cut = now
         self.last_step_s = dt  # before the chunks complete: a one-token request lags k of this step
-        used0 = self.pool.used - need
+        used0 = pool.used - need
         if d:
             self.G += 1
             self.decode_tokens += d
+            hist = self.hist
             for key, c in self.keys.items():
-                self.hist.add(end - key, c)
+                hist.add(end - key, c)
             self.keys = {end: d}
             self.dec_time = end
         for r, c in chunks:
             self._progress(r, c, end)
-        self._account(end, dt, d + len(chunks), sum(new), 1, used0)
+        self.busy_s += dt  # RunStats._account, written out
+        self.batch_int += (d + len(chunks)) * dt
+        used = pool.used
+        self.kv_int += (used0 + used) / 2 * dt
+        skip = self.tl_skip + 1
+        if skip < self.tl_stride:
+            self.tl_skip = skip
+        else:
+            self._tl_row(end, used, tokens, 1)
         if d and self.heap[0][0] <= self.G:
             self._finish_decodes(end)
         return end
+
+
+def machine_array(code: str, values: np.ndarray | Sequence[float]) -> array[Any]:
+    """``values`` as an :class:`array.array` of type ``code`` ("d": float64, "q": int64), copied once."""
+    out = array(code)
+    out.frombytes(np.ascontiguousarray(values, dtype=np.float64 if code == "d" else np.int64).data.cast("B"))
+    return out
+
+
+def entry_order(
+    send_s: np.ndarray, overhead_s: float, extra_s: np.ndarray | None
+) -> tuple[array[int] | None, array[float]]:
+    """(request indices in entry order, or None when that is index order; entry times in that order, s) of an open
+    loop: entry = send + overhead (+ each request's extra), ordered by a stable sort (ties keep send order)."""
+    entry = send_s + overhead_s
+    if extra_s is not None:
+        entry = entry + extra_s[: len(send_s)]
+    if bool(np.all(entry[1:] >= entry[:-1])):  # already in order: a stable sort leaves it as it is
+        return None, machine_array("d", entry)
+    order = np.argsort(entry, kind="stable")
+    return machine_array("q", order), machine_array("d", entry[order])

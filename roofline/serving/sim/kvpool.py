@@ -61,14 +61,17 @@ class BlockPool:
 
     def allocate(self, n: int) -> None:
         """Take ``n`` fresh blocks, evicting the least recently used cached blocks if needed."""
-        if n > self.total - self.used:
+        used = self.used + n
+        if used > self.total:
             raise AssertionError(f"allocating {n} KV blocks with {self.total - self.used} free")
-        self.used += n
-        over = self.used + len(self.lru) - self.total
-        if over > 0:
-            for _ in range(over):
-                self.lru.popitem(last=False)
-            self.evictions += over
+        self.used = used
+        lru = self.lru
+        if lru:  # without cached blocks nothing is evicted (used ≤ total)
+            over = used + len(lru) - self.total
+            if over > 0:
+                for _ in range(over):
+                    lru.popitem(last=False)
+                self.evictions += over
 
     def register(self, h: Hashable) -> bool:
         """Name a freshly computed full block (already allocated) so later requests can hit it.

@@ -20,6 +20,8 @@ from roofline.serving.sim.metrics import GapHistogram
 from roofline.serving.sim.policy import Policy
 
 WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
+#: the state changes :meth:`RequestLifecycle._finish_row` writes out (a subclass overriding one turns it off)
+_FINISH_STEPS = ("_leave_decode", "_drop_decode_row", "_release", "_done")
 
 
 class Req:
@@ -76,7 +78,6 @@ class RequestLifecycle:
     rec_finish: array[float]
     rec_cached: array[int]
     rec_preempt: array[int]
-    send: list[float]
     d_count: int
     d_sumoff: int
     G: int
@@ -90,40 +91,44 @@ class RequestLifecycle:
     preemptions: int
     prefill_tokens: int
     prefill_completions: int
+    #: :meth:`_finish_decodes` may complete rows with :meth:`_finish_row` (:meth:`_owns_finish`)
+    inline_finish: bool = False
 
     # ---- state changes ----------------------------------------------------------------------
     def _progress(self, r: Req, c: int, end: float) -> None:
         """A prefill chunk of c tokens finished at ``end``: name its full blocks; emit a token when complete."""
-        before = r.computed
-        r.computed += c
+        before, bs = r.computed, self.bs
+        r.computed = computed = before + c
         self.prefill_tokens += c
-        if r.hashes and r.computed // self.bs > before // self.bs:
-            for b in range(max(before // self.bs, len(r.named)), min(r.computed // self.bs, len(r.hashes))):
+        if r.hashes and computed // bs > before // bs:
+            for b in range(max(before // bs, len(r.named)), min(computed // bs, len(r.hashes))):
                 if len(r.named) == b and self.pool.register(r.hashes[b]):
                     r.named.append(r.hashes[b])
-        if r.computed < r.target:
+        if computed < r.target:
             return
         self.prefilling.remove(r)
         self.prefill_completions += 1
-        r.gen += 1
-        if r.gen == 1:
+        r.gen = gen = r.gen + 1
+        if gen == 1:
             r.first = end
         else:
             self.hist.add(end - r.last_tok, 1)
         r.last_tok = end
-        if r.gen >= r.output:
+        if gen >= r.output:
             self._release(r)
             self._done(r, end)
             return
         r.state = DECODE
-        r.off = r.target + 1 - self.G
+        g = self.G
+        r.off = off = r.target + 1 - g
         self.d_count += 1
-        self.d_sumoff += r.off
-        self.cnt[r.off % self.bs] += 1
+        self.d_sumoff += off
+        self.cnt[off % bs] += 1
         self.dec[r.rid] = r
-        r.gfin = self.G + r.output - r.gen
-        heapq.heappush(self.heap, (r.gfin, r.seq, r))
-        self.keys[end] = self.keys.get(end, 0) + 1
+        r.gfin = gfin = g + r.output - gen
+        heapq.heappush(self.heap, (gfin, r.seq, r))
+        keys = self.keys
+        keys[end] = keys.get(end, 0) + 1
 
     def _drop_decode_row(self, r: Req) -> None:
         """Take r out of the decode aggregate (count, Σ offsets, row, last-token key) and restore its last
@@ -149,18 +154,66 @@ class RequestLifecycle:
             r.blocks = -(-r.computed // self.bs)
 
     def _finish_decodes(self, end: float) -> None:
+        """Complete the decode rows whose last token the step ending at ``end`` emitted (finish clock ≤ G)."""
         heap, g = self.heap, self.G
+        inline = self.inline_finish
+        pop = heapq.heappop
         while heap:
             gfin, seq, r = heap[0]
             if r.state != DECODE or r.seq != seq:
-                heapq.heappop(heap)
+                pop(heap)
                 continue
             if gfin > g:
                 break
-            heapq.heappop(heap)
+            pop(heap)
+            if inline and not r.named:
+                self._finish_row(r, end)
+                continue
             self._leave_decode(r)
             self._release(r)
             self._done(r, end)
+
+    def _owns_finish(self) -> bool:
+        """True when this class keeps the state changes :meth:`_finish_row` writes out (no subclass overrides)."""
+        cls = type(self)
+        return all(getattr(cls, m) is getattr(RequestLifecycle, m) for m in _FINISH_STEPS)
+
+    def _finish_row(self, r: Req, end: float) -> None:
+        """:meth:`_leave_decode`, :meth:`_release` and :meth:`_done` of a decode row holding no named blocks, written
+        out in one (the same state changes in the same order)."""
+        g, bs = self.G, self.bs
+        self.d_count -= 1
+        off = r.off
+        self.d_sumoff -= off
+        del self.dec[r.rid]
+        keys, last = self.keys, r.last_tok
+        key = last if last > self.dec_time else self.dec_time
+        c = keys[key] - 1
+        if c:
+            keys[key] = c
+        else:
+            del keys[key]
+        r.last_tok = key
+        self.cnt[off % bs] -= 1
+        r.gen = gen = r.output - (r.gfin - g)
+        r.computed = off + g - 1
+        self.pool.used -= -(-r.computed // bs) if not self.pol.reserve_full else r.blocks
+        r.blocks = 0
+        self.running.remove(r)
+        if self.lag_steps or self.closed:
+            self._done(r, end)
+            return
+        r.state = DONE
+        r.finish = end
+        self.completed += 1
+        i = r.rid
+        self.rec_first[i], self.rec_finish[i], self.rec_cached[i], self.rec_preempt[i] = (
+            r.first,
+            end,
+            r.cached,
+            r.preempt,
+        )
+        self.generated += gen
 
     def _release(self, r: Req) -> None:
         self.pool.release(r.blocks - len(r.named), r.named)

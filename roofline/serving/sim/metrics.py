@@ -15,6 +15,7 @@ Percentiles use linear interpolation between order statistics (numpy's default),
 from __future__ import annotations
 
 import math
+from array import array
 
 import numpy as np
 
@@ -73,7 +74,13 @@ class GapHistogram:
         weight × (its share of [lo, hi]), cut at the bins' upper edges LO_S·RATIO**i clamped to [lo, hi]."""
         self.n += weight
         self.total_s += total_s
-        i0, i1 = self._bin(lo_s), self._bin(hi_s)
+        log = math.log  # _bin of both ends, written out
+        i0 = 0 if lo_s <= LO_S else int(log(lo_s / LO_S) / _LOG_R) + 1
+        i1 = 0 if hi_s <= LO_S else int(log(hi_s / LO_S) / _LOG_R) + 1
+        if i1 > _LAST:
+            i1 = _LAST
+        if i0 > _LAST:
+            i0 = _LAST
         w = self._w
         if i0 == i1 or hi_s <= lo_s:
             w[i0] += weight
@@ -94,11 +101,18 @@ class GapHistogram:
 
     def percentile(self, q: float) -> float:
         """The q-th percentile (s), geometric midpoint of its bin."""
+        return self.percentiles((q,))[0]
+
+    def percentiles(self, qs: tuple[float, ...]) -> list[float]:
+        """:meth:`percentile` of each of ``qs``, from one cumulative sum of the bins."""
         if not self.n:
-            return float("nan")
-        cum = np.cumsum(np.asarray(self._w, dtype=np.float64))
-        i = int(np.searchsorted(cum, q / 100 * cum[-1], side="left"))
-        return LO_S * RATIO ** (i - 0.5) if i else LO_S
+            return [float("nan")] * len(qs)
+        cum = np.cumsum(np.frombuffer(array("d", self._w), dtype=np.float64))
+        out = []
+        for q in qs:
+            i = int(np.searchsorted(cum, q / 100 * cum[-1], side="left"))
+            out.append(LO_S * RATIO ** (i - 0.5) if i else LO_S)
+        return out
 
 
 def stats(prefix: str, x: np.ndarray) -> dict[str, float]:
@@ -114,8 +128,8 @@ def stats(prefix: str, x: np.ndarray) -> dict[str, float]:
 def hist_stats(h: GapHistogram) -> dict[str, float]:
     """ITL entries of the summary from the gap histogram."""
     out = {"itl_mean_s": h.mean}
-    for q in QUANTILES:
-        out[f"itl_p{q}_s"] = h.percentile(q)
+    for q, v in zip(QUANTILES, h.percentiles(QUANTILES), strict=True):
+        out[f"itl_p{q}_s"] = v
     return out
 
 

@@ -85,7 +85,11 @@ class AttnTerm:
             return cap
         # np.interp(x, xp, fp) by numpy's formula (arr_interp): clamped at both ends, a knot's own value on a
         # knot, else slope·(x − xp[j]) + fp[j] with slope = (fp[j+1] − fp[j]) / (xp[j+1] − xp[j])
-        x = _log2(span)
+        x = _LOG2.get(span)
+        if x is None:  # _log2(span), written out
+            x = float(np.log2(span if span > 1e-30 else 1e-30))
+            if 1e-30 < span < 16777216.0 and span == int(span):
+                _LOG2[span] = x
         n = len(xp) - 1
         if x <= xp[0]:
             y = fp[0]

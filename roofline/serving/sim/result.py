@@ -11,8 +11,9 @@ steps / seconds from t = 0 to the last token (what board power scales with).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from array import array
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -32,19 +33,67 @@ SUMMARY_KEYS = (
 )  # fmt: skip
 
 
-@dataclass
+class Table:
+    """A table attribute given as a DataFrame or as its columns (a dict of arrays), which become a DataFrame when it
+    is first read: a run whose caller reads only its summary never imports pandas."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> Table: ...
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> pd.DataFrame: ...
+    def __get__(self, obj: object | None, objtype: type | None = None) -> pd.DataFrame | Table:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.slot]
+        if isinstance(value, dict):
+            import pandas as pd
+
+            value = obj.__dict__[self.slot] = pd.DataFrame(value, copy=False)  # the columns are the frame's own
+        return value
+
+    def __set__(self, obj: object, value: pd.DataFrame | dict[str, np.ndarray]) -> None:
+        obj.__dict__[self.slot] = value
+
+    def columns(self, obj: object) -> dict[str, np.ndarray]:
+        """The table of ``obj`` as named arrays, without building a DataFrame (the frame's columns once built)."""
+        value = obj.__dict__[self.slot]
+        if isinstance(value, dict):
+            return value
+        return {str(c): value[c].to_numpy() for c in value.columns}
+
+
+@dataclass(init=False)
 class SimulationResult:
     """Outcome of one simulated run (see the module docstring for the metric definitions).
 
     ``saturated`` is None, or a statement that the offered load exceeds what the engine can
-    serve, with the sustainable rate. ``config`` records the inputs and the engine's limits.
+    serve, with the sustainable rate. ``config`` records the inputs and the engine's limits. ``requests`` (one row a
+    request) and ``timeline`` (one row an event) are DataFrames, built when first read (:class:`Table`).
     """
 
     summary: dict[str, float]
-    requests: pd.DataFrame
-    timeline: pd.DataFrame
     saturated: str | None
-    config: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any]
+    requests = Table()
+    timeline = Table()
+
+    def __init__(
+        self,
+        summary: dict[str, float],
+        requests: pd.DataFrame | dict[str, np.ndarray],
+        timeline: pd.DataFrame | dict[str, np.ndarray],
+        saturated: str | None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        self.summary, self.saturated, self.config = summary, saturated, {} if config is None else config
+        self.requests, self.timeline = requests, timeline
+
+    def timeline_columns(self) -> dict[str, np.ndarray]:
+        """The timeline (:data:`TIMELINE_COLUMNS`) as named arrays, without building its DataFrame."""
+        return SimulationResult.timeline.columns(self)
 
     def __repr__(self) -> str:
         s = self.summary
@@ -129,31 +178,28 @@ class SimulationResult:
 
 def build_result(sim: EngineSim, send_s: np.ndarray, config: dict[str, Any]) -> SimulationResult:
     """Collect per-request records, the timeline and the summary from a finished simulation."""
-    import pandas as pd
-
     n = sim.span  # every request up to the last that reached the queue (a spread overhead reorders entries)
-    send = np.asarray(sim.send[:n], dtype=np.float64)
-    first, finish = np.array(sim.rec_first[:n], np.float64), np.array(sim.rec_finish[:n], np.float64)
-    prompt, output = np.asarray(sim.prompt[:n], np.int64), np.asarray(sim.output[:n], np.int64)
+    # every column an array of its own (the frame takes them without a copy), each copied once from the run
+    send = np.array(sim.send[:n], dtype=np.float64)
+    first, finish = _column(sim.rec_first, n, np.float64), _column(sim.rec_finish, n, np.float64)
+    prompt, output = np.array(sim.prompt[:n], np.int64), np.array(sim.output[:n], np.int64)
     ttft, e2e = first - send, finish - send
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output > 1, (e2e - ttft) / (output - 1), np.nan)
     warm = np.arange(n) < sim.warmup  # a client's warm-up: served, left out of the statistics
-    df = pd.DataFrame(
-        {
-            "arrival_s": send,
-            "first_token_s": first,
-            "finish_s": finish,
-            "prompt_tokens": prompt,
-            "output_tokens": output,
-            "cached_tokens": np.array(sim.rec_cached[:n], np.int64),
-            "preemptions": np.array(sim.rec_preempt[:n], np.int64),
-            "ttft_s": ttft,
-            "tpot_s": tpot,
-            "e2e_s": e2e,
-            "warmup": warm,
-        }
-    )
+    df = {
+        "arrival_s": send,
+        "first_token_s": first,
+        "finish_s": finish,
+        "prompt_tokens": prompt,
+        "output_tokens": output,
+        "cached_tokens": _column(sim.rec_cached, n, np.int64),
+        "preemptions": _column(sim.rec_preempt, n, np.int64),
+        "ttft_s": ttft,
+        "tpot_s": tpot,
+        "e2e_s": e2e,
+        "warmup": warm,
+    }
     done = np.isfinite(finish) & ~warm
     start = float(np.min(send[~warm])) if sim.warmup and (~warm).any() else 0.0
     duration = float(np.max(finish[done])) - start if done.any() else float("nan")
@@ -173,7 +219,10 @@ def build_result(sim: EngineSim, send_s: np.ndarray, config: dict[str, Any]) -> 
     span = float(np.max(finish[np.isfinite(finish)])) if np.isfinite(finish).any() else float("nan")
     summary["busy_fraction"] = min(sim.busy_s / span, 1.0) if span > 0 else float("nan")
     summary = {k: summary[k] for k in SUMMARY_KEYS}
-    tl = pd.DataFrame({c: np.array(a, np.float64) for c, a in zip(TIMELINE_COLUMNS, sim.tl, strict=True)})
-    for c in TIMELINE_COLUMNS[1:]:
-        tl[c] = tl[c].astype(np.int64)
+    tl = {c: a if c == "time_s" else a.astype(np.int64) for c, a in zip(TIMELINE_COLUMNS, sim.tl, strict=True)}
     return SimulationResult(summary, df, tl, sim.saturated, config)
+
+
+def _column(values: array[Any], n: int, dtype: type[np.generic]) -> np.ndarray:
+    """The first ``n`` entries of a run's record array as a fresh numpy array (one copy, no intermediate slice)."""
+    return np.frombuffer(values, dtype=dtype, count=n).copy() if n else np.zeros(0, dtype)

@@ -8,7 +8,6 @@ halves its sampling rate, so its memory stays bounded for any run length.
 
 from __future__ import annotations
 
-from array import array
 from collections import deque
 from typing import Any
 
@@ -18,6 +17,8 @@ from roofline.serving.sim.kvpool import BlockPool
 
 SAT_WARM, SAT_WINDOW = 100, 200  # completions before and inside the saturation measuring window
 TIMELINE_COLUMNS = ("time_s", "running", "waiting", "kv_blocks_used", "decode_rows", "prefill_tokens", "steps")
+#: Timeline values listed before they move into a float array (1,024 rows)
+_TL_BLOCK_VALUES = 1024 * len(TIMELINE_COLUMNS)
 
 
 class RunStats:
@@ -37,9 +38,11 @@ class RunStats:
 
     def _init_stats(self, saturation_queue: int, timeline_rows: int, work_per_req: float) -> None:
         self.busy_s = self.batch_int = self.kv_int = self.last_step_s = 0.0
-        self.tl_flat = array("d")  # the timeline, row after row of the TIMELINE_COLUMNS
-        self.tl_rows, self.tl_stride, self.tl_skip = timeline_rows, 1, 0
-        self._tl_cap = timeline_rows * len(TIMELINE_COLUMNS)
+        # the timeline, row after row of the TIMELINE_COLUMNS: the latest rows' values in a list (appending a number
+        # to a list is cheaper than to an array), moved in blocks of TL_BLOCK rows into float arrays
+        self.tl_flat: list[float] = []
+        self.tl_blocks: list[np.ndarray] = []
+        self.tl_rows, self.tl_stride, self.tl_skip, self.tl_count = timeline_rows, 1, 0, 0
         self.sat_queue = saturation_queue
         self.sat_mark: tuple[float, float, int, int, bool] | None = None
         self.last_send: tuple[float, int, float] | None = None
@@ -53,22 +56,42 @@ class RunStats:
         self.batch_int += rows * dt
         used = self.pool.used
         self.kv_int += (used0 + used) / 2 * dt
-        self.tl_skip += 1
-        if self.tl_skip < self.tl_stride:
+        skip = self.tl_skip + 1
+        if skip < self.tl_stride:
+            self.tl_skip = skip
             return
+        self._tl_row(end, used, prefill_tokens, steps)
+
+    def _tl_row(self, end: float, used: int, prefill_tokens: int, steps: int) -> None:
+        """Record the timeline row of the event ending at ``end`` (one kept in ``tl_stride``: this one)."""
         self.tl_skip = 0
         flat = self.tl_flat
         flat.extend((end, len(self.running), len(self.waiting), used, self.d_count, prefill_tokens, steps))
-        if len(flat) >= self._tl_cap:  # keep memory bounded: drop every other row, halve the rate
-            width = len(TIMELINE_COLUMNS)
-            kept = np.frombuffer(flat, dtype=np.float64).reshape(-1, width)[::2]
-            self.tl_flat = array("d", kept.tobytes())
+        self.tl_count += 1
+        if len(flat) >= _TL_BLOCK_VALUES:
+            self._tl_flush()
+        if self.tl_count >= self.tl_rows:  # keep memory bounded: drop every other row, halve the rate
+            kept = self._tl_table()[::2]
+            self.tl_blocks, self.tl_flat, self.tl_count = [kept], [], len(kept)
             self.tl_stride *= 2
+
+    def _tl_flush(self) -> None:
+        """Move the listed timeline rows into a float array block."""
+        self.tl_blocks.append(np.array(self.tl_flat, dtype=np.float64).reshape(-1, len(TIMELINE_COLUMNS)))
+        self.tl_flat = []
+
+    def _tl_table(self) -> np.ndarray:
+        """The timeline so far as one (rows × columns) float array."""
+        if self.tl_flat:
+            self._tl_flush()
+        if len(self.tl_blocks) != 1:
+            self.tl_blocks = [np.concatenate(self.tl_blocks or [np.zeros((0, len(TIMELINE_COLUMNS)))])]
+        return self.tl_blocks[0]
 
     @property
     def tl(self) -> tuple[np.ndarray, ...]:
         """The timeline's columns (:data:`TIMELINE_COLUMNS`: seconds, counts), as float arrays."""
-        rows = np.array(self.tl_flat, dtype=np.float64).reshape(-1, len(TIMELINE_COLUMNS))
+        rows = self._tl_table()
         return tuple(rows[:, i].copy() for i in range(len(TIMELINE_COLUMNS)))
 
     def _work(self) -> float:

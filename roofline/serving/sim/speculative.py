@@ -41,7 +41,7 @@ from roofline.serving.sim.engine import EngineSim
 from roofline.serving.sim.lifecycle import DECODE, Req
 from roofline.serving.sim.result import SimulationResult, build_result
 from roofline.serving.sim.steptime import StepModel
-from roofline.serving.sim.stretch import DecodeStretch
+from roofline.serving.sim.stretch import Stretch
 from roofline.serving.workload.stream import Requests, Workload
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
@@ -142,7 +142,7 @@ class SpecStepModel:
             gpu += float(self.draft_s[d]) + self.extra_s
         return b.finish(gpu)
 
-    def decode_affine(self, rows: int, span0: tuple[float, ...], slope: tuple[float, ...]) -> DecodeStretch:
+    def decode_affine(self, rows: int, span0: tuple[float, ...], slope: tuple[float, ...]) -> Stretch:
         """A run of speculative-only steps whose Σpairs_a and Σspan_a grow linearly in the step j
         (``span0``/``slope`` encoded as in :meth:`step_time`): the base model's stretch with V tokens per row
         and the draft added to every step."""
@@ -163,6 +163,8 @@ class SpecEngineSim(EngineSim):
 
     A decode row's off is float: past = off + τ·G on the decode clock G.
     """
+
+    plain_rows = False  # verify rows: their own spans and step model (no one-line stretches or chunk fast path)
 
     def __init__(self, step: SpecStepModel, *args: Any, alpha: float, k: int, seed: int = 0, **kw: Any) -> None:
         super().__init__(step, *args, **kw)  # type: ignore[arg-type]

@@ -18,14 +18,11 @@ Two ways a scheduler can leave the GPU idle while requests wait, both checked on
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 import numpy as np
 
 from roofline.engine.config import EngineConfig
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 #: A closed loop whose mean batch and mean queue are on opposite sides of this share of its clients is starved.
 LOW_BATCH_SHARE = 0.25
@@ -38,10 +35,11 @@ def starvation(
     output: np.ndarray,
     kv_tokens: int,
     mean_batch: float,
-    timeline: pd.DataFrame,
+    timeline: Mapping[str, np.ndarray],
     concurrency: int | None,
 ) -> str | None:
-    """The starvation statement of a finished run (module docstring), or None."""
+    """The starvation statement of a finished run (module docstring), or None; ``timeline``: its columns by name
+    (:meth:`~roofline.serving.sim.result.SimulationResult.timeline_columns`)."""
     budget = engine.max_num_batched_tokens
     if not engine.chunked_prefill and not prefill_first:
         big = prompt > budget - 1
@@ -55,7 +53,7 @@ def starvation(
                 f"{mean_batch:.1f}). Raise --engine-set max_num_batched_tokens={p_max + rows:,} (the prompt next to "
                 f"{rows} decodes) or set chunked_prefill=true"
             )
-    if concurrency is None or concurrency < 8 or timeline.empty:
+    if concurrency is None or concurrency < 8 or not len(timeline["time_s"]):
         return None
     waiting = _time_mean(timeline, "waiting")
     if not (mean_batch < LOW_BATCH_SHARE * concurrency < waiting):
@@ -76,10 +74,10 @@ def starvation(
     )
 
 
-def _time_mean(timeline: pd.DataFrame, column: str) -> float:
+def _time_mean(timeline: Mapping[str, np.ndarray], column: str) -> float:
     """Time-weighted mean of a timeline column (each value holds until the next event)."""
-    t = timeline["time_s"].to_numpy(dtype=np.float64)
-    v = timeline[column].to_numpy(dtype=np.float64)
+    t = np.asarray(timeline["time_s"], dtype=np.float64)
+    v = np.asarray(timeline[column], dtype=np.float64)
     if t.size < 2 or t[-1] <= t[0]:
         return float(v.mean()) if v.size else 0.0
     return float(np.sum(v[:-1] * np.diff(t)) / (t[-1] - t[0]))

@@ -35,10 +35,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from roofline.engine.config import step_seconds
-from roofline.ops.attention import causal_pairs
 from roofline.profile import CalibrationProfile
+from roofline.serving.sim.meanstep import mean_step_s, prefill_arrays
 from roofline.serving.sim.phase import compile_phase
-from roofline.serving.sim.stretch import DecodeStretch
+from roofline.serving.sim.stretch import DecodeStretch, LineStretch, Stretch
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.scenario import Scenario
@@ -106,6 +106,12 @@ class StepModel:
             for pm in (self.decode, self.prefill)
         )
         self._affine_const: dict[tuple[int, int, float], float] = {}  # decode_affine's constant per (M, rows, extra)
+        # chunk_step_s's operands: one attention term, no MLA span or recurrent-state terms in a prefill step
+        one = len(self.prefill.attn) == 1 == len(self.windows) and not (self.prefill.span or self.prefill.state)
+        self._chunk = (*self._prefill_terms[0], *self._attn_coef[1][0], *self._tables[1]) if one else None
+        #: decode stretches are one line (:meth:`decode_line`): one attention term, no window, no CPU overlap
+        self.line_ok = len(self._stretch_coef) == 1 and not self.has_window and not self.async_cpu
+        self._line_const: dict[int, float] = {}
 
     def finish(self, gpu_s: float) -> float:
         """Step seconds from the GPU seconds: the engine's CPU part combined by :func:`step_seconds`."""
@@ -124,6 +130,52 @@ class StepModel:
             return gpu + cpu
         return gpu if gpu > cpu else cpu
 
+    def chunk_step_s(
+        self, decode_rows: int, decode_span: tuple[float, ...], chunks: Sequence[tuple[float, float]]
+    ) -> float:
+        """:meth:`step_time` of ``decode_rows`` decode rows and prefill ``chunks`` ((cached, new) tokens each) (s);
+        for a model of one attention term and up to :data:`SCALAR_ROWS` chunks, :meth:`gpu_time`'s and
+        :meth:`_prefill_scalar`'s operations in their order (the same seconds to the last bit; one chunk:
+        :meth:`_prefill_one`'s) without their per-term lists and loops."""
+        one = self._chunk
+        if one is None or len(chunks) > SCALAR_ROWS:
+            return self.step_time(decode_rows, decode_span, [n for _, n in chunks], [p for p, _ in chunks])
+        w, term, fpp, curve, count, _, cap, act, kvb, bw, fixed, tok, seq = one
+        tokens = pairs_sum = span_sum = flops_sum = 0.0
+        for past, new in chunks:
+            p, n = float(past), float(new)
+            tokens += n
+            q, r = p + n, w + n - 1
+            span = q if q < r else r
+            if w == math.inf:
+                pairs = q * (q + 1) / 2 - p * (p + 1) / 2
+            else:  # causal_pairs: f(past + new) − f(past), f(n) = Σ_{i=1}^{n} min(i, W)
+                fw = w * (w + 1) / 2
+                pairs = (q * (q + 1) / 2 if q <= w else fw + (q - w) * w) - (
+                    p * (p + 1) / 2 if p <= w else fw + (p - w) * w
+                )
+            pairs_sum += pairs
+            span_sum += span
+            if curve:  # per-row ceiling (AttnTerm.ceiling_at; its memo read here)
+                flops_sum += fpp * pairs / (term.memo.get(span) or term.ceiling_at(span))
+        m = float(decode_rows) + tokens
+        s = decode_span[0] if decode_rows else 0.0
+        if curve:  # decode rows at their mean span
+            c = flops_sum + (fpp * s / term.ceiling_at(s / decode_rows) if s else 0.0)
+        else:
+            c = fpp * (s + pairs_sum) / cap
+        mi, rows = int(m), decode_rows + len(chunks)
+        if mi > self.max_tokens or rows > self.max_rows:
+            raise ValueError(
+                f"step of {mi} tokens / {rows} rows exceeds the compiled {self.max_tokens}/{self.max_rows}"
+            )
+        mem = (act * m + kvb * (s + span_sum)) / bw
+        gpu = self.prefill.overhead_s + tok[mi] + seq[rows] + count * ((c if c > mem else mem) + fixed)
+        cpu = self.cpu_overhead_s
+        if not self.async_cpu:
+            return gpu + cpu
+        return gpu if gpu > cpu else cpu
+
     def gpu_time(
         self,
         decode_rows: int,
@@ -135,8 +187,8 @@ class StepModel:
 
         ``decode_span[a]`` = Σ over decode rows of min(L, W_a) (L = attended context incl. the new
         token) for attention term a; ``prefill_new``/``prefill_past``: one entry per prefill chunk.
-        Up to :data:`SCALAR_ROWS` chunks are priced in plain float arithmetic (:meth:`_prefill_scalar`),
-        more with numpy (:meth:`_prefill_arrays`): the same formulas and the same value to the last bit.
+        Up to :data:`SCALAR_ROWS` chunks are priced in plain float arithmetic (:meth:`_prefill_scalar`), more
+        with numpy (:func:`~roofline.serving.sim.meanstep.prefill_arrays`): the same formulas and value to the last bit.
         """
         n_pre = 0 if prefill_new is None else len(prefill_new)
         if not n_pre:
@@ -153,7 +205,7 @@ class StepModel:
                     decode_rows, decode_span, p, n
                 )
             else:
-                prefill = self._prefill_scalar if n_pre <= SCALAR_ROWS else self._prefill_arrays
+                prefill = self._prefill_scalar if n_pre <= SCALAR_ROWS else self._prefill_numpy
                 m, rows_past, total, pre_pairs, pre_span, pre_compute = prefill(
                     decode_rows, decode_span, prefill_new, prefill_past
                 )
@@ -180,6 +232,15 @@ class StepModel:
             gpu += count * ((c if c > mem else mem) + fixed)
         return gpu
 
+    def _prefill_numpy(
+        self,
+        decode_rows: int,
+        decode_span: tuple[float, ...],
+        new_s: Sequence[float] | np.ndarray,
+        past_s: Sequence[float] | np.ndarray,
+    ) -> tuple[float, float, float, list[float], list[float], list[float | None]]:
+        return prefill_arrays(self, decode_rows, decode_span, new_s, past_s)
+
     def _prefill_scalar(
         self,
         decode_rows: int,
@@ -188,7 +249,7 @@ class StepModel:
         past_s: Sequence[float] | np.ndarray,
     ) -> tuple[float, float, float, list[float], list[float], list[float | None]]:
         """(tokens, rows continuing from a cache, Σ(past + new), Σpairs_a, Σspan_a, FLOP seconds_a) of a step's
-        prefill chunks (and its decode rows' tokens) in float arithmetic: :meth:`_prefill_arrays` to the last bit
+        prefill chunks (and its decode rows' tokens) in float arithmetic: :func:`prefill_arrays` to the last bit
         (numpy sums fewer than 8 values in order, as these loops do)."""
         chunks = [(float(p), float(n)) for p, n in zip(past_s, new_s, strict=True)]
         tokens = continuing = total = 0.0
@@ -255,73 +316,23 @@ class StepModel:
                 pre_compute[a] = (0.0 + fpp * pairs / term.ceiling_at(span)) + dec
         return m, rows_past, total, pre_pairs, pre_span, pre_compute
 
-    def _prefill_arrays(
-        self,
-        decode_rows: int,
-        decode_span: tuple[float, ...],
-        new_s: Sequence[float] | np.ndarray,
-        past_s: Sequence[float] | np.ndarray,
-    ) -> tuple[float, float, float, list[float], list[float], list[float | None]]:
-        """:meth:`_prefill_scalar` with numpy over the chunks (many chunks in one step)."""
-        new = np.asarray(new_s, dtype=np.float64)
-        past = np.asarray(past_s, dtype=np.float64)
-        m = float(decode_rows) + float(new.sum())
-        rows_past = float(decode_rows) + float(np.count_nonzero(past))
-        total = float(np.sum(past + new)) if self.prefill.span else 0.0
-        nt = len(self.windows)
-        pre_pairs, pre_span = [0.0] * nt, [0.0] * nt
-        pre_compute: list[float | None] = [None] * nt
-        for a, w in enumerate(self.windows):
-            term = self.prefill.attn[a]
-            pairs_r = causal_pairs(past, new, w)
-            span_r = np.minimum(past + new, w + new - 1)
-            pre_pairs[a] = float(pairs_r.sum())
-            pre_span[a] = float(span_r.sum())
-            if term.prefill_curve is not None:  # per-row ceiling; decode rows at their mean span
-                flops = term.flops_per_pair * pairs_r / term.compute_ceiling(span_r)
-                s = decode_span[a] if decode_rows else 0.0
-                dec = term.flops_per_pair * s / float(term.compute_ceiling(s / decode_rows)) if s else 0.0
-                pre_compute[a] = float(flops.sum()) + dec
-        return m, rows_past, total, pre_pairs, pre_span, pre_compute
-
     def mean_step_s(
         self, rows: np.ndarray, ctx: float, chunk: np.ndarray | None = None, chunk_past: np.ndarray | None = None
     ) -> np.ndarray:
-        """Seconds of a step of ``rows`` decode rows, each attending ``ctx`` tokens (its new one included), and,
-        when ``chunk`` is given, one prefill chunk of ``chunk`` new tokens after ``chunk_past`` cached ones;
-        vectorised over arrays of the same shape, with real-valued rows (a mean population: the screening tier).
+        """Seconds of a step of ``rows`` decode rows, each attending ``ctx`` tokens, and optionally one prefill chunk
+        of ``chunk`` new tokens after ``chunk_past`` cached ones, over arrays of real-valued rows (the screening tier):
+        :func:`roofline.serving.sim.meanstep.mean_step_s`."""
+        return mean_step_s(self, rows, ctx, chunk, chunk_past)
 
-        The same terms as :meth:`gpu_time` (tables, MLA span terms, recurrent state, attention with the prefill
-        compute ceilings per row) and the engine's CPU part by :meth:`finish`'s rule, so at whole rows and
-        tokens it is :meth:`step_time` itself (tests/test_serving_screening.py); between whole counts the
-        token and row tables are interpolated linearly.
-        """
-        n = np.asarray(rows, dtype=np.float64)
-        mixed = chunk is not None
-        pm = self.prefill if mixed else self.decode
-        new = np.broadcast_to(np.asarray(chunk if mixed else 0.0, dtype=np.float64), n.shape)
-        past = np.broadcast_to(np.asarray(chunk_past if chunk_past is not None else 0.0, dtype=np.float64), n.shape)
-        m = n + new
-        all_rows = n + (1.0 if mixed else 0.0)
-        gpu = pm.overhead_s + pm.table_s(m, all_rows)
-        if pm.span and mixed:
-            widest = max(self.windows) if self.windows else math.inf
-            total = past + new + n * min(ctx, widest)
-            gpu = gpu + sum(s.time_s(total) for s in pm.span)
-        if pm.state:
-            gpu = gpu + pm.state_s(m, all_rows, n + (past > 0) if mixed else n)
-        for term in pm.attn:
-            s = n * min(ctx, term.window)
-            pairs, span, compute = s, s, None
-            if mixed:
-                pre_pairs = causal_pairs(past, new, term.window)
-                pre_span = np.minimum(past + new, term.window + new - 1)
-                pairs, span = s + pre_pairs, s + pre_span
-                if term.prefill_curve is not None:
-                    dec = np.where(n > 0, term.flops_per_pair * s / term.compute_ceiling(min(ctx, term.window)), 0.0)
-                    compute = term.flops_per_pair * pre_pairs / term.compute_ceiling(pre_span) + dec
-            gpu = gpu + term.time_s(m, pairs, span, compute)
-        return step_seconds(np.asarray(gpu, dtype=np.float64), self.cpu_overhead_s, self.async_cpu)
+    def decode_line(self, rows: int, span0: float, slope: float) -> tuple[float, float, float, float, float, float]:
+        """(const, p, q, u, v, cpu) of :meth:`decode_affine`'s stretch for ``rows`` one-token rows, Σ context
+        ``span0`` at step 0 growing by ``slope`` a step, where :attr:`line_ok` (one attention term, no window, no
+        asynchronous CPU): its one line (:class:`LineStretch`), built without the per-term tuples (s, s/step)."""
+        const = self._line_const.get(rows)
+        if const is None:
+            const = self._line_const[rows] = self.decode_affine(rows, (span0,), (slope,)).const_s
+        _, fc, fb, act, kv, fbkv = self._stretch_coef[0]
+        return const, fc * span0, fc * slope, fb * (act * rows + kv * span0), fbkv * slope, self.cpu_overhead_s
 
     def decode_affine(
         self,
@@ -333,7 +344,7 @@ class StepModel:
         kv_span0: tuple[float, ...] | None = None,
         kv_slope: tuple[float, ...] | None = None,
         extra_s: float = 0.0,
-    ) -> DecodeStretch:
+    ) -> Stretch:
         """Coefficients of a run of decode-only steps: step j has Σpairs_a = span0[a] + slope[a]·j.
 
         With m = tokens_per_row · rows tokens (1 for plain decode; V verify tokens for speculative rows),
@@ -355,9 +366,10 @@ class StepModel:
         coef = self._stretch_coef
         if len(coef) == 1:  # one attention term (most models): the same line without the generator
             _, fc, fb, act, kv, fbkv = coef[0]
-            lines: tuple[tuple[float, float, float, float], ...] = (
-                (fc * span0[0], fc * slope[0], fb * (act * m + kv * kv0[0]), fbkv * kv1[0]),
-            )
+            p, q, u, v = fc * span0[0], fc * slope[0], fb * (act * m + kv * kv0[0]), fbkv * kv1[0]
+            if not self.async_cpu:
+                return LineStretch(const, p, q, u, v, self.cpu_overhead_s)
+            lines: tuple[tuple[float, float, float, float], ...] = ((p, q, u, v),)
         else:
             lines = tuple(
                 (fc * span0[a], fc * slope[a], fb * (act * m + kv * kv0[a]), fbkv * kv1[a])

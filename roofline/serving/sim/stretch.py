@@ -114,21 +114,25 @@ class DecodeStretch:
 
     def steps_until(self, dt: float, k_max: int) -> int:
         """Smallest k ≤ k_max with total(k) ≥ dt (k_max when the stretch ends first)."""
+        return k_max if self.total(k_max) < dt else self.search(dt, k_max)[0]
+
+    def search(self, dt: float, k_max: int) -> tuple[int, float]:
+        """:meth:`steps_until` where total(k_max) ≥ dt: the smallest such k, by bisection, and total(k) (s)."""
         total = self.total
-        if total(k_max) < dt:
-            return k_max
         d0 = self.first_s
         hi = min(k_max, max(1, math.ceil(dt / d0)))  # steps only grow: total(hi) ≥ hi·d0 ≥ dt
         lo = max(0, min(hi - 1, int(dt / self.step(hi - 1)) - 1))
         if total(lo) >= dt:
             lo = 0
+        t_hi = -1.0  # total(hi) once computed (totals are ≥ 0)
         while hi - lo > 1:  # invariant: total(lo) < dt <= total(hi)
             mid = (lo + hi) // 2
-            if total(mid) >= dt:
-                hi = mid
+            t = total(mid)
+            if t >= dt:
+                hi, t_hi = mid, t
             else:
                 lo = mid
-        return hi
+        return hi, (t_hi if t_hi >= 0.0 else total(hi))
 
 
 def _split_sum(term: tuple[float, float, float, float, int], k: int) -> float:
@@ -137,3 +141,117 @@ def _split_sum(term: tuple[float, float, float, float, int], k: int) -> float:
     c = c0 if c0 < k else k
     n = k - c
     return (c * x1 + y1 * (c - 1) * c / 2 if c > 0 else 0.0) + (n * x2 + y2 * (c + k - 1) * n / 2 if n > 0 else 0.0)
+
+
+class LineStretch:
+    """:class:`DecodeStretch` of one attention term (most models) with the CPU part added (no asynchronous overlap).
+
+    Step j costs const + max(p + q·j, u + v·j) + cpu; the methods are DecodeStretch's for one line, written out
+    (the same binary64 operations in the same order, so the same seconds to the last bit) and without its
+    per-term loops, tuples and indirections: the simulator builds one per decode stretch.
+    """
+
+    __slots__ = ("c0", "const_s", "cpu_s", "first_s", "p", "q", "u", "v", "x1", "x2", "y1", "y2")
+
+    def __init__(self, const_s: float, p: float, q: float, u: float, v: float, cpu_s: float) -> None:
+        self.const_s, self.cpu_s, self.p, self.q, self.u, self.v = const_s, cpu_s, p, q, u, v
+        dq = q - v  # _parts of the one line
+        if dq == 0.0:
+            if p >= u:
+                self.x1, self.y1, self.x2, self.y2, self.c0 = p, q, u, v, _NEVER
+            else:
+                self.x1, self.y1, self.x2, self.y2, self.c0 = u, v, p, q, _NEVER
+        elif dq > 0:
+            j0 = (u - p) / dq
+            c0 = math.ceil(j0)
+            self.x1, self.y1, self.x2, self.y2, self.c0 = u, v, p, q, (c0 if c0 > 0 else 0)
+        else:
+            j0 = (u - p) / dq
+            c0 = math.floor(j0) + 1
+            self.x1, self.y1, self.x2, self.y2, self.c0 = p, q, u, v, (c0 if c0 > 0 else 0)
+        a, b = p + q * 0, u + v * 0
+        self.first_s = (const_s + (a if a > b else b)) + cpu_s  #: seconds of step 0
+
+    def step(self, j: int) -> float:
+        """Seconds of step j."""
+        a, b = self.p + self.q * j, self.u + self.v * j
+        return (self.const_s + (a if a > b else b)) + self.cpu_s
+
+    def total(self, k: int) -> float:
+        """Σ_{j=0}^{k−1} step(j) in closed form (:meth:`DecodeStretch.total`)."""
+        if k <= 0:
+            return 0.0
+        c0 = self.c0
+        c = c0 if c0 < k else k
+        n = k - c
+        return (
+            k * self.const_s
+            + (
+                (c * self.x1 + self.y1 * (c - 1) * c / 2 if c > 0 else 0.0)
+                + (n * self.x2 + self.y2 * (c + k - 1) * n / 2 if n > 0 else 0.0)
+            )
+        ) + k * self.cpu_s
+
+    def steps_until(self, dt: float, k_max: int) -> int:
+        """Smallest k ≤ k_max with total(k) ≥ dt (k_max when the stretch ends first), as in DecodeStretch."""
+        return k_max if self.total(k_max) < dt else self.search(dt, k_max)[0]
+
+    def search(self, dt: float, k_max: int) -> tuple[int, float]:
+        """:meth:`steps_until` where total(k_max) ≥ dt: the smallest such k, by bisection, and total(k) (s)."""
+        total = self.total
+        d0 = self.first_s
+        hi = min(k_max, max(1, math.ceil(dt / d0)))  # steps only grow: total(hi) ≥ hi·d0 ≥ dt
+        lo = max(0, min(hi - 1, int(dt / self.step(hi - 1)) - 1))
+        if total(lo) >= dt:
+            lo = 0
+        t_hi = -1.0  # total(hi) once computed (totals are ≥ 0)
+        while hi - lo > 1:  # invariant: total(lo) < dt <= total(hi)
+            mid = (lo + hi) // 2
+            t = total(mid)
+            if t >= dt:
+                hi, t_hi = mid, t
+            else:
+                lo = mid
+        return hi, (t_hi if t_hi >= 0.0 else total(hi))
+
+
+def line_steps(
+    const_s: float, p: float, q: float, u: float, v: float, cpu_s: float, dt: float, k_max: int
+) -> tuple[int, float, float, float, float]:
+    """A one-line stretch (:class:`LineStretch` of these coefficients, k_max ≥ 1) run until its steps reach ``dt``
+    seconds: (k = ``steps_until(dt, k_max)``, ``total(k)``, ``step(0)``, ``step(1)`` when k > 2 else
+    ``step(k − 1)``, ``step(k − 1)`` when k > 1 else ``step(0)``), the same seconds to the last bit; the object is
+    built only when the steps reach ``dt`` before k_max (``dt`` = inf: all k_max steps). The simulator's hot path:
+    one call a decode stretch."""
+    dq = q - v  # LineStretch.__init__'s split
+    if dq == 0.0:
+        x1, y1, x2, y2, c0 = (p, q, u, v, _NEVER) if p >= u else (u, v, p, q, _NEVER)
+    elif dq > 0:
+        c0 = math.ceil((u - p) / dq)
+        x1, y1, x2, y2, c0 = u, v, p, q, (c0 if c0 > 0 else 0)
+    else:
+        c0 = math.floor((u - p) / dq) + 1
+        x1, y1, x2, y2, c0 = p, q, u, v, (c0 if c0 > 0 else 0)
+    a, b = p + q * 0, u + v * 0
+    d0 = (const_s + (a if a > b else b)) + cpu_s  # step(0)
+    k, c = k_max, (c0 if c0 < k_max else k_max)  # total(k_max)
+    n = k - c
+    tot = (
+        k * const_s
+        + ((c * x1 + y1 * (c - 1) * c / 2 if c > 0 else 0.0) + (n * x2 + y2 * (c + k - 1) * n / 2 if n > 0 else 0.0))
+    ) + k * cpu_s
+    if not tot < dt:  # the steps reach dt first: LineStretch.steps_until's search
+        k, tot = LineStretch(const_s, p, q, u, v, cpu_s).search(dt, k_max)
+    if k < 2:
+        return k, tot, d0, d0, d0
+    j = k - 1
+    a, b = p + q * j, u + v * j
+    last = (const_s + (a if a > b else b)) + cpu_s  # step(k − 1)
+    if k < 3:
+        return k, tot, d0, last, last
+    a, b = p + q * 1, u + v * 1
+    return k, tot, d0, (const_s + (a if a > b else b)) + cpu_s, last
+
+
+#: What :meth:`roofline.serving.sim.steptime.StepModel.decode_affine` returns: the same methods either way.
+Stretch = DecodeStretch | LineStretch
