@@ -118,12 +118,18 @@ class Overheads(Frozen):
     that count: ``per_op`` (one kernel per roofline op, as the default profile fitted it to whole decode steps,
     absorbing the kernels the op list does not hold) or ``engine`` (the engine's own kernels, as measured one
     by one in the engines' graph replays: the engine's kernel inventory, :mod:`roofline.engine.inventory`).
-    Eager launches always pay ``per_kernel_s`` on the per-op count it was fitted against.
+    Eager launches always pay ``per_kernel_s`` on the per-op count it was fitted against, combined with the
+    kernel's GPU time as ``eager_launch`` says it was fitted: ``additive`` (time = GPU time + kernels ×
+    ``per_kernel_s``: the launch never overlaps the GPU) or ``overlapped`` (the host enqueues asynchronously, so
+    an eager op takes max(GPU time + kernels × ``per_kernel_graph_s``, kernels × ``per_kernel_s``): the host's
+    launch cost hides behind the GPU work of a long kernel and is exposed for a short one; the GPU-side gap per
+    kernel is the one a graph replay leaves).
     """
 
     per_kernel_s: float = Field(default=0.0, ge=0)
     per_kernel_graph_s: float = Field(default=0.0, ge=0, description="fixed cost per kernel in a replayed CUDA graph")
     graph_kernels: Literal["per_op", "engine"] = "per_op"
+    eager_launch: Literal["additive", "overlapped"] = "additive"
     per_step_s: float = Field(default=0.0, ge=0)
     sources: tuple[str, ...] = ()
 

@@ -29,8 +29,12 @@ from roofline.published.graph_overhead import (
 
 
 def _with_costs(eager_s: float, graph_s: float) -> CalibrationProfile:
+    """The default profile with these per-kernel costs, eager launches additive (the overlapped form has its own
+    tests, tests/test_eager_overlap.py)."""
     prof = default_profile()
-    ov = prof.overheads.model_copy(update={"per_kernel_s": eager_s, "per_kernel_graph_s": graph_s})
+    ov = prof.overheads.model_copy(
+        update={"per_kernel_s": eager_s, "per_kernel_graph_s": graph_s, "eager_launch": "additive"}
+    )
     return prof.model_copy(update={"overheads": ov})
 
 

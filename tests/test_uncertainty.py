@@ -42,10 +42,11 @@ def test_residual_is_log_time_ratio_of_a_held_out_row() -> None:
     """r = ln(T_meas/T_pred): for a TTFT row T is the TTFT, so e^(−r) − 1 is the signed error of the
     leave-one-source-out prediction; it must equal overhead_fit.cross_validate's error for that row."""
     from roofline.published.accuracy import expressed_cases
-    from roofline.published.overhead_fit import cross_validate, linear_terms
+    from roofline.published.overhead_fit import cross_validate, overhead_terms
 
     cv = {
-        r["id"]: r["error_pct"] for r in cross_validate(linear_terms(expressed_cases()[0], default_profile()), "source")
+        r["id"]: r["error_pct"]
+        for r in cross_validate(overhead_terms(expressed_cases()[0], default_profile()), "source")
     }
     for x in load_residuals():
         if "prefill" in x.regimes:  # metric = time: (pred − meas)/meas = e^(−r) − 1

@@ -25,7 +25,7 @@ import yaml
 
 from roofline.profile import CalibrationProfile, default_profile
 from roofline.published.accuracy import case_result, expressed_cases
-from roofline.published.overhead_fit import LinearTerms, fit_overheads, linear_terms
+from roofline.published.overhead_fit import OverheadTerm, fit_overheads, overhead_terms
 from roofline.published.rows import RowCase
 from roofline.published.uncertainty import (
     DECODE_SHARE_MIN,
@@ -56,7 +56,7 @@ def regimes_of(case: RowCase, profile: CalibrationProfile) -> tuple[str, ...]:
     return out
 
 
-def loso_residuals(terms: list[LinearTerms], regimes: dict[str, tuple[str, ...]]) -> list[Residual]:
+def loso_residuals(terms: list[OverheadTerm], regimes: dict[str, tuple[str, ...]]) -> list[Residual]:
     """Leave-one-source-out residuals: overheads refitted without each source, r = ln(T_meas/T_pred)."""
     out: list[Residual] = []
     for src in sorted({t.case.source for t in terms}):
@@ -69,9 +69,9 @@ def loso_residuals(terms: list[LinearTerms], regimes: dict[str, tuple[str, ...]]
 
 def _terms_and_regimes(
     profile: CalibrationProfile | None = None,
-) -> tuple[list[LinearTerms], dict[str, tuple[str, ...]]]:
+) -> tuple[list[OverheadTerm], dict[str, tuple[str, ...]]]:
     prof = profile or default_profile()
-    terms = linear_terms(expressed_cases()[0], prof)
+    terms = overhead_terms(expressed_cases()[0], prof)
     return terms, {t.case.id: regimes_of(t.case, prof) for t in terms}
 
 

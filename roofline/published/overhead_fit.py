@@ -14,7 +14,11 @@ sum of squared *relative* time residuals
     Σ_rows ((T₀ + a·k + b·s − T_meas) / T_meas)²   subject to k, s ≥ 0,
 
 solved exactly by enumerating the active sets (2 parameters: 4 least-squares problems),
-so it is deterministic. Leave-one-group-out cross-validation refits without each group
+so it is deterministic. Under an overlapped eager launch (``overheads.eager_launch`` = "overlapped",
+the default profile's) each eager op takes max(GPU time, kernels·k), so T is piecewise linear in k instead:
+:func:`kernel_curves` tabulates it on a grid of k (:data:`K_GRID_S`), and for each k the per-step cost s ≥ 0
+is its exact 1-D least squares; the best knot is refined by golden section (:func:`fit_overheads`),
+deterministic likewise. Leave-one-group-out cross-validation refits without each group
 and predicts the held-out rows; groups are whole sources (``by="source"``) or published
 tables (``by="table"``: source × hardware, e.g. the TTFT table of one GPU).
 """
@@ -101,13 +105,98 @@ def linear_terms(cases: list[RowCase], profile: CalibrationProfile) -> list[Line
     return out
 
 
-def fit_overheads(terms: list[LinearTerms]) -> np.ndarray:
-    """Non-negative least squares of relative time residuals; returns (per_kernel_s, per_step_s)."""
+@dataclass(frozen=True)
+class KernelCurve:
+    """T(k, s) = t_k(k) + a_step·s for one row under an overlapped eager launch (``overheads.eager_launch``):
+    piecewise linear in k (each eager op takes max(GPU time, kernels·k)), so t_k is tabulated on ``k_grid`` and
+    interpolated linearly between its knots; affine in s (one per-step cost per forward pass)."""
+
+    case: RowCase
+    k_grid: np.ndarray
+    t_k: np.ndarray
+    a_step: float
+    measured_s: float
+
+    def group(self, by: str = "table") -> str:
+        """Cross-validation group: the source, or one published table (source × hardware)."""
+        return self.case.source if by == "source" else f"{self.case.source}/{self.case.hardware}"
+
+    def time_s(self, x: np.ndarray) -> float:
+        """Predicted time for overheads x = (per_kernel_s, per_step_s)."""
+        return float(np.interp(x[0], self.k_grid, self.t_k) + self.a_step * x[1])
+
+
+OverheadTerm = LinearTerms | KernelCurve
+"""One row's terms of the overhead fit, additive or overlapped."""
+
+#: The per-kernel host costs (s) an overlapped fit tabulates: 0 … 80 µs in 0.5 µs steps.
+K_GRID_S = np.linspace(0.0, 80e-6, 161)
+
+
+def kernel_curves(
+    cases: list[RowCase], profile: CalibrationProfile, k_grid: np.ndarray = K_GRID_S
+) -> list[KernelCurve]:
+    """Every case's time at each per-kernel cost of ``k_grid`` (per_step_s 0) and its exact per-step slope."""
+    out = []
+    for c in cases:
+        base = case_time_s(c, _with_overheads(profile, 0.0, 0.0))
+        if not base.fits:
+            continue
+        t_k = np.array([case_time_s(c, _with_overheads(profile, float(k), 0.0)).time_s for k in k_grid])
+        ts = case_time_s(c, _with_overheads(profile, 0.0, _PROBE["per_step_s"])).time_s
+        slope = (ts - base.time_s) / _PROBE["per_step_s"]
+        out.append(KernelCurve(c, k_grid, t_k, slope, time_from_metric(c, c.measured)))
+    return out
+
+
+def overhead_terms(cases: list[RowCase], profile: CalibrationProfile) -> list[OverheadTerm]:
+    """The fit's per-row terms under ``profile``'s eager launch: :func:`kernel_curves` when overlapped, else the
+    exact :func:`linear_terms`."""
+    if profile.overheads.eager_launch == "overlapped":
+        return list(kernel_curves(cases, profile))
+    return list(linear_terms(cases, profile))
+
+
+def _fit_curves(terms: Sequence[KernelCurve]) -> np.ndarray:
+    """(per_kernel_s, per_step_s) minimising Σ relative squared residuals over :class:`KernelCurve` rows: for each
+    knot k the per-step cost is its exact non-negative 1-D least squares; the best knot is then refined by golden
+    section over its two neighbouring intervals (deterministic; the curves are linear between knots)."""
+    tm = np.array([t.measured_s for t in terms])
+    w = np.array([t.a_step for t in terms]) / tm
+    grid = terms[0].k_grid
+
+    def best_s(k: float) -> tuple[float, float]:
+        r = (np.array([float(np.interp(k, t.k_grid, t.t_k)) for t in terms]) - tm) / tm
+        s = max(0.0, -float(r @ w) / float(w @ w)) if float(w @ w) > 0 else 0.0
+        return float(np.sum((r + w * s) ** 2)), s
+
+    ss = [best_s(float(k))[0] for k in grid]
+    i = int(np.argmin(ss))
+    lo, hi = float(grid[max(i - 1, 0)]), float(grid[min(i + 1, grid.size - 1)])
+    g = (np.sqrt(5.0) - 1.0) / 2.0
+    for _ in range(40):
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        if best_s(a)[0] <= best_s(b)[0]:
+            hi = b
+        else:
+            lo = a
+    k = (lo + hi) / 2 if best_s((lo + hi) / 2)[0] <= ss[i] else float(grid[i])
+    return np.array([k, best_s(k)[1]])
+
+
+def fit_overheads(terms: Sequence[OverheadTerm]) -> np.ndarray:
+    """Non-negative least squares of relative time residuals; returns (per_kernel_s, per_step_s).
+
+    :class:`LinearTerms` (an additive eager launch): exact, by enumerating the active sets;
+    :class:`KernelCurve` (an overlapped one): :func:`_fit_curves`."""
     if not terms:
         return np.zeros(len(PARAMS))
-    tm = np.array([t.measured_s for t in terms])
-    a = np.array([[t.a_kernel, t.a_step] for t in terms]) / tm[:, None]
-    b = (tm - np.array([t.t0_s for t in terms])) / tm
+    if isinstance(terms[0], KernelCurve):
+        return _fit_curves([t for t in terms if isinstance(t, KernelCurve)])
+    lin = [t for t in terms if isinstance(t, LinearTerms)]
+    tm = np.array([t.measured_s for t in lin])
+    a = np.array([[t.a_kernel, t.a_step] for t in lin]) / tm[:, None]
+    b = (tm - np.array([t.t0_s for t in lin])) / tm
     best_x, best_r = np.zeros(len(PARAMS)), float(np.sum(b**2))
     for active in itertools.product((False, True), repeat=len(PARAMS)):
         idx = [i for i, on in enumerate(active) if on]
@@ -124,7 +213,7 @@ def fit_overheads(terms: list[LinearTerms]) -> np.ndarray:
     return best_x
 
 
-def metric_errors(terms: list[LinearTerms], x: np.ndarray) -> list[MetricError]:
+def metric_errors(terms: Sequence[OverheadTerm], x: np.ndarray) -> list[MetricError]:
     """Per-row predicted metric and errors (%) for overheads ``x``."""
     rows: list[MetricError] = []
     for t in terms:
@@ -134,7 +223,18 @@ def metric_errors(terms: list[LinearTerms], x: np.ndarray) -> list[MetricError]:
     return rows
 
 
-def cross_validate(terms: list[LinearTerms], by: str = "table") -> list[HeldOutError]:
+def direct_errors(cases: Sequence[RowCase], profile: CalibrationProfile) -> list[MetricError]:
+    """Per-row predicted metric and errors (%) under ``profile`` itself (each row timed by the predictor)."""
+    rows: list[MetricError] = []
+    for c in cases:
+        pred = metric_from_time(c, case_time_s(c, profile).time_s)
+        err = (pred - c.measured) / c.measured * 100.0
+        group = f"{c.source}/{c.hardware}"
+        rows.append({"id": c.id, "group": group, "kind": c.kind, "error_pct": err, "ape_pct": abs(err)})
+    return rows
+
+
+def cross_validate(terms: Sequence[OverheadTerm], by: str = "table") -> list[HeldOutError]:
     """Leave-one-group-out (groups: ``by`` = "table" or "source"): refit without a group, predict it."""
     rows: list[HeldOutError] = []
     for g in sorted({t.group(by) for t in terms}):

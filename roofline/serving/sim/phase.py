@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from roofline.evaluate import ceilings, fixed_overhead_s, kv_read_factor, op_time
+from roofline.evaluate import ceilings, fixed_overhead_s, host_launch_s, kv_read_factor, op_time
 from roofline.ops.builder import build_ops
 from roofline.ops.records import Op, Phase
 from roofline.profile import CalibrationProfile, Curve
@@ -49,7 +49,8 @@ def _log2(x: float) -> float:
 
 @dataclass(frozen=True)
 class AttnTerm:
-    """One attention kernel kind: time = count·(max(fpp·pairs/C, (apt·M + kvb·span)/B) + fixed_s)."""
+    """One attention kernel kind: time = count·max(max(fpp·pairs/C, (apt·M + kvb·span)/B) + fixed_s, host_s)
+    (``host_s``: the host's eager launch time, :func:`roofline.evaluate.host_launch_s`; 0 in a graph)."""
 
     count: float
     flops_per_pair: float
@@ -59,6 +60,7 @@ class AttnTerm:
     compute_flops_per_s: float
     memory_bytes_per_s: float
     fixed_s: float
+    host_s: float = 0.0
     prefill_peak_flops_per_s: float = 0.0
     prefill_curve: Curve | None = None
     #: the prefill curve's knots (log2 of its sizes, its values) as floats, for :meth:`ceiling_at`; () without one
@@ -117,14 +119,15 @@ class AttnTerm:
         term already divided by per-row ceilings, when they vary with the span); scalars or arrays."""
         c = self.flops_per_pair * pairs / self.compute_flops_per_s if compute_s is None else compute_s
         m = (self.act_bytes_per_token * tokens + self.kv_bytes_per_span * span) / self.memory_bytes_per_s
-        return self.count * (_larger(c, m) + self.fixed_s)
+        t = _larger(c, m) + self.fixed_s
+        return self.count * (_larger(t, t * 0.0 + self.host_s) if self.host_s else t)
 
 
 @dataclass(frozen=True)
 class StateTerm:
     """A recurrent-state mixer kernel (linear attention / SSM scan): work ∝ tokens, state traffic ∝ rows.
 
-    time = count·(max(fpt·M / C, (apt·M + read·R_past + write·R) / B) + fixed_s), R = rows in the step,
+    time = count·max(max(fpt·M / C, (apt·M + read·R_past + write·R) / B) + fixed_s, host_s), R = rows in the step,
     R_past = rows continuing from a cached state (decode rows; prefill chunks after past > 0 tokens).
     """
 
@@ -136,13 +139,15 @@ class StateTerm:
     compute_flops_per_s: float
     memory_bytes_per_s: float
     fixed_s: float
+    host_s: float = 0.0
 
     def time_s(self, tokens: Sec, rows: Sec, rows_past: Sec) -> Sec:
         """Seconds of all ``count`` instances for a step with these totals (scalars or arrays)."""
         c = self.flops_per_token * tokens / self.compute_flops_per_s
         b = self.act_bytes_per_token * tokens + self.read_bytes_per_row * rows_past + self.write_bytes_per_row * rows
         m = b / self.memory_bytes_per_s
-        return self.count * (_larger(c, m) + self.fixed_s)
+        t = _larger(c, m) + self.fixed_s
+        return self.count * (_larger(t, t * 0.0 + self.host_s) if self.host_s else t)
 
 
 @dataclass(frozen=True)
@@ -225,6 +230,7 @@ def _attn_term(op: Op, hw: HardwareSpec, prof: CalibrationProfile) -> AttnTerm:
         compute_flops_per_s=float(c),
         memory_bytes_per_s=float(bw),
         fixed_s=fixed + float(fixed_overhead_s(op, prof)),  # at B = 1: a captured size
+        host_s=float(host_launch_s(op, prof)),
         prefill_peak_flops_per_s=float(peak or 0.0),
         prefill_curve=curve if peak else None,
     )
@@ -245,6 +251,7 @@ def _state_term(op: Op, with_past: Op, hw: HardwareSpec, prof: CalibrationProfil
         compute_flops_per_s=float(c),
         memory_bytes_per_s=float(bw),
         fixed_s=fixed + float(fixed_overhead_s(op, prof)),
+        host_s=float(host_launch_s(op, prof)),
     )
 
 
@@ -264,7 +271,8 @@ def compile_phase(
     and (M rows × 1 token): an op whose time is identical in both depends on M only; any other
     non-attention op depends on the row count. A decode batch beyond the engine's CUDA-graph capture launches
     eagerly (``Op.uncaptured``): the other ops' times carry it in the row table, and the attention and state
-    kernels' extra launch cost at R rows (over their one-row cost in the terms) is added to it too.
+    kernels' extra GPU launch cost at R rows (over their one-row cost in the terms) is added to it too (their host
+    launch, with an overlapped eager launch, is taken to hide behind the GPU work of a batch that large).
     """
     n = max(max_tokens, max_rows)
     grid = np.arange(1, n + 1, dtype=np.float64)

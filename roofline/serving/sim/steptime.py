@@ -14,7 +14,7 @@ tokens after p cached). Its time is that of the op list the builders emit, split
 * **attention kernels** (one per layer kind): FLOPs = f·Σ pairs, HBM bytes = a·M + k·Σ span
   with pairs(p, n) = Σ_{i=p+1}^{p+n} min(i, W) (attention ∝ n·(p + n/2) without a window) and
   span = min(p + n, W + n − 1) (the K/V of the p cached tokens re-read), so the kernel time is
-  max(f·Σpairs / C, (a·M + k·Σspan) / B) + fixed — exact, with the coefficients read off the
+  max(max(f·Σpairs / C, (a·M + k·Σspan) / B) + fixed, host) — exact, with the coefficients read off the
   builder's op records and the evaluator's ceilings.
 
 A step with any prefill row uses the prefill-phase op list (eager launches); a decode-only
@@ -38,7 +38,7 @@ from roofline.engine.config import step_seconds
 from roofline.profile import CalibrationProfile
 from roofline.serving.sim.meanstep import mean_step_s, prefill_arrays
 from roofline.serving.sim.phase import compile_phase
-from roofline.serving.sim.stretch import DecodeStretch, LineStretch, Stretch
+from roofline.serving.sim.stretch import DecodeStretch, FlooredStretch, LineStretch, Stretch
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.scenario import Scenario
@@ -100,17 +100,22 @@ class StepModel:
                     t.kv_bytes_per_span,
                     t.memory_bytes_per_s,
                     t.fixed_s,
+                    t.host_s,
                 )
                 for t in pm.attn
             )
             for pm in (self.decode, self.prefill)
         )
+        floors = tuple(t.count * (t.host_s - t.fixed_s) for t in self.decode.attn)
+        self._floors = floors if any(t.host_s > 0 for t in self.decode.attn) else None
         self._affine_const: dict[tuple[int, int, float], float] = {}  # decode_affine's constant per (M, rows, extra)
         # chunk_step_s's operands: one attention term, no MLA span or recurrent-state terms in a prefill step
         one = len(self.prefill.attn) == 1 == len(self.windows) and not (self.prefill.span or self.prefill.state)
         self._chunk = (*self._prefill_terms[0], *self._attn_coef[1][0], *self._tables[1]) if one else None
         #: decode stretches are one line (:meth:`decode_line`): one attention term, no window, no CPU overlap
-        self.line_ok = len(self._stretch_coef) == 1 and not self.has_window and not self.async_cpu
+        self.line_ok = (
+            len(self._stretch_coef) == 1 and not self.has_window and not self.async_cpu and self._floors is None
+        )
         self._line_const: dict[int, float] = {}
 
     def finish(self, gpu_s: float) -> float:
@@ -140,7 +145,7 @@ class StepModel:
         one = self._chunk
         if one is None or len(chunks) > SCALAR_ROWS:
             return self.step_time(decode_rows, decode_span, [n for _, n in chunks], [p for p, _ in chunks])
-        w, term, fpp, curve, count, _, cap, act, kvb, bw, fixed, tok, seq = one
+        w, term, fpp, curve, count, _, cap, act, kvb, bw, fixed, host, tok, seq = one
         tokens = pairs_sum = span_sum = flops_sum = 0.0
         for past, new in chunks:
             p, n = float(past), float(new)
@@ -170,7 +175,8 @@ class StepModel:
                 f"step of {mi} tokens / {rows} rows exceeds the compiled {self.max_tokens}/{self.max_rows}"
             )
         mem = (act * m + kvb * (s + span_sum)) / bw
-        gpu = self.prefill.overhead_s + tok[mi] + seq[rows] + count * ((c if c > mem else mem) + fixed)
+        t = (c if c > mem else mem) + fixed
+        gpu = self.prefill.overhead_s + tok[mi] + seq[rows] + count * (t if t > host else host)
         cpu = self.cpu_overhead_s
         if not self.async_cpu:
             return gpu + cpu
@@ -223,13 +229,14 @@ class StepModel:
             gpu += sum(s.time_s(total + dec) for s in pm.span)
         if pm.state:
             gpu += pm.state_s(m, rows, rows_past)
-        # AttnTerm.time_s of every term, inlined: count·(max(FLOP s, memory s) + fixed)
-        for a, (count, fpp, cap, act, kvb, bw, fixed) in enumerate(self._attn_coef[pm is self.prefill]):
+        # AttnTerm.time_s of every term, inlined: count·max(max(FLOP s, memory s) + fixed, host)
+        for a, (count, fpp, cap, act, kvb, bw, fixed, host) in enumerate(self._attn_coef[pm is self.prefill]):
             s = decode_span[a] if decode_rows else 0.0
             pairs, span, compute = s + pre_pairs[a], s + pre_span[a], pre_compute[a]
             c = fpp * pairs / cap if compute is None else compute
             mem = (act * m + kvb * span) / bw
-            gpu += count * ((c if c > mem else mem) + fixed)
+            t = (c if c > mem else mem) + fixed
+            gpu += count * (t if t > host else host)
         return gpu
 
     def _prefill_numpy(
@@ -367,7 +374,7 @@ class StepModel:
         if len(coef) == 1:  # one attention term (most models): the same line without the generator
             _, fc, fb, act, kv, fbkv = coef[0]
             p, q, u, v = fc * span0[0], fc * slope[0], fb * (act * m + kv * kv0[0]), fbkv * kv1[0]
-            if not self.async_cpu:
+            if not self.async_cpu and self._floors is None:
                 return LineStretch(const, p, q, u, v, self.cpu_overhead_s)
             lines: tuple[tuple[float, float, float, float], ...] = ((p, q, u, v),)
         else:
@@ -375,4 +382,6 @@ class StepModel:
                 (fc * span0[a], fc * slope[a], fb * (act * m + kv * kv0[a]), fbkv * kv1[a])
                 for a, (_, fc, fb, act, kv, fbkv) in enumerate(coef)
             )
+        if self._floors is not None:  # eager decode attention: the host's launch time is a floor per term
+            return FlooredStretch(const, lines, self._floors, self.cpu_overhead_s, self.async_cpu)
         return DecodeStretch(const, lines, self.cpu_overhead_s, self.async_cpu)

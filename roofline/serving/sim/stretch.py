@@ -255,3 +255,75 @@ def line_steps(
 
 #: What :meth:`roofline.serving.sim.steptime.StepModel.decode_affine` returns: the same methods either way.
 Stretch = DecodeStretch | LineStretch
+
+
+class FlooredStretch(DecodeStretch):
+    """A :class:`DecodeStretch` whose attention terms each have a floor (seconds; the host's eager launch time
+    less the term's fixed GPU seconds, :func:`roofline.evaluate.host_launch_s`): step j costs
+    const + Σ_a max(p_a + q_a·j, u_a + v_a·j, f_a). The lines do not fall with j, so term a sits on its floor for
+    j < J_a (the first step at which a line reaches it) and on its lines from there:
+    Σ_{j<k} = min(J_a, k)·f_a + :func:`roofline.evaluate.sum_max_affine_steps` of the lines shifted to start at J_a.
+    """
+
+    __slots__ = ("_starts", "floors")
+
+    def __init__(
+        self,
+        const_s: float,
+        lines: tuple[tuple[float, float, float, float], ...],
+        floors: tuple[float, ...],
+        cpu_s: float,
+        async_cpu: bool,
+    ) -> None:
+        self.floors = floors
+        self._starts = tuple(_first_at_floor(line, f) for line, f in zip(lines, floors, strict=True))
+        super().__init__(const_s, lines, cpu_s, async_cpu)
+        self._one = None  # the generic paths below
+
+    def step(self, j: int) -> float:
+        """Seconds of step j."""
+        gpu = self.const_s
+        for (p, q, u, v), f in zip(self.lines, self.floors, strict=True):
+            a, b = p + q * j, u + v * j
+            m = a if a > b else b
+            gpu += m if m > f else f
+        cpu = self.cpu_s
+        if not self.async_cpu:
+            return gpu + cpu
+        return gpu if gpu > cpu else cpu
+
+    def _terms_sum(self, k: int) -> float:
+        """Σ_{j<k} of the attention terms with their floors (s)."""
+        from roofline.evaluate import sum_max_affine_steps
+
+        out = 0.0
+        for (p, q, u, v), f, start in zip(self.lines, self.floors, self._starts, strict=True):
+            c = start if start < k else k
+            out += c * f + (sum_max_affine_steps(p + q * c, q, u + v * c, v, k - c) if k > c else 0.0)
+        return out
+
+    def _gpu_sum(self, k: int) -> float:
+        return k * self.const_s + self._terms_sum(k)
+
+    def _mixed_async(self, k: int) -> float:
+        lo, hi = 0, k - 1  # first j with gpu(j) >= cpu
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.step(mid) > self.cpu_s:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo * self.cpu_s + (k - lo) * self.const_s + self._terms_sum(k) - self._terms_sum(lo)
+
+
+def _first_at_floor(line: tuple[float, float, float, float], floor: float) -> int:
+    """The first step j ≥ 0 at which max(p + q·j, u + v·j) ≥ floor (lines with q, v ≥ 0; _NEVER if neither
+    reaches it)."""
+    p, q, u, v = line
+    best = _NEVER
+    for c, slope in ((p, q), (u, v)):
+        if c >= floor:
+            return 0
+        if slope > 0:
+            best = min(best, max(math.ceil((floor - c) / slope), 0))
+    return best
