@@ -20,6 +20,7 @@ from roofline.profile import datasheet_profile, default_profile
 from roofline.report import build
 from roofline.report.curves import replica_curve
 from roofline.report.sensitivity import scale_bandwidth, scale_compute
+from roofline.serving.plan.procurement import IDLE_POWER_FRACTION
 from roofline.specs.library import spec_path
 
 MODEL, HARDWARE, PROMPT, OUT = "llama-3.1-70b", ("h100-sxm", "h200-sxm", "a100-80gb-sxm"), 1024, 256
@@ -148,9 +149,13 @@ def test_comparison_table_equals_simulator_sizing(page: Page, plan: Any, report:
         same(page.value("capacity_rps", hardware=hw), f.capacity_rps)
         # at the planned load each GPU produces qps · O / GPUs output tokens/s (not the full-load capacity)
         same(page.value("tok_s_per_gpu", hardware=hw), 10.0 * OUT / f.gpus)
-        # energy upper bound: GPUs × TDP over the tokens of an hour, in kWh per million tokens
+        # energy: the serving GPUs at their mean board power (idle + (TDP − idle) × the simulated busy fraction),
+        # the rest of the whole instances rented at idle, over the tokens of an hour, in kWh per million tokens
         tdp = roofline.hardware(hw).tdp_watts
-        same(page.value("kwh_per_million_output_tokens", hardware=hw), f.gpus * tdp / 1000 / (10.0 * OUT * 3600) * 1e6)
+        watts = tdp * (IDLE_POWER_FRACTION + (1 - IDLE_POWER_FRACTION) * min(max(f.busy_fraction, 0.0), 1.0))
+        idle = max(f.rented_gpus - f.gpus, 0) * tdp * IDLE_POWER_FRACTION
+        kwh = (f.gpus * watts + idle) / 1000 / (10.0 * OUT * 3600) * 1e6
+        assert float(page.value("kwh_per_million_output_tokens", hardware=hw)) == pytest.approx(kwh, rel=1e-12)
 
 
 def test_memory_chart_batch_equals_predict(report: Any) -> None:

@@ -158,9 +158,10 @@ def test_headroom_is_above_the_models_error_bound() -> None:
 
 
 def test_equal_cost_tie_is_broken_by_the_stated_rule() -> None:
-    """First edition: ties at equal cost were broken silently. At equal prices H100 and H200 tie (16 GPUs each
-    since sizing replicates its runs; 8 each on seed 0 before)."""
-    rep = build(MODEL, hardware="h100-sxm,h200-sxm", workload="chat", prices={"h100-sxm": 4.0, "h200-sxm": 4.0})
+    """First edition: ties at equal cost were broken silently. At equal prices and tp 8, H100 and H200 tie in cost
+    and GPUs (2 replicas of 8 each), so the lower TPOT ranks first."""
+    prices = {"h100-sxm": 4.0, "h200-sxm": 4.0}
+    rep = build(MODEL, hardware="h100-sxm,h200-sxm", workload="chat", prices=prices, tp_options=[8])
     rows = sorted(rep.data.rows, key=lambda r: r.rank)
     assert rows[0].values["usd_per_hour"] == rows[1].values["usd_per_hour"]
     assert rows[0].values["tpot_s"] < rows[1].values["tpot_s"]  # fewer GPUs tie too: lower TPOT wins
