@@ -125,10 +125,11 @@ def fmt_bytes(n: float, binary: bool = MEMORY_SIZES_BINARY) -> str:
 
 
 def fmt_seconds(s: float) -> str:
-    """Format a duration with a unit that keeps three significant digits."""
+    """Format a duration with a unit that keeps three significant digits, the unit chosen after rounding to them
+    (0.9996 s is "1 s", not "1e+03 ms")."""
     if s != s:  # NaN
         return "n/a"
-    a = abs(s)
+    a = abs(float(f"{s:.3g}")) if math.isfinite(s) else abs(s)
     if a >= 1:
         return f"{s:.3g} s" if a < 100 else f"{s:.0f} s"
     if a >= 1e-3:

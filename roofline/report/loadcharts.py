@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from roofline.report.content import HardwareRow, ReportData
 
 
+def _ms(x: float) -> str:
+    """Milliseconds for a chart label: 3 significant digits below 100 ms, whole ms with separators above (never
+    an exponent: 1,300 ms, not 1.3e+03)."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def x_limit(qps: float, knee_rps: float, capacity_rps: float) -> float:
     """Right end of the load axis: max(1.5·qps, min(1.1·knee, 3·qps)), never past capacity.
 
@@ -56,7 +62,7 @@ def load_figure(data: ReportData, i: int, row: HardwareRow, colour: str) -> Figu
             ax.plot(x, y50, color=colour, lw=1.6, label="P50")
             ax.axhline(slo * 1e3, color="#111827", ls="--", lw=1, label=f"SLO P{pct:g} ≤ {slo * 1e3:g} ms")
             if math.isfinite(thr) and thr < slo:
-                label = f"decided at ≤ {thr * 1e3:.3g} ms (SLO ÷ model error)"
+                label = f"decided at ≤ {_ms(thr * 1e3)} ms (SLO ÷ model error)"
                 ax.axhline(thr * 1e3, color="#b45309", ls=(0, (4, 2)), lw=1.2, label=label)
             if math.isfinite(slo_cap) and slo_cap <= right:
                 ax.axvline(slo_cap, color="#b45309", ls="-", lw=1, label=f"SLO capacity {slo_cap:.3g} req/s")
@@ -70,7 +76,7 @@ def load_figure(data: ReportData, i: int, row: HardwareRow, colour: str) -> Figu
                 mew=1.6,
                 ms=7,
                 zorder=4,
-                label=f"P{pct:g} at planned load: {at * 1e3:.3g} ms",
+                label=f"P{pct:g} at planned load: {_ms(at * 1e3)} ms",
             )
             knee_text = f"knee {f.knee_rps:.3g} req/s"
             if f.knee_rps <= right:
