@@ -35,6 +35,6 @@ def simulation_header(s: SimulationResult) -> str:
     c = s.config
     return (
         f"[bold]{c['label']}[/] · weights {c['weight_dtype']} · KV {c['kv_dtype']} · KV pool {c['kv_blocks']:,} "
-        f"blocks × {c['kv_block_tokens']} tokens\n{c['workload']}; {len(s.requests)} requests simulated in "
-        f"{c['wall_s']:.2f} s ({len(s.requests) / max(c['wall_s'], 1e-9):,.0f} requests/s)"
+        f"blocks × {c['kv_block_tokens']} tokens\n{c['workload']}; {s.num_requests} requests simulated in "
+        f"{c['wall_s']:.2f} s ({s.num_requests / max(c['wall_s'], 1e-9):,.0f} requests/s)"
     )

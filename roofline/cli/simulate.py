@@ -221,9 +221,10 @@ def _write(
     """Write the per-request table, the timeline and the plot where their options said."""
     from roofline.cli.options import write_frame
 
-    for target, frame in ((req_target, s.requests), (tl_target, s.timeline)):
-        if target is not None:
-            write_frame(frame, target, None)
+    if req_target is not None:  # each table is built only when it is written (a plain run never imports pandas)
+        write_frame(s.requests, req_target, None)
+    if tl_target is not None:
+        write_frame(s.timeline, tl_target, None)
     if plot is not None:
         s.plot(str(plot.path))
 

@@ -91,6 +91,12 @@ class SimulationResult:
         self.summary, self.saturated, self.config = summary, saturated, {} if config is None else config
         self.requests, self.timeline = requests, timeline
 
+    @property
+    def num_requests(self) -> int:
+        """Rows of the per-request table (requests simulated), without building its DataFrame."""
+        cols = SimulationResult.requests.columns(self)
+        return len(next(iter(cols.values()))) if cols else 0
+
     def timeline_columns(self) -> dict[str, np.ndarray]:
         """The timeline (:data:`TIMELINE_COLUMNS`) as named arrays, without building its DataFrame."""
         return SimulationResult.timeline.columns(self)
@@ -98,7 +104,7 @@ class SimulationResult:
     def __repr__(self) -> str:
         s = self.summary
         head = (
-            f"SimulationResult({self.config.get('label', '')}: {len(self.requests)} requests, "
+            f"SimulationResult({self.config.get('label', '')}: {self.num_requests} requests, "
             f"TTFT mean {s['ttft_mean_s'] * 1e3:.1f} ms p99 {s['ttft_p99_s'] * 1e3:.1f} ms, "
             f"TPOT mean {s['tpot_mean_s'] * 1e3:.2f} ms, {s['request_throughput_rps']:.2f} req/s"
         )
