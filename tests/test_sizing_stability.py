@@ -99,12 +99,14 @@ def test_too_close_is_sized_up_and_says_why() -> None:
 
 
 def test_the_answer_does_not_move_with_the_seed_on_a_small_case() -> None:
-    """Llama-3.1-8B on H100 at 60 req/s, P99 TTFT ≤ 150 ms: the same replica count for seeds 0–4."""
-    p = roofline.plan("llama-3.1-8b", qps=60, prompt_len=512, output_len=64, ttft_slo_s=0.15, tpot_slo_s=0.05,
+    """Llama-3.1-8B on H100 at 60 req/s, P99 TTFT ≤ 160 ms: the same replica count for seeds 0–4. (At 150 ms the
+    two-replica P99 sits within 0.4 % of its threshold on seed 0, inside the runs' sampling error, and the answer
+    may go either way: the margin the report states says so.)"""
+    p = roofline.plan("llama-3.1-8b", qps=60, prompt_len=512, output_len=64, ttft_slo_s=0.16, tpot_slo_s=0.05,
                       hardware=["h100-sxm"], tp_options=[1])  # fmt: skip
     c = p.recommended
     assert c is not None
-    kw = {"qps": 60, "prompt_len": 512, "output_len": 64, "ttft_slo_s": 0.15, "tpot_slo_s": 0.05, "curve": False}
+    kw = {"qps": 60, "prompt_len": 512, "output_len": 64, "ttft_slo_s": 0.16, "tpot_slo_s": 0.05, "curve": False}
     answers = {size_finalist("llama-3.1-8b", c, num_requests=300, seed=s, **kw).replicas for s in range(5)}  # type: ignore[arg-type]
     assert len(answers) == 1, answers
 
@@ -126,6 +128,7 @@ def test_the_verdict_states_its_threshold_and_margin(readme_report: object) -> N
     import re
 
     from roofline.published.serving_error import serving_upper_factor
+    from roofline.report.templating import duration
 
     f = readme_report.data.recommended.finalist  # type: ignore[attr-defined]
     assert f.ttft_threshold_s == pytest.approx(0.5 / serving_upper_factor("ttft_s", 0.8, "vllm"))
@@ -135,4 +138,4 @@ def test_the_verdict_states_its_threshold_and_margin(readme_report: object) -> N
     html = readme_report.html  # type: ignore[attr-defined]
     shown = re.search(r'data-key="recommended.ttft_margin" data-value="([^"]+)"', html)
     assert shown is not None and float(shown.group(1)) == f.ttft_margin
-    assert "decided at ≤ 213 ms" in html  # 500 ms ÷ 2.35
+    assert f"decided at ≤ {duration(f.ttft_threshold_s)}" in html  # 500 ms ÷ the factor (×2.45: 204 ms)
