@@ -69,6 +69,7 @@ class DevTools:
         os.close(to_child_r)
         os.close(from_child_w)
         self.events: list[dict[str, Any]] = []
+        self._arrived = threading.Condition()  # notified on every event the reader appends
         self._replies: queue.Queue[dict[str, Any]] = queue.Queue()
         self._next = 0
         threading.Thread(target=self._read, daemon=True).start()
@@ -82,7 +83,12 @@ class DevTools:
             while b"\0" in buf:
                 msg, buf = buf.split(b"\0", 1)
                 data = json.loads(msg)
-                (self._replies.put if "id" in data else self.events.append)(data)
+                if "id" in data:
+                    self._replies.put(data)
+                else:
+                    with self._arrived:
+                        self.events.append(data)
+                        self._arrived.notify_all()
 
     def _drain_stderr(self) -> None:
         assert self.proc.stderr is not None
@@ -103,17 +109,16 @@ class DevTools:
                     raise RuntimeError(f"{method}: {reply['error']}")
                 return reply.get("result", {})
 
-    def wait_event(self, method: str, polls: int = 600) -> dict[str, Any]:
-        """Wait until an event named ``method`` has arrived (at most ``polls`` polls 0.05 s apart: a hang bound,
-        not a speed check)."""
-        import time
-
-        for _ in range(polls):
-            hit = next((e for e in self.events if e.get("method") == method), None)
-            if hit is not None:
-                return hit
-            time.sleep(0.05)
-        raise TimeoutError(f"no {method} after {polls} polls")
+    def wait_event(self, method: str, timeout_s: float = 30.0) -> dict[str, Any]:
+        """The first event named ``method``, waiting on the reader's notifications (``timeout_s``: a hang bound, not
+        a speed check; no clock is read by the test)."""
+        with self._arrived:
+            found = self._arrived.wait_for(
+                lambda: next((e for e in self.events if e.get("method") == method), None), timeout=timeout_s
+            )
+        if found is None:
+            raise TimeoutError(f"no {method} within {timeout_s:g} s")
+        return found
 
     def close(self) -> None:
         with contextlib.suppress(RuntimeError, queue.Empty, OSError):
