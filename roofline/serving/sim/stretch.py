@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from roofline.evaluate import sum_max_affine_steps
+
 #: A crossing beyond any step count: the first line of the term wins at every step.
 _NEVER = 1 << 62
 
@@ -98,15 +100,20 @@ class DecodeStretch:
             return k * self.cpu_s
         return self._gpu_sum(k) if self.first_s > self.cpu_s else self._mixed_async(k)
 
-    def _mixed_async(self, k: int) -> float:
-        """GPU time grows with j: steps before the GPU overtakes the CPU cost take cpu_s each."""
-        lo, hi = 0, k - 1  # first j with gpu(j) >= cpu
+    def _first_gpu_bound(self, k: int) -> int:
+        """The first step j < k whose GPU time exceeds the CPU cost (steps only grow), by bisection."""
+        lo, hi = 0, k - 1
         while lo < hi:
             mid = (lo + hi) // 2
             if self.step(mid) > self.cpu_s:
                 hi = mid
             else:
                 lo = mid + 1
+        return lo
+
+    def _mixed_async(self, k: int) -> float:
+        """GPU time grows with j: steps before the GPU overtakes the CPU cost take cpu_s each."""
+        lo = self._first_gpu_bound(k)
         gpu = (k - lo) * self.const_s
         for term in self._parts:
             gpu += _split_sum(term, k) - _split_sum(term, lo)
@@ -294,8 +301,6 @@ class FlooredStretch(DecodeStretch):
 
     def _terms_sum(self, k: int) -> float:
         """Σ_{j<k} of the attention terms with their floors (s)."""
-        from roofline.evaluate import sum_max_affine_steps
-
         out = 0.0
         for (p, q, u, v), f, start in zip(self.lines, self.floors, self._starts, strict=True):
             c = start if start < k else k
@@ -306,13 +311,7 @@ class FlooredStretch(DecodeStretch):
         return k * self.const_s + self._terms_sum(k)
 
     def _mixed_async(self, k: int) -> float:
-        lo, hi = 0, k - 1  # first j with gpu(j) >= cpu
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.step(mid) > self.cpu_s:
-                hi = mid
-            else:
-                lo = mid + 1
+        lo = self._first_gpu_bound(k)
         return lo * self.cpu_s + (k - lo) * self.const_s + self._terms_sum(k) - self._terms_sum(lo)
 
 
