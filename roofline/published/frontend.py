@@ -16,7 +16,9 @@ the median over every family's rows.
 
 **Adoption.** The preset carries y* when the held-out low-concurrency error with y*_F is below physics only (y
 = 0), else 0: a fitted term that does not generalise is not shipped. An independent source measured on the same
-engine vetoes it too (:data:`VETOED`): a value that makes a whole source held out worse does not generalise.
+engine is a second test (:data:`INDEPENDENT`, its rows simulated at the same grid): y* is adopted only if it does
+not raise that source's median |ln error| of mean TTFT either, since a value that makes a whole source held out worse
+does not generalise.
 :func:`fit_frontend` returns the table; ``roofline/engine/presets.py`` cites it and ``tests/test_frontend_latency.py``
 re-derives the shipped values.
 """
@@ -36,12 +38,14 @@ RESULTS_CSV = "validation/results/serving_sim_preset_aiperf_cv1.csv"
 #: Rows at or below this closed-loop concurrency fit the front-end constant.
 LOW_CONCURRENCY = 8
 _PREFIX = "ttft_ms_request_overhead_s="
-#: Engines whose fitted y* a whole independent source held out rejects, with the measured reason.
-VETOED: dict[str, str] = {
-    "vllm": "10 ms raises the median |TTFT mean error| on the real vLLM 0.15.1 runs with their engine options "
-    "recorded (BLIS, 36 stages, python validation/serving/validate_blis.py with --engine-set request_overhead_s=0.01 "
-    "--engine-set request_overhead_cv=1) from 17.3 % to 53.0 % (TTFT P99 47.7 % to 101.8 %): their measured "
-    "TTFTs of 20-70 ms leave no room for it",
+#: Per engine, an independent whole source simulated at the same grid: (passes file with the measured mean TTFT
+#: ``ttft_meas_ms`` and one ``ttft_ms_request_overhead_s=y`` column per candidate, what it is).
+INDEPENDENT: dict[str, tuple[str, str]] = {
+    "vllm": (
+        "validation/results/serving_blis_frontend_passes.csv",
+        "real vLLM 0.15.1 runs with their engine options recorded (BLIS; python validation/serving/validate_blis.py "
+        "--frontend-passes)",
+    ),
 }
 
 
@@ -59,14 +63,16 @@ class FrontEndFit:
     held_out_all_fitted: float
     low_rows: int
     rows: int
+    independent_rows: int = 0
+    independent_physics: float = math.nan  # the independent source's median |ln error| with physics only
+    independent_fitted: float = math.nan  # … and with y*
 
     @property
     def adopted_s(self) -> float:
-        """y* where it lowers the held-out low-concurrency error and no independent source vetoes it, else 0
+        """y* where it lowers the held-out low-concurrency error and does not raise the independent source's, else 0
         (module docstring)."""
-        if self.engine in VETOED:
-            return 0.0
-        return self.fitted_s if self.held_out_low_fitted < self.held_out_low_physics else 0.0
+        independent_ok = not self.independent_rows or self.independent_fitted <= self.independent_physics
+        return self.fitted_s if self.held_out_low_fitted < self.held_out_low_physics and independent_ok else 0.0
 
 
 @dataclass(frozen=True)
@@ -102,8 +108,24 @@ def _best(rows: list[_Row], grid: list[float]) -> float:
     return min(grid, key=lambda y: (median(_err(rows, y)), y))
 
 
-def fit_engine(engine: str, rows: list[_Row]) -> FrontEndFit:
-    """The fit of one engine's rows (module docstring)."""
+def _independent(engine: str) -> list[_Row]:
+    """The engine's independent source (:data:`INDEPENDENT`) as rows (no concurrency: open loop); [] without one."""
+    if engine not in INDEPENDENT:
+        return []
+    with (ROOT / INDEPENDENT[engine][0]).open(newline="", encoding="utf-8") as fh:
+        return [
+            _Row(
+                r["family"],
+                math.nan,
+                float(r["ttft_meas_ms"]),
+                {float(k[len(_PREFIX) :]): float(v) for k, v in r.items() if k.startswith(_PREFIX) and v},
+            )
+            for r in csv.DictReader(fh)
+        ]
+
+
+def fit_engine(engine: str, rows: list[_Row], independent: list[_Row] | None = None) -> FrontEndFit:
+    """The fit of one engine's rows, checked on ``independent`` rows of another source (module docstring)."""
     grid = sorted(rows[0].simulated_ms)
     low = [r for r in rows if r.concurrency <= LOW_CONCURRENCY]
     fams = sorted({r.family for r in rows})
@@ -122,9 +144,11 @@ def fit_engine(engine: str, rows: list[_Row]) -> FrontEndFit:
         lo_f += _err(test_low, y)
         all_p += _err(test, 0.0)
         all_f += _err(test, y)
+    fitted = _best(low, grid)
+    ind = independent or []
     return FrontEndFit(
         engine=engine,
-        fitted_s=_best(low, grid),
+        fitted_s=fitted,
         by_family_s=by_fam,
         held_out_low_physics=median(lo_p),
         held_out_low_fitted=median(lo_f),
@@ -132,6 +156,9 @@ def fit_engine(engine: str, rows: list[_Row]) -> FrontEndFit:
         held_out_all_fitted=median(all_f),
         low_rows=len(low),
         rows=len(rows),
+        independent_rows=len(ind),
+        independent_physics=median(_err(ind, 0.0)) if ind else math.nan,
+        independent_fitted=median(_err(ind, fitted)) if ind else math.nan,
     )
 
 
@@ -139,7 +166,7 @@ def fit_frontend(passes: str | Path | None = None, results: str | Path | None = 
     """{engine: fit} from the saved simulation passes and the measured rows (module docstring)."""
     p = Path(passes) if passes is not None else ROOT / PASSES_CSV
     r = Path(results) if results is not None else ROOT / RESULTS_CSV
-    return {e: fit_engine(e, rows) for e, rows in sorted(_rows(p, r).items())}
+    return {e: fit_engine(e, rows, _independent(e)) for e, rows in sorted(_rows(p, r).items())}
 
 
 def main() -> None:
@@ -150,7 +177,13 @@ def main() -> None:
         print(
             f"{f.engine} | {f.rows} ({f.low_rows}) | {f.fitted_s * 1e3:g} ms | {fams} ms | low conc: physics "
             f"{f.held_out_low_physics:.3f} -> fitted {f.held_out_low_fitted:.3f}; every row: "
-            f"{f.held_out_all_physics:.3f} -> {f.held_out_all_fitted:.3f} | adopted {f.adopted_s * 1e3:g} ms"
+            f"{f.held_out_all_physics:.3f} -> {f.held_out_all_fitted:.3f}"
+            + (
+                f"; independent ({f.independent_rows} rows): {f.independent_physics:.3f} -> {f.independent_fitted:.3f}"
+                if f.independent_rows
+                else ""
+            )
+            + f" | adopted {f.adopted_s * 1e3:g} ms"
         )
 
 

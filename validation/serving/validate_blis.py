@@ -92,9 +92,15 @@ def lengths(prompt_mean: float, output_mean: float, cv: float, n: int, seed: int
 
 
 def simulate_run(
-    row: pd.Series, cv: float, max_requests: int, engine_kernels: bool = False, seed: int = 0
+    row: pd.Series,
+    cv: float,
+    max_requests: int,
+    engine_kernels: bool = False,
+    seed: int = 0,
+    extra: dict[str, float] | None = None,
 ) -> dict[str, float]:
-    """The run's simulated TTFT/ITL/E2E (ms) under its recorded engine options (module docstring)."""
+    """The run's simulated TTFT/ITL/E2E (ms) under its recorded engine options (module docstring); ``extra``:
+    further engine options (a front-end latency candidate)."""
     model, _ = MODELS[str(row["model"])]
     tp = int(row["tp"])
     n = int(min(max_requests, row["qps"] * row["duration_s"]))
@@ -104,6 +110,7 @@ def simulate_run(
         "gpu_memory_utilization": float(row["gpu_mem_util"]),
         "max_num_seqs": 128,
         "async_scheduling": True,
+        **(extra or {}),
     }
     s = roofline.simulate(
         model,
@@ -127,6 +134,25 @@ def simulate_run(
     return out
 
 
+#: Candidate mean front-end latencies (s) the frontend passes simulate: the closed-loop fit's grid
+#: (roofline/published/frontend.py), each request's drawn from an exponential law about it.
+FRONTEND_GRID_S = (0.0, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64)
+FRONTEND_PASSES = OUT.with_name("serving_blis_frontend_passes.csv")
+
+
+def frontend_passes(wide: pd.DataFrame, max_requests: int) -> pd.DataFrame:
+    """Every stage's simulated mean TTFT (ms) at each candidate front-end latency, beside its measured one: the
+    independent source the front-end latency fit checks vLLM's candidate on (roofline.published.frontend)."""
+    out = wide[["exp", "stage"]].copy()
+    out["family"] = [MODELS[m][1] for m in wide["model"]]
+    out["ttft_meas_ms"] = wide["ttft_mean"]
+    for y in FRONTEND_GRID_S:
+        extra = {"request_overhead_s": y, "request_overhead_cv": 1.0 if y else 0.0}
+        sims = [simulate_run(r, 0.0, max_requests, extra=extra)["sim_ttft_mean"] for _, r in wide.iterrows()]
+        out[f"ttft_ms_request_overhead_s={y:g}"] = sims
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cv", type=float, default=0.0, help="CV of lognormal lengths (0: the stated means, fixed)")
@@ -137,8 +163,18 @@ def main() -> None:
         default="default",
         help="the default profile, or the shipped vLLM kernel profile of the H100 (writes serving_blis_engine.csv)",
     )
+    ap.add_argument(
+        "--frontend-passes",
+        action="store_true",
+        help=f"simulate every stage at each front-end latency of {FRONTEND_GRID_S} s (default profile) and write "
+        f"{FRONTEND_PASSES.name}",
+    )
     a = ap.parse_args()
     wide, skipped = runs()
+    if a.frontend_passes:
+        frontend_passes(wide, a.max_requests).to_csv(FRONTEND_PASSES, index=False, float_format="%.6g")
+        print(f"{len(wide)} stages at {len(FRONTEND_GRID_S)} front-end latencies -> {FRONTEND_PASSES}")
+        return
     engine = a.profile == "engine"
     sims = pd.DataFrame([simulate_run(r, a.cv, a.max_requests, engine) for _, r in wide.iterrows()])
     res = pd.concat([wide.drop(columns=["qps_or_concurrency"]), sims], axis=1)
