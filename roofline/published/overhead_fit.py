@@ -133,20 +133,46 @@ OverheadTerm = LinearTerms | KernelCurve
 K_GRID_S = np.linspace(0.0, 80e-6, 161)
 
 
+#: kernel_curves' per-row curves by (row, profile with both overheads at 0, grid): the fit, its cross-validation and
+#: the coverage residuals all tabulate the same rows under the same profile.
+_CURVES: dict[tuple[RowCase, str, bytes], KernelCurve | None] = {}
+_CURVES_MAX = 4096
+
+
 def kernel_curves(
     cases: list[RowCase], profile: CalibrationProfile, k_grid: np.ndarray = K_GRID_S
 ) -> list[KernelCurve]:
-    """Every case's time at each per-kernel cost of ``k_grid`` (per_step_s 0) and its exact per-step slope."""
+    """Every case's time at each per-kernel cost of ``k_grid`` (per_step_s 0) and its exact per-step slope (rows that
+    do not fit left out); each row's curve is computed once per profile and grid (:data:`_CURVES`)."""
+    zero = _with_overheads(profile, 0.0, 0.0)
+    key_prof, key_grid = zero.model_dump_json(), np.asarray(k_grid, dtype=np.float64).tobytes()
+    probes: list[CalibrationProfile] = []
     out = []
     for c in cases:
-        base = case_time_s(c, _with_overheads(profile, 0.0, 0.0))
-        if not base.fits:
-            continue
-        t_k = np.array([case_time_s(c, _with_overheads(profile, float(k), 0.0)).time_s for k in k_grid])
-        ts = case_time_s(c, _with_overheads(profile, 0.0, _PROBE["per_step_s"])).time_s
-        slope = (ts - base.time_s) / _PROBE["per_step_s"]
-        out.append(KernelCurve(c, k_grid, t_k, slope, time_from_metric(c, c.measured)))
+        key = (c, key_prof, key_grid)
+        if key not in _CURVES:
+            if not probes:  # one profile per grid value, then the per-step probe, built once per call
+                probes = [_with_overheads(profile, float(k), 0.0) for k in k_grid]
+                probes.append(_with_overheads(profile, 0.0, _PROBE["per_step_s"]))
+            if len(_CURVES) >= _CURVES_MAX:
+                _CURVES.clear()
+            _CURVES[key] = _curve(c, zero, probes, k_grid)
+        curve = _CURVES[key]
+        if curve is not None:
+            out.append(curve)
     return out
+
+
+def _curve(
+    c: RowCase, zero: CalibrationProfile, probes: list[CalibrationProfile], k_grid: np.ndarray
+) -> KernelCurve | None:
+    """One row's :class:`KernelCurve` (``probes``: the profiles at each grid value, then the per-step probe)."""
+    base = case_time_s(c, zero)
+    if not base.fits:
+        return None
+    t_k = np.array([case_time_s(c, p).time_s for p in probes[:-1]])
+    slope = (case_time_s(c, probes[-1]).time_s - base.time_s) / _PROBE["per_step_s"]
+    return KernelCurve(c, k_grid, t_k, slope, time_from_metric(c, c.measured))
 
 
 def overhead_terms(cases: list[RowCase], profile: CalibrationProfile) -> list[OverheadTerm]:
