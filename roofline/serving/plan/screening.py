@@ -32,6 +32,7 @@ the distributions are the simulator's job; this tier gives means.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,25 +62,67 @@ class Screen:
     sustainable_qps: float
 
 
-def _solve(sm: StepModel, lam: np.ndarray, p: float, o: float, budget: int, iters: int = 200) -> tuple[np.ndarray, ...]:
-    """Fixed point (N, τ̄, d, S, n) for each rate; τ̄ = inf where it diverges."""
-    ctx = p + o / 2
-    n_dec = np.zeros_like(lam)
-    tau = d = s = n = np.zeros_like(lam)
-    for _ in range(iters):
-        chunk = np.clip(budget - np.floor(n_dec), 1, p)
-        n = np.ceil(p / chunk)
-        past = (p - chunk) / 2  # mean cached tokens before a chunk
-        rows = np.maximum(n_dec, 1.0)  # a decoding request never runs in a step of fewer rows than itself
-        d = sm.mean_step_s(rows, ctx)
-        s = sm.mean_step_s(n_dec, ctx, p / n, np.minimum(past, p - p / n))
+#: Sub-points per whole decode row of the grid the fixed points are located on (the rate curve is smooth between
+#: whole rows, where the prefill chunk is fixed; it can drop at a whole row, so each is also taken just below).
+GRID_PER_ROW = 8
+BISECTIONS = 48  # halvings of a grid cell (1/8 row) when locating a fixed point: to 1/8 · 2⁻⁴⁸ of a row
+
+
+def _curve(sm: StepModel, nd: np.ndarray, p: float, o: float, budget: int) -> tuple[np.ndarray, ...]:
+    """(λ(N), d, S, n) at decode populations ``nd``: the rate whose fixed point N = λ·(O − 1)·τ̄ is N.
+
+    With N fixed, everything but λ is known: chunk c = clip(budget − ⌊N⌋, 1, P), n = ⌈P / c⌉, d = d(max(N, 1)),
+    S = S(N) (module docstring), and τ̄ = d / (1 − λ·n·(S − d)); so N = λ·(O − 1)·d / (1 − λ·n·(S − d)) solves to
+    λ(N) = N / ((O − 1)·d + N·n·(S − d)) (0 at N = 0)."""
+    chunk = np.clip(budget - np.floor(nd), 1, p)
+    n = np.ceil(p / chunk)
+    past = (p - chunk) / 2  # mean cached tokens before a chunk
+    d = sm.mean_step_s(np.maximum(nd, 1.0), p + o / 2)  # a decoding request never runs in a step of fewer rows
+    s = sm.mean_step_s(nd, p + o / 2, p / n, np.minimum(past, p - p / n))
+    den = max(o - 1, 0) * d + nd * n * (s - d)
+    lam = np.where(nd > 0, nd / np.where(den > 0, den, 1.0), 0.0)
+    return lam, d, s, n
+
+
+def _grid(n_max: float) -> np.ndarray:
+    """Decode populations 0 … ``n_max``: GRID_PER_ROW points per row, each whole row also just below itself."""
+    top = max(float(n_max), 0.0)
+    whole = np.arange(1.0, math.floor(top) + 1.0)
+    pts = np.concatenate((np.linspace(0.0, top, max(math.ceil(top * GRID_PER_ROW), 1) + 1), whole - 1e-7, whole))
+    return np.unique(np.clip(pts, 0.0, top))
+
+
+def _solve(sm: StepModel, lam: np.ndarray, p: float, o: float, budget: int, n_max: float) -> tuple[np.ndarray, ...]:
+    """(N, τ̄, d, S, n) at each rate: N the smallest decode population ≤ ``n_max`` that is its own fixed point
+    (the one a damped iteration from an empty engine converges to: the steps grow with N, so it climbs to the
+    first), found as the first crossing λ(N) ≥ λ of :func:`_curve` on :func:`_grid` then bisected within its
+    cell; N = τ̄ = inf where no N ≤ ``n_max`` is one (the rate is beyond what the limits let the engine hold)."""
+    lam = np.asarray(lam, dtype=np.float64)
+    if o <= 1:  # no request ever decodes: N = 0 at every rate
+        nd = np.zeros_like(lam)
+        _, d, s, n = _curve(sm, nd, p, o, budget)
         gap = 1.0 - lam * n * (s - d)
-        tau = np.where(gap > 0, d / np.where(gap > 0, gap, 1.0), np.inf)
-        new = np.minimum(lam * max(o - 1, 0) * tau, 1e9)
-        if np.allclose(new, n_dec, rtol=1e-10, atol=1e-9):
-            break
-        n_dec = 0.5 * n_dec + 0.5 * new
-    return n_dec, tau, d, s, n
+        return nd, np.where(gap > 0, d / np.where(gap > 0, gap, 1.0), np.inf), d, s, n
+    g = _grid(n_max)
+    best = np.maximum.accumulate(_curve(sm, g, p, o, budget)[0])
+    j = np.searchsorted(best, lam, side="left")  # first grid point with λ(N) ≥ λ
+    found = (j < g.size) & (lam > 0)
+    lo = g[np.clip(j - 1, 0, g.size - 1)]
+    hi = g[np.clip(j, 0, g.size - 1)]
+    for _ in range(BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        up = _curve(sm, mid, p, o, budget)[0] >= lam
+        lo, hi = np.where(up, lo, mid), np.where(up, mid, hi)
+    nd = np.where(found, hi, np.where(lam > 0, np.inf, 0.0))
+    _, d, s, n = _curve(sm, np.where(np.isfinite(nd), nd, 0.0), p, o, budget)
+    gap = 1.0 - lam * n * (s - d)
+    tau = np.where(np.isfinite(nd) & (gap > 0), d / np.where(gap > 0, gap, 1.0), np.inf)
+    return nd, tau, d, s, n
+
+
+def _population_limit(p: float, o: float, max_seqs: int, kv_tokens: float) -> float:
+    """The largest decode population the limits allow: N ≤ max_num_seqs and (N + 1)·(P + O) ≤ the KV pool."""
+    return float(min(max_seqs, kv_tokens / (p + o) - 1.0))
 
 
 def screen(
@@ -100,7 +143,9 @@ def screen(
     still Poisson at the same rate, so the queue is unchanged). ``sustainable``: :func:`sustainable_qps` of these
     same arguments when the caller has it already (None: computed here)."""
     lam = np.atleast_1d(np.asarray(qps, dtype=np.float64))
-    n_dec, tau, d, s, n = _solve(sm, lam, prompt, output, budget)
+    n_dec, tau, d, s, n = _solve(
+        sm, lam, prompt, output, budget, _population_limit(prompt, output, max_seqs, kv_tokens)
+    )
     ok = np.isfinite(tau) & (n_dec <= max_seqs) & ((n_dec + 1) * (prompt + output) <= kv_tokens)
     x = n * s
     rho = lam * x
@@ -148,26 +193,35 @@ def knee_qps(
 
 
 def sustainable_qps(sm: StepModel, prompt: float, output: float, budget: int, max_seqs: int, kv_tokens: float) -> float:
-    """Largest rate whose fixed point exists within the sequence and KV limits (bisection on a log grid)."""
-    lo, hi = 0.0, 1.0
-    while _feasible(sm, hi, prompt, output, budget, max_seqs, kv_tokens) and hi < 1e7:
-        lo, hi = hi, hi * 2
-    grid = np.linspace(lo, hi, 65)[1:]
-    for _ in range(3):
-        ok = _feasible_vec(sm, grid, prompt, output, budget, max_seqs, kv_tokens)
-        last = int(np.argmin(ok)) if not ok.all() else grid.size
-        a = grid[last - 1] if last > 0 else lo
-        b = grid[min(last, grid.size - 1)]
-        lo, grid = a, np.linspace(a, b, 65)[1:]
-    return float(lo)
+    """Largest rate whose fixed point exists within the sequence and KV limits, in closed form.
+
+    A rate is sustainable when its fixed point N (:func:`_solve`) keeps N ≤ max_num_seqs, (N + 1)·(P + O) ≤ the KV
+    pool and the prefill queue stable, ρ = λ·n·S < 1; at a fixed point λ = λ(N) (:func:`_curve`), so ρ < 1 reads
+    N·n < O − 1. These limits hold on an interval of N from 0 (n grows with N), and the first fixed point of any
+    rate up to the curve's largest value there lies inside it: the sustainable rate is max λ(N) over that
+    interval, taken on :func:`_grid` and refined by golden section around the best grid point."""
+    p, o = float(prompt), float(output)
+    top = _population_limit(p, o, max_seqs, kv_tokens)
+    if top < 0:
+        return 0.0
+    if o <= 1:  # N = 0: the prefill queue alone, ρ = λ·n·S < 1
+        _, _, s, n = _curve(sm, np.zeros(1), p, o, budget)
+        return float(1.0 / (n[0] * s[0]))
+    g = _grid(top)
+    lam, _, _, n = _curve(sm, g, p, o, budget)
+    ok = g * n < o - 1
+    lam = np.where(ok, lam, 0.0)
+    i = int(np.argmax(lam))
+    a, b = g[max(i - 1, 0)], g[min(i + 1, g.size - 1)]
+    best = float(lam[i])
+    for _ in range(GOLDEN_STEPS):  # golden section on [a, b]; a point outside the limits counts 0
+        x1, x2 = b - INV_PHI * (b - a), a + INV_PHI * (b - a)
+        v = _curve(sm, np.array([x1, x2]), p, o, budget)
+        f = np.where(np.array([x1, x2]) * v[3] < o - 1, v[0], 0.0)
+        best = max(best, float(f.max()))
+        a, b = (a, x2) if f[0] >= f[1] else (x1, b)
+    return best
 
 
-def _feasible_vec(
-    sm: StepModel, lam: np.ndarray, p: float, o: float, budget: int, max_seqs: int, kv: float
-) -> np.ndarray:
-    n_dec, tau, _d, s, n = _solve(sm, lam, p, o, budget)
-    return np.isfinite(tau) & (n_dec <= max_seqs) & ((n_dec + 1) * (p + o) <= kv) & (lam * n * s < 1)
-
-
-def _feasible(sm: StepModel, lam: float, p: float, o: float, budget: int, max_seqs: int, kv: float) -> bool:
-    return bool(_feasible_vec(sm, np.array([lam]), p, o, budget, max_seqs, kv)[0])
+INV_PHI = (math.sqrt(5.0) - 1.0) / 2.0
+GOLDEN_STEPS = 40
