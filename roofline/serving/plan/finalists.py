@@ -335,38 +335,61 @@ def _fewest_replicas(
     factors: tuple[float, float],
     last: int | None = None,
 ) -> tuple[int, SimulationResult, float, float, bool, str, tuple[PercentileEstimate, PercentileEstimate]]:
-    """(replicas, last run, TTFT and TPOT at the SLO percentiles, meets, why not, the last check's estimates): the
-    fewest replicas from ``first``
-    (at most ``MAX_EXTRA`` more) whose one-replica run of ``wl`` at its qps / replicas holds TTFT·f_TTFT ≤ its SLO and
-    TPOT·f_TPOT ≤ its SLO without saturating, each percentile's sampling interval counted
-    (:func:`_sampled_check`); ``last`` (default first + MAX_EXTRA) is the most tried; the last one tried when
-    none does."""
-    why, qps = "", float(wl.qps or 0.0)
+    """(replicas, last run, TTFT and TPOT at the SLO percentiles, meets, why not, the deciding check's estimates):
+    the fewest replicas from ``first`` (at most ``MAX_EXTRA`` more) whose one-replica run of ``wl`` at its qps /
+    replicas holds TTFT·f_TTFT ≤ its SLO and TPOT·f_TPOT ≤ its SLO without saturating, each percentile's sampling
+    interval counted (:func:`sampled_check`), found by :func:`roofline.serving.plan.replica_search.fewest_meeting`;
+    ``last`` (default first + MAX_EXTRA) is the most tried; the last one tried when none does."""
+    from roofline.serving.plan.replica_search import fewest_meeting
+
+    qps = float(wl.qps or 0.0)
     thresholds = (slo_s[0] / factors[0], slo_s[1] / factors[1])
-    for replicas in range(first, (first + MAX_EXTRA if last is None else last) + 1):
+
+    def probe(replicas: int) -> tuple[bool, bool, _Tried]:
         s, est, verdict = sampled_check(run, replace(wl, qps=qps / replicas), pcts, thresholds)
-        ttft, tpot = est[0].value, est[1].value
         if verdict == "meets":
-            return replicas, s, ttft, tpot, True, "", est
-        upper = (ttft * factors[0], tpot * factors[1])
-        why = s.saturated or (
-            f"at {qps / replicas:.3g} req/s per replica the simulated TTFT P{pcts[0]:g} is {ttft * 1e3:.0f} ms "
-            f"(upper bound {upper[0] * 1e3:.0f} ms) and TPOT P{pcts[1]:g} {tpot * 1e3:.1f} ms "
-            f"(upper bound {upper[1] * 1e3:.1f} ms)"
-            + (
-                f"; too close to call after {est[0].runs} runs of {est[0].requests // est[0].runs:,} requests "
-                f"(90 % interval over the runs: TTFT "
-                f"{est[0].lo * 1e3:.0f}–{est[0].hi * 1e3:.0f} ms against {thresholds[0] * 1e3:.0f} ms, TPOT "
-                f"{est[1].lo * 1e3:.1f}–{est[1].hi * 1e3:.1f} ms against {thresholds[1] * 1e3:.1f} ms): sized up"
-                if verdict == "too close"
-                else ""
-            )
-        )
+            return True, False, (s, est, "")
+        why = _miss_why(s, est, verdict, qps / replicas, pcts, factors, thresholds)
         best = fastest(s)
-        if s.saturated is None and (best[0] > thresholds[0] or best[1] > thresholds[1]):
+        hopeless = s.saturated is None and (best[0] > thresholds[0] or best[1] > thresholds[1])
+        if hopeless:
             why += (
                 f"; more replicas cannot help: the fastest request took TTFT {best[0] * 1e3:.0f} ms and TPOT "
                 f"{best[1] * 1e3:.1f} ms against {thresholds[0] * 1e3:.0f} / {thresholds[1] * 1e3:.1f} ms"
             )
-            break
-    return replicas, s, ttft, tpot, False, why, est
+        return False, hopeless, (s, est, why)
+
+    replicas, ok, (s, est, why) = fewest_meeting(first, first + MAX_EXTRA if last is None else last, probe)
+    return replicas, s, est[0].value, est[1].value, ok, why, est
+
+
+#: (run, TTFT and TPOT estimates, why it misses or "") of one replica count the search tried.
+_Tried = tuple["SimulationResult", tuple[PercentileEstimate, PercentileEstimate], str]
+
+
+def _miss_why(
+    s: SimulationResult,
+    est: tuple[PercentileEstimate, PercentileEstimate],
+    verdict: str,
+    rate: float,
+    pcts: tuple[float, float],
+    factors: tuple[float, float],
+    thresholds: tuple[float, float],
+) -> str:
+    """Why one replica count at ``rate`` per replica misses: saturation, or its percentiles against the SLOs (and,
+    too close to call, the sampling interval over its runs)."""
+    ttft, tpot = est[0].value, est[1].value
+    upper = (ttft * factors[0], tpot * factors[1])
+    return s.saturated or (
+        f"at {rate:.3g} req/s per replica the simulated TTFT P{pcts[0]:g} is {ttft * 1e3:.0f} ms "
+        f"(upper bound {upper[0] * 1e3:.0f} ms) and TPOT P{pcts[1]:g} {tpot * 1e3:.1f} ms "
+        f"(upper bound {upper[1] * 1e3:.1f} ms)"
+        + (
+            f"; too close to call after {est[0].runs} runs of {est[0].requests // est[0].runs:,} requests "
+            f"(90 % interval over the runs: TTFT "
+            f"{est[0].lo * 1e3:.0f}–{est[0].hi * 1e3:.0f} ms against {thresholds[0] * 1e3:.0f} ms, TPOT "
+            f"{est[1].lo * 1e3:.1f}–{est[1].hi * 1e3:.1f} ms against {thresholds[1] * 1e3:.1f} ms): sized up"
+            if verdict == "too close"
+            else ""
+        )
+    )

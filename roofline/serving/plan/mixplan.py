@@ -165,8 +165,11 @@ def fewest_replicas_mix(
     assert mix is not None
     check_class_requests(mix, int(wl.num_requests))
     checks = mix_checks(mix, factors)
-    why, qps = "", float(wl.qps or 0.0)
-    for replicas in range(first, last + 1):
+    from roofline.serving.plan.replica_search import fewest_meeting
+
+    qps = float(wl.qps or 0.0)
+
+    def probe(replicas: int) -> tuple[bool, bool, tuple[Any, ...]]:
         rate = qps / replicas
         s, est, verdict = sampled_checks(run, replace(wl, qps=rate), checks)
         cls = class_checks(mix, checks, est)
@@ -182,15 +185,15 @@ def fewest_replicas_mix(
             "ttft_threshold_s": bt.ttft_threshold_s,
             "tpot_threshold_s": bp.tpot_threshold_s,
         }
-        out = (bt.ttft_s, bp.tpot_s, (est[ti], est[pi]), extra)
+        out = (s, bt.ttft_s, bp.tpot_s, (est[ti], est[pi]), extra)
         if verdict == "meets":
-            return replicas, s, out[0], out[1], True, "", out[2], out[3]
+            return True, False, (*out, "")
         why = s.saturated or _miss_text(rate, bind, factors, verdict == "too close", est[0].runs)
-        hopeless = _hopeless(s, cls)
-        if s.saturated is None and hopeless:
-            why += hopeless
-            break
-    return replicas, s, out[0], out[1], False, why, out[2], out[3]
+        hopeless = _hopeless(s, cls) if s.saturated is None else ""
+        return False, bool(hopeless), (*out, why + hopeless)
+
+    replicas, ok, (s, ttft, tpot, est, extra, why) = fewest_meeting(first, last, probe)
+    return replicas, s, ttft, tpot, ok, why, est, extra
 
 
 def _miss_text(rate: float, c: ClassCheck, factors: tuple[float, float], close: bool, runs: int) -> str:
