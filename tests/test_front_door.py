@@ -66,7 +66,7 @@ TINY = dict(num_requests=4, prompt_len=64, output_len=4)
         (dict(hardware=HW, workload=Workload(qps=1.0), qps=2.0), "workload= or as keywords"),
         (dict(hardware=HW, workload="qps=1"), "must be a roofline Workload"),
         (dict(hardware=HW, qps=1.0, speculative="eagle:k=3,alpha=0.7", disagg=P1, **TINY), "combined"),
-        (dict(disagg=P1, concurrency=4, **TINY), "open loop"),
+        (dict(disagg=P1, concurrency=4, warmup=2, **TINY), "drop warmup="),
         (dict(disagg=P1, qps=1.0, tp=2, **TINY), "each pool sets its own tp"),
         (dict(hardware="a100-80gb-sxm", disagg=P1, qps=1.0, **TINY), "drop hardware="),
         (dict(qps=1.0, **TINY), "hardware is missing"),

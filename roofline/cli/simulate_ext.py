@@ -66,6 +66,12 @@ def simulate_disagg_cmd(
     prefill_set: PrefillSetOpt = None,
     decode_set: DecodeSetOpt = None,
     qps: Annotated[str, typer.Option("--qps", metavar="RATE", help="Open loop: requests per second.")] = "1",
+    concurrency: Annotated[
+        str | None,
+        typer.Option(
+            "--concurrency", metavar="N", help="Closed loop instead: N clients, each sends when its previous returns."
+        ),
+    ] = None,
     arrival: ArrivalOpt = "poisson",
     arrival_cv: CvOpt = "1",
     prompt: PromptOpt = "1024",
@@ -88,12 +94,14 @@ def simulate_disagg_cmd(
     rate = parse_float_opt(qps, "--qps")
     if not rate > 0:
         raise OptionError(f"--qps must be positive, got {qps}")
+    loop: dict[str, object] = {"qps": rate, "arrival": arrival}
+    if concurrency is not None:  # a closed loop of clients replaces the open-loop rate
+        loop = {"concurrency": parse_count_opt(concurrency, "--concurrency")}
     r = simulate(
         model,
         disagg=disagg,
         engine=engine,
-        qps=rate,
-        arrival=arrival,
+        **loop,  # type: ignore[arg-type]
         arrival_cv=parse_float_opt(arrival_cv, "--arrival-cv"),
         prompt_len=length_opt(prompt, "--prompt"),
         output_len=length_opt(output, "--output"),

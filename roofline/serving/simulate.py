@@ -253,8 +253,11 @@ def _check_variant(
         )
     if tp != 1 or pp != 1 or ep != 1:
         raise ScenarioError("with disagg= each pool sets its own tp and ep (prefill=GPU:tpNxCOUNT,...): drop tp/pp/ep")
-    if wl.closed_loop:
-        raise ScenarioError("disaggregated simulation is open loop: give qps= or trace= instead of concurrency=")
+    if wl.closed_loop and (wl.warmup or wl.max_concurrency is not None):
+        raise ScenarioError(
+            "disaggregated simulation runs an open loop or a closed loop of concurrency= clients without warm-up: "
+            "drop warmup= / max_concurrency="
+        )
     if wl.prefix_share > 0 or progress is not None:
         raise ScenarioError("disaggregated simulation has no prefix sharing or progress callback yet: drop them")
 

@@ -27,12 +27,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from roofline.engine.config import latency_basis, output_lag_s
-from roofline.errors import ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu
 from roofline.serving.replica import Deployment, Replica
 from roofline.serving.sim.engine import EngineSim
@@ -114,18 +114,15 @@ def run_disagg(
     prefill_overrides: Mapping[str, object] | None = None,
     decode_overrides: Mapping[str, object] | None = None,
 ) -> SimulationResult:
-    """Serve the drawn open-loop requests ``req`` of ``wl`` on a prefill pool and a decode pool (see the module
-    docstring; ``roofline.simulate(..., disagg=cfg)``).
+    """Serve the drawn requests ``req`` of ``wl`` on a prefill pool and a decode pool (see the module docstring;
+    ``roofline.simulate(..., disagg=cfg)``): open loop as drawn, or a closed loop of ``req.slots`` clients
+    (:func:`roofline.serving.sim.disagg_loop.closed_loop`).
 
     ``dep``'s engine overrides, formats and calibration apply to both pools; ``prefill_overrides`` /
     ``decode_overrides`` apply to one pool's engine over the shared overrides (deployments size the pools
     apart: e.g. a prefill engine that runs one request at a time, ``max_num_seqs`` 1, and a decode engine whose
     token budget is its batch).
     """
-    send, prompt, output = req.send_s, req.prompt, req.output
-    if send is None:
-        raise ScenarioError("disaggregated simulation is open loop: give exactly one of qps= or trace=")
-    n = len(prompt)
     pre, dec_pool = cfg.prefill, cfg.decode
     rp = dep.pool(pre.hardware, pre.tp, pre.ep, prefill_overrides, "prefill_overrides").replica(
         req.prompt_mean, req.output_mean
@@ -135,29 +132,69 @@ def run_disagg(
     )
     link = cfg.link_bytes_per_s or rd.hardware.scale_out_bandwidth_per_direction_bytes_per_s or DEFAULT_LINK_BYTES_PER_S
     t_wall = time.perf_counter()
-    src = np.arange(n) % cfg.prefill.count  # round-robin over the prefill instances
+    config: dict[str, Any] = {}
+    if req.send_s is not None:
+        served = serve_pools(rp, rd, cfg, link, req.send_s, req.prompt, req.output)
+    else:
+        from roofline.serving.sim.disagg_loop import closed_loop
+
+        served, rounds = closed_loop(partial(serve_pools, rp, rd, cfg, link), req)
+        config["closed_loop_rounds"] = rounds
+    arrays, dec, busy, xfer = served
+    wall = time.perf_counter() - t_wall
+    gpus = cfg.prefill.gpus + cfg.decode.gpus
+    summary = _summary(arrays, dec, busy, xfer, gpus)
+    config |= {"disagg": cfg, "ratio": cfg.ratio, "gpus": gpus, "link_bytes_per_s": link, "wall_s": wall}
+    config |= {"label": f"{rp.model.name}: {cfg.label()}", "engine": rp.engine.label, "num_requests": len(req.prompt)}
+    config |= {"model": rp.model.name, "seed": wl.seed, "workload": wl.describe()}
+    config["evidence"] = tuple(dict.fromkeys((*rp.evidence, *rd.evidence)))
+    # the prefill pool's request overhead reaches TTFT, the decode pool's output lag every token
+    config["latency_basis"] = latency_basis(
+        rp.engine.model_copy(update={"output_lag_steps": rd.engine.output_lag_steps})
+    )
+    return disagg_result(summary, config, arrays)
+
+
+#: (per-request arrays, the decode pool's output, link-busy seconds and bytes per GPU of each transfer).
+Served = tuple[dict[str, np.ndarray], "_DecodePool", np.ndarray, np.ndarray]
+
+
+def serve_pools(
+    rp: Replica,
+    rd: Replica,
+    cfg: DisaggConfig,
+    link: float,
+    send: np.ndarray,
+    prompt: np.ndarray,
+    output: np.ndarray,
+) -> Served:
+    """The requests sent at ``send`` (s; inf: never sent, left out) through the prefill pool ``rp``, the KV
+    transfer over ``link`` (bytes/s per GPU) and the decode pool ``rd``: per-request times (NaN where not served)."""
+    n = len(prompt)
+    sent = np.isfinite(send)
+    src = np.cumsum(sent) - 1  # round-robin over the prefill instances, in request order of those sent
+    src = np.where(sent, src % cfg.prefill.count, -1)
     prefill_done = _prefill_pool(rp, send, prompt, src, cfg.prefill.count)
     ok = np.isfinite(prefill_done)
     p = prompt.astype(np.float64)  # KV transfers
     b_send = np.asarray(kv_bytes_per_sequence_per_gpu(rp.model, rp.scenario, p), dtype=np.float64)
     b_recv = np.asarray(kv_bytes_per_sequence_per_gpu(rd.model, rd.scenario, p), dtype=np.float64)
-    busy = transfer_seconds(b_send, b_recv, link)
+    busy = transfer_seconds(b_send, b_recv, link) + np.zeros(n)
     ready = np.where(ok, prefill_done, np.inf)
     t_start, t_end, dst = schedule_transfers(ready, busy, src, cfg.decode.count, cfg.prefill.count, cfg.latency_s)
     dec = _decode_pool(rd, prompt, output, t_end, np.where(ok, dst, -1), cfg.decode.count)
     first = prefill_done if cfg.first_token == "prefill" else t_end
     finish = np.where(ok & (output == 1), first, dec.finish)
-    wall = time.perf_counter() - t_wall
     gap1 = dec.tok2 - first  # the first inter-token gap: from the first token to the decode pool's first
     for g in gap1[np.isfinite(gap1)]:
         dec.hist.add(float(g))
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output > 1, (finish - first) / (output - 1), np.nan)
-    if rd.engine.output_lag_steps:  # the decode server's output lag (open loop: it feeds nothing back)
+    if rd.engine.output_lag_steps:  # the decode server's output lag (each token reaches the client that late)
         lag = output_lag_s(rd.engine.output_lag_steps, np.where(output > 1, tpot, 0.0))
         first, finish = first + lag, finish + lag
     arrays = {
-        "arrival_s": send,
+        "arrival_s": np.where(sent, send, np.nan),
         "prefill_done_s": prefill_done,
         "transfer_start_s": t_start,
         "transfer_end_s": t_end,
@@ -170,17 +207,7 @@ def run_disagg(
         "e2e_s": finish - send,
         "kv_transfer_s": t_end - prefill_done,
     }
-    gpus = cfg.prefill.gpus + cfg.decode.gpus
-    summary = _summary(arrays, dec, busy, np.maximum(b_send, b_recv), gpus)
-    config = {"disagg": cfg, "ratio": cfg.ratio, "gpus": gpus, "link_bytes_per_s": link, "wall_s": wall}
-    config |= {"label": f"{rp.model.name}: {cfg.label()}", "engine": rp.engine.label, "num_requests": n}
-    config |= {"model": rp.model.name, "seed": wl.seed, "workload": wl.describe()}
-    config["evidence"] = tuple(dict.fromkeys((*rp.evidence, *rd.evidence)))
-    # the prefill pool's request overhead reaches TTFT, the decode pool's output lag every token
-    config["latency_basis"] = latency_basis(
-        rp.engine.model_copy(update={"output_lag_steps": rd.engine.output_lag_steps})
-    )
-    return disagg_result(summary, config, arrays)
+    return arrays, dec, busy, np.maximum(b_send, b_recv) + np.zeros(n)
 
 
 def _prefill_pool(rp: Replica, send: np.ndarray, prompt: np.ndarray, src: np.ndarray, count: int) -> np.ndarray:
@@ -251,7 +278,7 @@ def _summary(
     finish, send, output = arrays["finish_s"], arrays["arrival_s"], arrays["output_tokens"]
     done = np.isfinite(finish)
     tpot = arrays["tpot_s"]
-    duration = float(np.max(finish[done]) - np.min(send)) if done.any() else float("nan")
+    duration = float(np.max(finish[done]) - np.nanmin(send)) if done.any() else float("nan")
     summary: dict[str, float] = {}
     summary |= stats("ttft", arrays["ttft_s"][done])
     summary |= stats("tpot", tpot[done & np.isfinite(tpot)])
