@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from roofline.errors import RooflineError
 from roofline.serving.sim.sends import ClientSends
 
 if TYPE_CHECKING:
@@ -75,4 +76,7 @@ def closed_loop(serve: Callable[[np.ndarray, np.ndarray, np.ndarray], Served], r
         if np.array_equal(nxt, send):
             return served, rounds
         send = nxt
-    return served, rounds
+    raise RooflineError(
+        f"the disaggregated closed loop did not settle in {len(req.prompt) + 1} rounds (one per request bounds it): "
+        "this is a bug; simulate the open loop (qps=) meanwhile and report the inputs"
+    )
