@@ -23,6 +23,8 @@ Two predictions, nothing fitted (every row out-of-sample; the engines' CPU costs
   X, constant arrivals), first token on the prefill side, each pool with the engine options the source's config
   generator writes for it (:func:`pool_options`; ``--engine-options preset``: the engines' defaults, written
   to ``serving_disagg_preset.csv``), vLLM scheduling asynchronously from v0.14 as in ``validate_simulator.py``;
+* closed loop (``closed``, the same rows): ``roofline.simulate(..., disagg=..., concurrency=C)``, the C clients
+  themselves (the disaggregated closed loop, :mod:`roofline.serving.sim.disagg_loop`), the same pool options;
 * simulated with fit (``simfit``): the same with each engine's request overhead fitted on the
   AGGREGATED rows only (:func:`agg_overheads`) — held out by serving mode: no disaggregated row is fitted.
 """
@@ -230,6 +232,37 @@ def simulated(
     return best
 
 
+def closed(row: pd.Series, options: str = "deployment") -> tuple[float, float, float]:
+    """(TTFT ms, TPOT ms, request rate) of a closed loop of C = ``decode_batch_size`` × ``decode_num_workers``
+    clients sending the row's fixed lengths (``simulate(..., disagg=..., concurrency=C)``: the disaggregated closed
+    loop, no Little's-law rate), each pool with the options of :func:`simulated`."""
+    c = int(row.decode_batch_size) * int(row.decode_num_workers)
+    over: dict[str, object] = {}
+    pre: dict[str, object] = {}
+    dec: dict[str, object] = {}
+    if row.backend == "vllm":
+        over["async_scheduling"] = vllm_async(row.backend_version)
+    if options == "deployment":
+        pre, dec = pool_options(row)
+    elif row.backend == "trtllm":
+        over["chunked_prefill"] = True
+    r = simulate(
+        row.spec,
+        disagg=config(row),
+        engine=row.backend,
+        concurrency=c,
+        prompt_len=int(row.isl),
+        output_len=int(row.osl),
+        num_requests=int(min(max(3 * c, 120), 1500)),
+        weight_dtype=weight_dtype(row),
+        engine_overrides=over,
+        prefill_overrides=pre,
+        decode_overrides=dec,
+    )
+    s = r.summary
+    return s["ttft_mean_s"] * 1e3, s["tpot_mean_s"] * 1e3, s["request_throughput_rps"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-per-group", type=int, default=4, help="simulated rows per (engine, model, GPU)")
@@ -264,6 +297,7 @@ def main() -> None:
             rec["static_ttft_ms"], rec["static_tpot_ms"] = static(row)
             if i in sim_idx:
                 rec["sim_ttft_ms"], rec["sim_tpot_ms"], rec["sim_qps"] = simulated(row, options=a.engine_options)
+                rec["closed_ttft_ms"], rec["closed_tpot_ms"], rec["closed_qps"] = closed(row, a.engine_options)
                 if row.backend in fitted:
                     rec["simfit_ttft_ms"], rec["simfit_tpot_ms"], rec["simfit_qps"] = simulated(
                         row, fitted[row.backend], options=a.engine_options
@@ -272,7 +306,7 @@ def main() -> None:
             rec["note"] = str(exc).split(";")[0][:120]
         res.append(rec)
     out = pd.DataFrame(res)
-    for kind in ("static", "sim", "simfit"):
+    for kind in ("static", "sim", "closed", "simfit"):
         for m in ("ttft", "tpot"):
             if f"{kind}_{m}_ms" in out:
                 out[f"{kind}_{m}_err"] = out[f"{kind}_{m}_ms"] / out[f"measured_{m}_ms"] - 1
