@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from roofline.serving.plan.disagg import DisaggPlan
+    from roofline.serving.sim.result import SimulationResult
 
 DisaggOpt = Annotated[
     str,
@@ -86,9 +87,6 @@ def simulate_disagg_cmd(
     Prints TTFT/TPOT/ITL/E2E percentiles, KV transfer time (queueing on the link included), throughput
     per GPU, and the P:D ratio.
     """
-    from rich.table import Table
-
-    from roofline.cli.render import num
     from roofline.serving.simulate import simulate
 
     rate = parse_float_opt(qps, "--qps")
@@ -117,6 +115,16 @@ def simulate_disagg_cmd(
         cfg = {k: (v.label() if k == "disagg" else v) for k, v in r.config.items()}
         typer.echo(dumps({"config": cfg, "summary": s}))
         return
+    _print_disagg(r)
+
+
+def _print_disagg(r: SimulationResult) -> None:
+    """The disaggregated run's table: latency percentiles, the KV transfer, throughput per GPU, the P:D ratio."""
+    from rich.table import Table
+
+    from roofline.cli.render import num
+
+    s = r.summary
     con = console()
     con.print(
         f"{r.config['label']}; {r.config['gpus']} GPUs; link {num(r.config['link_bytes_per_s'] / 1e9)} GB/s "
