@@ -22,6 +22,7 @@ from roofline.engine.config import step_seconds
 from roofline.evaluate import BOUNDS, OpTiming, bound_codes, op_time, op_time_summed_over_context
 from roofline.ops import decode_ops, prefill_ops
 from roofline.ops.records import Op
+from roofline.pipeline import lane_batch, laned_costs, pipeline_lanes
 from roofline.profile import CalibrationProfile
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
@@ -343,13 +344,25 @@ def engine_cpu(sc: Scenario) -> tuple[float, bool]:
 
 
 def scenario_costs(
-    model: ModelSpec, sc: Scenario, hw: HardwareSpec, prof: CalibrationProfile, *, decode_totals: bool = True
+    model: ModelSpec,
+    sc: Scenario,
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+    *,
+    decode_totals: bool = True,
+    lanes: int | None = None,
 ) -> ScenarioCosts:
     """Prefill ops and cost, decode ops at context P + 1, the first decode step, all decode steps;
     every step with the engine's CPU part (:func:`with_cpu_step`, :func:`with_cpu_decode`).
 
     ``decode_totals`` False leaves the decode phase's summed FLOPs and bytes NaN (:func:`decode_cost`): a sweep
-    shows neither, and on its grid they are two grid-sized sums per op."""
+    shows neither, and on its grid they are two grid-sized sums per op. ``lanes``: pipeline micro-batches in flight
+    (None: the engine's; 1: one pass of the batch as given), :func:`roofline.pipeline.laned_costs` beyond one."""
+    lanes = pipeline_lanes(sc) if lanes is None else lanes
+    if lanes > 1:
+        m, b = lane_batch(sc.batch, lanes)
+        one = scenario_costs(model, sc.with_shape(batch=b), hw, prof, decode_totals=decode_totals, lanes=1)
+        return laned_costs(one, m, sc.pp)
     p = np.asarray(sc.prompt_len, dtype=np.float64)
     o = np.asarray(sc.output_len, dtype=np.float64)
     pre_ops = prefill_ops(model, sc, hw)

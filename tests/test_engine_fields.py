@@ -52,6 +52,7 @@ VALUES: dict[str, tuple[Any, dict[str, Any]]] = {
     "prefix_caching": (False, {}),
     "async_scheduling": (True, {"step_overhead_s": 0.02}),  # overlap needs a CPU part to hide
     "mixed_chunk": (False, {}),
+    "pipeline_micro_batches": (1, {}),  # one batch at a time instead of a micro-batch per stage
 }
 #: refusals the table does not hold: vLLM's scheduler always mixes decodes into a prefill step
 SCHEDULER_REFUSES = {("mixed_chunk", "simulate")}
@@ -137,6 +138,25 @@ def _simulate(over: tuple[tuple[str, Any], ...]) -> tuple[float, ...]:
 ENTRIES = {"predict": _predict, "sweep": _sweep, "max_batch": _max_batch, "plan": _plan, "simulate": _simulate}
 
 
+@functools.cache
+def _pipelined(entry: str, over: tuple[tuple[str, Any], ...]) -> tuple[float, ...]:
+    """The entry point on a two-stage pipeline (pp = 2), where the pipeline's options can show."""
+    if entry == "predict":
+        r = roofline.predict(M, HW, 40, 1024, 64, pp=2, engine_overrides=dict(over))
+        return (r.ttft_s, r.tpot_s, r.e2e_s)
+    if entry == "sweep":
+        df = roofline.sweep(M, HW, [1, 4], 1024, 64, pp=2, engine_overrides=dict(over))
+        return tuple(float(x) for x in df[["ttft_s", "tpot_s"]].to_numpy().ravel())
+    s = roofline.simulate(
+        M, HW, pp=2, concurrency=8, prompt_len=1024, output_len=64, num_requests=24, engine_overrides=dict(over)
+    )
+    return (s.summary["ttft_mean_s"], s.summary["tpot_mean_s"])
+
+
+#: options that only a pipeline-parallel replica shows, walked there (:func:`_pipelined`)
+PIPELINE_ONLY = {"pipeline_micro_batches"}
+
+
 def _refused(field: str, entry: str) -> bool:
     return entry not in ENGINE_OPTION_SCOPE[field][0] or (field, entry) in SCHEDULER_REFUSES
 
@@ -163,6 +183,8 @@ def test_every_field_is_honoured_or_refused_by_name(field: str, entry: str) -> N
         return
     if (field, entry) in BATCH_BLIND:
         run = _predict_at_40
+    if field in PIPELINE_ONLY:
+        run = functools.partial(_pipelined, entry)
     assert run(_key({**base, field: value})) != run(_key(base)), f"{entry} ignores {field}={value!r}"
 
 

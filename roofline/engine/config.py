@@ -45,6 +45,7 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = ("predict", "sweep", "max_batch", "plan",
 _ALL: frozenset[EntryPoint] = frozenset(ENTRY_POINTS)
 _TIMED: frozenset[EntryPoint] = frozenset({"predict", "sweep", "plan", "simulate"})
 _SIM: frozenset[EntryPoint] = frozenset({"simulate"})
+_PIPELINED: frozenset[EntryPoint] = frozenset({"predict", "sweep", "simulate"})
 _MEMORY_ONLY = "counts the sequences whose KV fits in memory, which {field} does not change"
 
 #: The one honour/refuse table: engine option -> (entry points that honour it, why the others cannot).
@@ -75,6 +76,11 @@ ENGINE_OPTION_SCOPE: dict[str, tuple[frozenset[EntryPoint], str]] = {
     "prefix_caching": (_SIM, "prices a static batch with no shared prefix"),
     "async_scheduling": (_TIMED, _MEMORY_ONLY),
     "mixed_chunk": (_SIM, "prices a static batch whose prefill and decode never share a step"),
+    "pipeline_micro_batches": (
+        _PIPELINED,
+        "has no pipeline-parallel replica to run it on (plan sizes tp-only replicas; max_batch counts the "
+        "sequences whose KV fits, which {field} does not change)",
+    ),
 }
 
 #: Fields a user may override (``engine_overrides={...}`` / ``--engine-set name=value``): the table's rows.
@@ -100,6 +106,8 @@ ALIASES = {
     "cuda_graph_max_bs": "cuda_graph_max_batch",
     "max_cudagraph_capture_size": "cuda_graph_max_batch",
     "enable_padding": "cuda_graph_padding",
+    "max_concurrent_batches": "pipeline_micro_batches",
+    "pp_micro_batches": "pipeline_micro_batches",
 }
 
 _TRUE, _FALSE = ("true", "on", "1"), ("false", "off", "0")
@@ -118,6 +126,8 @@ class EngineConfig(BaseModel):
     in the request's own inter-token intervals. CUDA graphs: ``cuda_graphs`` (decode steps replay captured graphs),
     ``cuda_graph_max_batch`` (the largest captured decode batch; larger ones run eagerly; None: every size) and
     ``cuda_graph_padding`` (a batch is padded up to the next captured size; off: only the exact sizes replay).
+    Pipeline parallelism: ``pipeline_micro_batches`` micro-batches in flight (None: one per stage, every engine's
+    default; :mod:`roofline.pipeline`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -145,6 +155,7 @@ class EngineConfig(BaseModel):
     request_overhead_s: float = Field(default=0.0, ge=0)
     request_overhead_cv: float = Field(default=0.0, ge=0, le=10)
     output_lag_steps: float = Field(default=0.0, ge=0, le=1000)
+    pipeline_micro_batches: int | None = Field(default=None, ge=1, le=1024)
     sources: dict[str, str] = Field(default_factory=dict)
 
     @field_validator(
@@ -239,6 +250,7 @@ _WHERE = {
     _ALL: "every entry point",
     _TIMED: "predict, sweep, plan and the serving simulator (roofline simulate / plan --simulate)",
     _SIM: "the serving simulator (roofline simulate / plan --simulate)",
+    _PIPELINED: "predict, sweep and the serving simulator (roofline simulate) of a pipeline-parallel replica",
 }
 _INSTEAD: dict[EntryPoint, str] = {
     "predict": "roofline simulate", "sweep": "roofline simulate", "max_batch": "roofline simulate",

@@ -63,6 +63,18 @@ TRTLLM_GRAPHS = (
     "cuda_graph_runner.py (a batch not in the list runs eagerly); trtllm-serve sets no cuda_graph_config "
     "(roofline/data/kernel_inventory/trtllm.yaml cuda_graph)"
 )
+PIPELINE = "None = one micro-batch per pipeline stage (roofline.pipeline): {where}"
+VLLM_PIPELINE = PIPELINE.format(
+    where="vLLM vllm/config/vllm.py VllmConfig.max_concurrent_batches = pipeline_parallel_size ('PP requires "
+    "PP-size concurrent batches to fill the pipeline'; V1 EngineCore.step_with_batch_queue)"
+)
+SGLANG_PIPELINE = PIPELINE.format(
+    where="SGLang python/sglang/srt/managers/scheduler_pp_mixin.py init_pp_loop_state: pp_loop_size = pp_size + "
+    "pp_async_batch_depth (default 0), one running batch per slot"
+)
+TRTLLM_PIPELINE = PIPELINE.format(
+    where="TensorRT-LLM tensorrt_llm/_torch/pyexecutor/py_executor.py PyExecutor: num_micro_batches = dist.pp_size"
+)
 IDEAL_POLICY = "ideal engine: the vLLM V1 policy"
 FRONTEND_FIT = (
     "fitted on the public closed-loop rows of this engine at concurrency <= 8, the grid value of least median "
@@ -104,6 +116,7 @@ def _vllm(hw: HardwareSpec) -> EngineConfig:
         mixed_chunk=True,
         runtime_reserve_bytes=RUNTIME_RESERVE_BYTES,
         sources={
+            "pipeline_micro_batches": VLLM_PIPELINE,
             "memory_fraction": f"{VLLM_ARGS}: --gpu-memory-utilization default 0.9, a fraction of total memory",
             "request_overhead_s": VLLM_FRONTEND,
             "cuda_graph_max_batch": VLLM_GRAPHS,
@@ -159,6 +172,7 @@ def _sglang(hw: HardwareSpec) -> EngineConfig:
         request_overhead_s=0.32,
         request_overhead_cv=1.0,
         sources={
+            "pipeline_micro_batches": SGLANG_PIPELINE,
             "request_overhead_s": SGLANG_FRONTEND,
             "request_overhead_cv": SGLANG_FRONTEND,
             "memory_fraction": f"{SGLANG_FRACTION}; the static pool holds weights + KV",
@@ -203,6 +217,7 @@ def _trtllm(hw: HardwareSpec) -> EngineConfig:
         request_overhead_s=0.08,
         request_overhead_cv=1.0,
         sources={
+            "pipeline_micro_batches": TRTLLM_PIPELINE,
             "request_overhead_s": TRTLLM_FRONTEND,
             "request_overhead_cv": TRTLLM_FRONTEND,
             "memory_fraction": f"{TRTLLM_ARGS}: KvCacheConfig.free_gpu_memory_fraction default 0.9 of the memory "
@@ -241,6 +256,7 @@ def _ideal(hw: HardwareSpec) -> EngineConfig:
         mixed_chunk=True,
         runtime_reserve_bytes=0.0,
         sources={
+            "pipeline_micro_batches": VLLM_PIPELINE,
             "memory_fraction": "ideal engine: all of the memory software sees",
             "prefix_caching": IDEAL_POLICY,
             "async_scheduling": IDEAL_POLICY,

@@ -20,10 +20,12 @@ from roofline.engine.config import EngineConfig, check_engine_options, latency_b
 from roofline.engine.presets import EngineArg, overrides_map, resolve_engine
 from roofline.errors import NoFitError, ScenarioError
 from roofline.memory import kv_bytes_per_sequence_per_gpu, memory_budget
+from roofline.pipeline import pipeline_lanes
 from roofline.prediction import HardwareArg, ModelArg, ProfileArg, resolve
 from roofline.profile import CalibrationProfile
 from roofline.provenance import device_evidence
 from roofline.serving.sim.engine import EngineSim
+from roofline.serving.sim.lanes import LanedStepModel
 from roofline.serving.sim.policy import Policy, policy_for
 from roofline.serving.sim.steptime import StepModel
 from roofline.serving.workload.trace import HashChain
@@ -284,7 +286,9 @@ def compiled_step(
     if key not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = StepModel(m, sc, hw, prof, max_tokens, max_seqs, eng.step_overhead_s, async_cpu)
+        args = (m, sc, hw, prof, max_tokens, max_seqs, eng.step_overhead_s, async_cpu)
+        lanes = pipeline_lanes(sc)  # pipeline micro-batches in flight: each step priced at its largest lane
+        _CACHE[key] = LanedStepModel(*args, lanes=lanes) if lanes > 1 else StepModel(*args)
     return _CACHE[key]
 
 
