@@ -132,6 +132,22 @@ def pool_options(row: pd.Series) -> tuple[dict[str, object], dict[str, object]]:
     return pre, dec
 
 
+def run_options(row: pd.Series, options: str) -> tuple[dict[str, object], dict[str, object], dict[str, object]]:
+    """(engine, prefill pool, decode pool) overrides of a simulated row: vLLM's asynchronous scheduling by
+    version, and the generator's per-pool options (:func:`pool_options`) or, with the engines' presets,
+    TensorRT-LLM's chunked prefill."""
+    over: dict[str, object] = {}
+    pre: dict[str, object] = {}
+    dec: dict[str, object] = {}
+    if row.backend == "vllm":
+        over["async_scheduling"] = vllm_async(row.backend_version)
+    if options == "deployment":
+        pre, dec = pool_options(row)
+    elif row.backend == "trtllm":
+        over["chunked_prefill"] = True
+    return over, pre, dec
+
+
 def static(row: pd.Series) -> tuple[float, float]:
     """(TTFT ms, TPOT ms) from the static model (see the module docstring)."""
     wd = weight_dtype(row)
@@ -187,15 +203,7 @@ def simulated(
     """(TTFT ms, TPOT ms, request rate) at the Little's-law rate for concurrency C (bisection in log X)."""
     c = int(row.decode_batch_size) * int(row.decode_num_workers)
     cfg = config(row)
-    over: dict[str, object] = {}
-    pre: dict[str, object] = {}
-    dec: dict[str, object] = {}
-    if row.backend == "vllm":
-        over["async_scheduling"] = vllm_async(row.backend_version)
-    if options == "deployment":
-        pre, dec = pool_options(row)
-    elif row.backend == "trtllm":
-        over["chunked_prefill"] = True
+    over, pre, dec = run_options(row, options)
     if overheads is not None:
         over |= {"step_overhead_s": overheads[0], "request_overhead_s": overheads[1], "request_overhead_cv": 1.0}
     n = int(min(max(3 * c, 120), 1500))
@@ -237,15 +245,7 @@ def closed(row: pd.Series, options: str = "deployment") -> tuple[float, float, f
     clients sending the row's fixed lengths (``simulate(..., disagg=..., concurrency=C)``: the disaggregated closed
     loop, no Little's-law rate), each pool with the options of :func:`simulated`."""
     c = int(row.decode_batch_size) * int(row.decode_num_workers)
-    over: dict[str, object] = {}
-    pre: dict[str, object] = {}
-    dec: dict[str, object] = {}
-    if row.backend == "vllm":
-        over["async_scheduling"] = vllm_async(row.backend_version)
-    if options == "deployment":
-        pre, dec = pool_options(row)
-    elif row.backend == "trtllm":
-        over["chunked_prefill"] = True
+    over, pre, dec = run_options(row, options)
     r = simulate(
         row.spec,
         disagg=config(row),
