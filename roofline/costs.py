@@ -18,9 +18,11 @@ from typing import cast
 
 import numpy as np
 
+from roofline.bound_split import BoundBuckets, add_in_place
 from roofline.engine.config import step_seconds
 from roofline.evaluate import BOUNDS, OpTiming, bound_codes, op_time, op_time_summed_over_context
 from roofline.ops import decode_ops, prefill_ops
+from roofline.ops.expert_parallel import hide_in_split, step_hidden_s
 from roofline.ops.records import Op
 from roofline.pipeline import lane_batch, laned_costs, pipeline_lanes
 from roofline.profile import CalibrationProfile
@@ -43,6 +45,7 @@ class PhaseCost:
     bound_time_s: dict[str, np.ndarray]
     steps: np.ndarray
     cpu_s: float | np.ndarray = 0.0
+    hidden_s: float | np.ndarray = 0.0  # seconds the two-batch overlap hides (already out of time_s)
 
     @property
     def bound(self) -> np.ndarray:
@@ -69,24 +72,37 @@ def _timed(op: Op, hw: HardwareSpec, prof: CalibrationProfile, memo: Timings | N
 
 
 def step_cost(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, memo: Timings | None = None) -> PhaseCost:
-    """One forward step (a prefill pass or one decode step): Σ count × op time + one per-step overhead.
+    """One forward step (a prefill pass or one decode step): Σ count × op time + one per-step overhead, less what
+    a two-batch overlap hides (:func:`_overlapped`).
 
     ``memo`` (:data:`Timings`, for this ``hw`` and ``prof`` only) reuses the timing of ops timed before."""
     timings = [_timed(op, hw, prof, memo) for op in ops]
-    scalar = _scalar_step_cost(ops, timings, prof.overheads.per_step_s) if ops else None
-    if scalar is not None:
-        return scalar
-    time = np.asarray(prof.overheads.per_step_s, dtype=np.float64)
-    flops = np.asarray(0.0)
-    mem = np.asarray(0.0)
-    by = _Buckets(prof.overheads.per_step_s)
-    for op, t in zip(ops, timings, strict=True):
-        share = op.count * t.time_s
-        time = time + share
-        flops = flops + op.count * op.flops
-        mem = mem + op.count * op.memory_bytes
-        by.add(t.bound_code, share)
-    return PhaseCost(time, flops, mem, by.done(), np.asarray(1.0))
+    cost = _scalar_step_cost(ops, timings, prof.overheads.per_step_s) if ops else None
+    if cost is None:
+        time = np.asarray(prof.overheads.per_step_s, dtype=np.float64)
+        flops = np.asarray(0.0)
+        mem = np.asarray(0.0)
+        by = BoundBuckets(prof.overheads.per_step_s)
+        for op, t in zip(ops, timings, strict=True):
+            share = op.count * t.time_s
+            time = time + share
+            flops = flops + op.count * op.flops
+            mem = mem + op.count * op.memory_bytes
+            by.add(t.bound_code, share)
+        cost = PhaseCost(time, flops, mem, by.done(), np.asarray(1.0))
+    if any(op.overlap for op in ops):
+        return _overlapped(cost, ops, [op.count * t.time_s for op, t in zip(ops, timings, strict=True)])
+    return cost
+
+
+def _overlapped(cost: PhaseCost, ops: list[Op], shares: list[float | np.ndarray]) -> PhaseCost:
+    """``cost`` less the seconds the two-batch overlap hides (:func:`roofline.ops.expert_parallel.step_hidden_s`),
+    out of its communication share (:func:`roofline.ops.expert_parallel.hide_in_split`)."""
+    hidden = step_hidden_s(ops, shares)
+    if hidden is None:
+        return cost
+    by = hide_in_split(cost.bound_time_s, hidden)
+    return replace(cost, time_s=cost.time_s - hidden, bound_time_s=by, hidden_s=hidden)
 
 
 def _scalar_step_cost(ops: list[Op], timings: list[OpTiming], per_step_s: float) -> PhaseCost | None:
@@ -116,57 +132,6 @@ def _f64(v: float) -> np.ndarray:
     return cast(np.ndarray, np.float64(v))
 
 
-class _Buckets:
-    """The time of a phase split by bound (compute, memory, communication, overhead), summed op by op.
-
-    Equal, float for float and in shape, to adding ``where(code == i, share, 0.0)`` to every bucket i:
-    a bucket no point of the op lands in is left alone (adding 0.0 changes no float but −0.0, which no
-    bucket holds), one every point lands in takes ``share`` whole, and each bucket is broadcast to the
-    shape those additions would have given it when the split is read (:meth:`done`).
-    """
-
-    def __init__(self, overhead: object) -> None:
-        self.by = [np.asarray(0.0) for _ in BOUNDS]
-        self.by[3] = self.by[3] + overhead
-        self.shapes = [np.shape(b) for b in self.by]
-
-    def add(self, code: np.ndarray, share: np.ndarray) -> None:
-        """Add ``share`` to the bucket of its bound code (scalar fast path)."""
-        if code.ndim == 0:
-            i = int(code)
-            self.by[i] = self.by[i] + share
-            if np.shape(share) != self.shapes[i]:
-                self.shapes[i] = np.broadcast_shapes(self.shapes[i], np.shape(share))
-            return
-        full = np.broadcast_shapes(code.shape, np.shape(share))
-        counts = np.bincount(code.ravel(), minlength=len(BOUNDS))
-        for i, n in enumerate(counts[: len(BOUNDS)]):
-            self.shapes[i] = np.broadcast_shapes(self.shapes[i], full)
-            if n:
-                self.by[i] = _add(self.by[i], share if n == code.size else np.where(code == i, share, 0.0))
-
-    def done(self) -> dict[str, np.ndarray]:
-        """The buckets by bound label, each in the shape the op-by-op broadcast gives it."""
-        by = [b if np.shape(b) == s else b + np.zeros(s) for b, s in zip(self.by, self.shapes, strict=True)]
-        return dict(zip(BOUNDS, by, strict=True))
-
-
-def _add(total: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``total + x``, written into ``total`` where it is a float array with the sum's shape already.
-
-    Only for running sums whose arrays the summing function made itself (no caller holds them);
-    the floats are those of ``total + x`` either way, without a fresh grid-sized array per op."""
-    if (
-        isinstance(total, np.ndarray)
-        and total.ndim
-        and total.dtype == np.float64
-        and np.result_type(total, x) == np.float64
-        and total.shape == np.broadcast_shapes(total.shape, np.shape(x))
-    ):
-        return np.add(total, x, out=total)
-    return total + x
-
-
 def decode_cost(
     ops: list[Op],
     hw: HardwareSpec,
@@ -188,17 +153,21 @@ def decode_cost(
     time = steps * prof.overheads.per_step_s
     flops = np.asarray(0.0)
     mem = np.asarray(0.0)
-    by = _Buckets(time)
+    by = BoundBuckets(time)
+    shares: list[float | np.ndarray] | None = [] if any(op.overlap for op in ops) else None
     for op in ops:
         at_mid, summed, code = _over_steps(op, hw, prof, lo, hi, mid, steps, memo)
-        time = _add(time, summed)
+        if shares is not None:
+            shares.append(summed)
+        time = add_in_place(time, summed)
         if totals:
-            flops = _add(flops, op.count * at_mid.flops * steps)
-            mem = _add(mem, op.count * at_mid.memory_bytes * steps)
+            flops = add_in_place(flops, op.count * at_mid.flops * steps)
+            mem = add_in_place(mem, op.count * at_mid.memory_bytes * steps)
         by.add(code, summed)
     if not totals:
         flops = mem = np.asarray(np.nan)
-    return PhaseCost(time, flops, mem, by.done(), steps)
+    cost = PhaseCost(time, flops, mem, by.done(), steps)
+    return cost if shares is None else _overlapped(cost, ops, shares)
 
 
 def _over_steps(

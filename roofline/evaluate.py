@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.ops.expert_parallel import exchange_bandwidth_bytes_per_s
 from roofline.ops.records import Op, f64, ndim
 from roofline.profile import CalibrationProfile
 from roofline.profile_moe import format_key
@@ -141,12 +142,15 @@ def comm_time_s(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> np.nda
     domain; across domains (nodes − 1)/(p − 1) of them on the network (:meth:`CommPath.hop_links`).
     Where the engine runs its custom all-reduce kernel (``op.custom_collective``) and the profile
     measured that kernel (``comm.custom_allreduce_latency_s`` at the nearest GPU count), that
-    measured latency replaces the base and hop terms.
+    measured latency replaces the base and hop terms. An expert dispatch or combine (``op.exchange_kernel``) runs at
+    its kernel family's measured bandwidth (:func:`roofline.ops.expert_parallel.exchange_bandwidth_bytes_per_s`).
     """
     if op.kind != "comm":
         return 0.0 * op.comm_bytes
     path = comm_path(hw, op.group_size)
     bw = path.bandwidth_bytes_per_s * profile.comm.link_efficiency
+    if op.exchange_kernel:  # an expert dispatch/combine: the kernel family's measured bandwidth (already achieved)
+        bw = exchange_bandwidth_bytes_per_s(hw, op.exchange_kernel, op.exchange_direction, op.group_size)  # type: ignore[arg-type]
     lat = op.collectives * profile.comm.latency_s + 0 * op.comm_hops
     for link, hops in path.hop_links(op.comm_hops):
         lat = lat + hops * profile.comm.hop_latency(link)

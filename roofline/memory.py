@@ -22,11 +22,13 @@ import numpy as np
 
 from roofline.engine.config import EngineConfig, check_engine_options
 from roofline.engine.presets import DEFAULT_ENGINE, engine_preset
+from roofline.ops.expert_parallel import dp_rank_batch
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.layers import ResolvedLayer
 from roofline.specs.library import hardware as load_hardware
 from roofline.specs.library import model as load_model
 from roofline.specs.model import ModelSpec
+from roofline.specs.moe_layout import expert_slots
 from roofline.specs.scenario import Scenario, kv_heads_per_gpu, make_scenario
 
 NORM_BYTES = 2.0  # norm vectors and routers stay in 16-bit
@@ -41,7 +43,8 @@ def weight_params_per_gpu(model: ModelSpec, sc: Scenario) -> dict[str, float]:
 
     tp shards heads, FFN width, linear-attention heads and vocabulary; KV heads are
     replicated when tp > kv heads; MLA's q_a/kv_a projections and the DSA indexer are
-    replicated; experts are split over ep GPUs (else tp-sharded). Summed layer by layer
+    replicated; experts (+ redundant slots) are split over ep GPUs (else tp-sharded); with attention data
+    parallelism each DP rank holds the attention, dense and embedding weights sharded by its tp. Summed layer by layer
     (``model.resolved_layers()``). At tp = pp = ep = 1 the components sum to
     ``model.param_count()``.
     """
@@ -58,7 +61,8 @@ def weight_params_per_gpu(model: ModelSpec, sc: Scenario) -> dict[str, float]:
         if layer.ffn == "dense":
             parts["ffn"] += n * model.ffn_params(layer.intermediate_size, model.ffn.kind, model.ffn.bias) / tp
         elif layer.ffn == "moe" and moe is not None:
-            experts = moe.num_experts / sc.ep * model.expert_params() / (1 if sc.ep > 1 else tp)
+            slots = expert_slots(model, sc.redundant_experts)  # routed experts + redundant copies
+            experts = slots / sc.ep * model.expert_params() / (1 if sc.ep > 1 else tp)
             shared = (
                 moe.num_shared_experts
                 * model.ffn_params(moe.shared_intermediate_size or 0, moe.expert_kind, False)
@@ -300,7 +304,8 @@ def memory_budget(model: ModelSpec, hw: HardwareSpec, sc: Scenario, context: obj
     reserve = ``engine.reserve_bytes`` if set (it then covers activations and runtime), else the
     activation peak of one step of ``max_num_batched_tokens`` tokens and min(max_num_seqs, tokens)
     sampled sequences + ``runtime_reserve_bytes``. KV per sequence is rounded up to whole KV blocks
-    (``kv_block_tokens``), as paged engines allocate it.
+    (``kv_block_tokens``), as paged engines allocate it. With attention data parallelism (``sc.dp``) each DP
+    rank holds the KV of its own ⌈B/dp⌉ sequences and ``max_batch`` counts all dp ranks' sequences.
     """
     eng = engine_for(sc, hw)
     ctx = np.asarray(sc.prompt_len if context is None else context, dtype=np.float64)
@@ -314,9 +319,9 @@ def memory_budget(model: ModelSpec, hw: HardwareSpec, sc: Scenario, context: obj
     reserve = float(eng.reserve_bytes) if eng.reserve_bytes is not None else float(act) + eng.runtime_reserve_bytes
     usable, budget = kv_budget_bytes(eng, capacity, weights, reserve)
     per_seq = kv_bytes_per_sequence_per_gpu(model, sc, ctx)
-    kv = np.asarray(sc.batch, dtype=np.float64) * per_seq
+    kv = (np.asarray(sc.batch, dtype=np.float64) if sc.dp == 1 else dp_rank_batch(sc.batch, sc.dp)) * per_seq
     free = budget - kv
-    max_b = np.floor(np.maximum(budget, 0) / per_seq)
+    max_b = np.floor(np.maximum(budget, 0) / per_seq) * sc.dp
     return MemoryBudget(
         eng,
         capacity,
@@ -346,6 +351,8 @@ def max_batch(
     kv_dtype: str = "bf16",
     engine: EngineConfig | str | None = None,
     engine_overrides: Mapping[str, object] | None = None,
+    dp: int = 1,
+    redundant_experts: int = 0,
 ) -> int:
     """Largest number of sequences of ``context_len`` tokens whose KV fits next to the weights.
 
@@ -355,7 +362,8 @@ def max_batch(
     the batch an engine runs, which predict and sweep refuse to exceed. Options that move time, not
     memory, are refused (:func:`roofline.engine.config.check_engine_options`). Example (Llama-2-7B
     fp16, 4,096 tokens, capacity 80e9 B, reserve 10e9, fraction 1 of total):
-    floor((80e9 − 13.48e9 − 10e9) / 2,147,483,648) = 26.
+    floor((80e9 − 13.48e9 − 10e9) / 2,147,483,648) = 26. With attention data parallelism (``dp``) it counts the
+    sequences of all dp ranks, each holding its own.
     """
     check_engine_options(engine_overrides, "max_batch")
     m, hw = load_model(model), load_hardware(hardware)
@@ -368,6 +376,8 @@ def max_batch(
         tp=tp,
         pp=pp,
         ep=ep,
+        dp=dp,
+        redundant_experts=redundant_experts,
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
         engine=engine,

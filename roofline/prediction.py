@@ -23,6 +23,7 @@ from roofline.memory import (
     kv_bytes_per_token,
     memory_budget,
 )
+from roofline.ops.expert_parallel import step_hidden_s
 from roofline.ops.records import Op
 from roofline.profile import CalibrationProfile, load_profile
 from roofline.result import PredictionResult
@@ -85,6 +86,9 @@ def predict(
     calibration: ProfileArg = None,
     scenario: Scenario | None = None,
     speculative: SpeculativeConfig | str | None = None,
+    dp: int = 1,
+    redundant_experts: int = 0,
+    moe_overlap: str = "none",
 ) -> PredictionResult:
     """Predict one static batch: TTFT, TPOT, E2E, throughput, memory and max batch.
 
@@ -98,7 +102,9 @@ def predict(
     (:data:`roofline.engine.config.ENGINE_OPTION_SCOPE`).
     ``speculative`` (a :class:`SpeculativeConfig` or its text, e.g. ``"eagle:k=4,alpha=0.8"``)
     decodes with draft-and-verify steps (:mod:`roofline.speculation.decode`); ``result.speculative``
-    then holds the verify/draft split and the speedup over plain decoding.
+    then holds the verify/draft split and the speedup over plain decoding. ``dp``, ``redundant_experts`` and
+    ``moe_overlap`` lay out a wide-EP MoE replica (:mod:`roofline.specs.moe_layout`): each DP rank runs its own
+    ⌈batch/dp⌉ sequences (and its own ``max_num_seqs``).
     """
     if scenario is not None and not isinstance(scenario, Scenario):
         raise ScenarioError(f"scenario must be a roofline Scenario (see make_scenario), got {type(scenario).__name__}")
@@ -116,6 +122,9 @@ def predict(
         pp=pp,
         ep=ep,
         replicas=replicas,
+        dp=dp,
+        redundant_experts=redundant_experts,
+        moe_overlap=moe_overlap,
         weight_dtype=weight_dtype,
         act_dtype=act_dtype,
         kv_dtype=kv_dtype,
@@ -139,6 +148,8 @@ def check_batch_cap(sc: Scenario, hw: HardwareSpec, entry: EntryPoint) -> None:
     """Refuse a batch above the engine's ``max_num_seqs``: the engine never runs more sequences in one step."""
     eng = engine_for(sc, hw)
     top = float(np.max(np.asarray(sc.batch, dtype=np.float64)))
+    if sc.dp > 1:  # every attention-DP rank has its own scheduler and cap
+        top = math.ceil(top / sc.dp)
     if top > eng.max_num_seqs:
         b = int(top)
         raise ScenarioError(
@@ -273,11 +284,15 @@ def _seconds_per_peak_flop(ops: list[Op], hw: HardwareSpec, fallback_peak: float
 
 
 def _step_times(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, contexts: np.ndarray) -> np.ndarray:
-    """Decode step time at each context (vectorised over the contexts array)."""
+    """Decode step time at each context (vectorised over the contexts array), less what a two-batch overlap hides."""
     total = np.full(contexts.shape, prof.overheads.per_step_s)
+    shares = []
     for op in ops:
-        total = total + op.count * op_time(op.at_context(contexts), hw, prof).time_s
-    return total
+        share = op.count * op_time(op.at_context(contexts), hw, prof).time_s
+        shares.append(share)
+        total = total + share
+    hidden = step_hidden_s(ops, shares) if any(op.overlap for op in ops) else None
+    return total if hidden is None else total - hidden
 
 
 def engine_rows(costs: ScenarioCosts, sc: Scenario) -> list[tuple[str, str, float]]:
@@ -294,6 +309,8 @@ def engine_rows(costs: ScenarioCosts, sc: Scenario) -> list[tuple[str, str, floa
         ("decode", "engine_cpu", dec_cpu),
         ("prefill", "request_overhead", y),
         ("prefill", "output_lag", k * tpot),
+        ("prefill", "moe_overlap_hidden", -float(np.asarray(costs.prefill.hidden_s))),
+        ("decode", "moe_overlap_hidden", -float(np.asarray(costs.decode.hidden_s)) / max(o - 1, 1)),
     ]
     return [r for r in rows if r[2] != 0.0]
 

@@ -83,6 +83,13 @@ class PredictionResult:
         """GPUs used by all replicas."""
         return self.scenario.num_gpus
 
+    def _moe_layout(self) -> dict[str, Any]:
+        """dp, redundant_experts and moe_overlap, present in :meth:`summary` only when one is not the default."""
+        sc = self.scenario
+        if sc.dp == 1 and sc.redundant_experts == 0 and sc.moe_overlap == "none":
+            return {}
+        return {"dp": sc.dp, "redundant_experts": sc.redundant_experts, "moe_overlap": sc.moe_overlap}
+
     def summary(self) -> dict[str, Any]:
         """Flat dict of every scalar field with units in the names (JSON/CSV friendly)."""
         sc = self.scenario
@@ -103,6 +110,7 @@ class PredictionResult:
             "tp": sc.tp,
             "pp": sc.pp,
             "ep": sc.ep,
+            **self._moe_layout(),
             "num_gpus": self.num_gpus,
             "fits": self.fits,
             "missing_bytes": self.missing_bytes,

@@ -27,7 +27,7 @@ def test_search_matches_a_scan_when_meeting_is_monotone(first: int, span: int) -
     for meets_from in [*range(first, last + 1), None]:
         probed: list[int] = []
 
-        def probe(r: int, m: int | None = meets_from) -> tuple[bool, bool, int]:
+        def probe(r: int, m: int | None = meets_from, probed: list[int] = probed) -> tuple[bool, bool, int]:
             probed.append(r)
             return (m is not None and r >= m), False, 10 * r
 
@@ -55,7 +55,7 @@ def test_the_worst_case_costs_at_most_one_probe_more_than_a_scan() -> None:
     for k in range(9):
         probed: list[int] = []
 
-        def probe(r: int, k: int = k) -> tuple[bool, bool, None]:
+        def probe(r: int, k: int = k, probed: list[int] = probed) -> tuple[bool, bool, None]:
             probed.append(r)
             return r >= 1 + k, False, None
 

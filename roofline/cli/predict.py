@@ -35,6 +35,19 @@ Output = Annotated[str, typer.Option("--output", "-n", metavar="TOKENS", help="O
 Tp = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per replica.")]
 Pp = Annotated[int, typer.Option("--pp", help="Pipeline-parallel stages.")]
 Ep = Annotated[int, typer.Option("--ep", help="Expert-parallel GPUs (MoE models).")]
+Dp = Annotated[
+    int,
+    typer.Option(
+        "--dp", help="Attention data-parallel ranks of --tp GPUs each (MoE models; then --ep = dp × tp, wide EP)."
+    ),
+]
+Redundant = Annotated[
+    int, typer.Option("--redundant-experts", metavar="N", help="Extra expert slots per MoE layer (EPLB copies).")
+]
+MoeOverlap = Annotated[
+    str,
+    typer.Option("--moe-overlap", help="none, or two-batch: hide min(compute, expert all-to-all) per MoE layer."),
+]
 WeightDtype = Annotated[
     str,
     typer.Option(
@@ -185,6 +198,9 @@ def predict_cmd(
     level: Level = "0.8",
     json: Json = False,
     csv: Csv = False,
+    dp: Dp = 1,
+    redundant_experts: Redundant = 0,
+    moe_overlap: MoeOverlap = "none",
 ) -> None:
     """TTFT, TPOT, throughput, KV cache and memory of one scenario, headline figures with their interval.
 
@@ -197,6 +213,7 @@ def predict_cmd(
         raise OptionError("--json and --csv are exclusive; pick one")
     b, p, o = (parse_count_opt(v, n) for v, n in ((batch, "--batch"), (prompt, "--prompt"), (output, "--output")))
     kw = scenario_kwargs(tp, pp, ep, weight_dtype, kv_dtype, engine, engine_set, memory_utilization, cuda_graphs)
+    kw.update(dp=dp, redundant_experts=redundant_experts, moe_overlap=moe_overlap)
     lv = parse_level(level, "--level")
     r = predict(model, hardware, b, p, o, calibration=calibration, speculative=spec, **kw)
     if json:

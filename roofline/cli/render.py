@@ -52,6 +52,9 @@ def scenario_title(r: PredictionResult) -> str:
     """One line naming model, hardware and scenario."""
     s = r.summary()
     par = f"tp {s['tp']}" + (f" · pp {s['pp']}" if s["pp"] > 1 else "") + (f" · ep {s['ep']}" if s["ep"] > 1 else "")
+    par += f" · attention dp {s['dp']}" if s.get("dp", 1) > 1 else ""
+    par += f" · {s['redundant_experts']} redundant experts" if s.get("redundant_experts", 0) else ""
+    par += " · two-batch overlap" if s.get("moe_overlap", "none") != "none" else ""
     return (
         f"[bold]{s['model']}[/] on [bold]{s['hardware']}[/] · engine {s['engine']} · profile {s['profile']}\n"
         f"batch {s['batch']} · prompt {s['prompt_len']} · output {s['output_len']} · {par} · "

@@ -86,12 +86,18 @@ def _layer_ops(c: BuildContext, layer: ResolvedLayer, count: int, lk: str) -> li
         # its own experts on the rows routed to them, and the partial outputs are summed by the MoE's
         # all-reduce below (vLLM/SGLang/TensorRT-LLM without attention data parallelism): no all-to-all.
         # ep > tp: experts live on GPUs outside the TP group, so the routed tokens travel there and back.
-        if c.sc.ep > c.tp:
+        # dp > 1: attention data parallelism, wide-EP dispatch and combine on DeepEP-style kernels (ffn.py).
+        if c.sc.dp > 1:
+            ops += ffn.moe_exchange_ops(c, lk, count)
+        elif c.sc.ep > c.tp:
             width = (model.moe.latent_size or h) if model.moe else h  # tokens travel in the latent width
             msg = M * model.moe.top_k * width * ab if model.moe else M
-            ops.append(comm.all_to_all("comm.ep_all_to_all", "comm", lk, 2 * count, dt, msg, c.sc.ep))
-    if c.tp > 1:
-        ops.append(comm.all_reduce("comm.tp_all_reduce", "comm", lk, parts * count, dt, M * h * ab, c.tp, c.hw))
+            a2a = comm.all_to_all("comm.ep_all_to_all", "comm", lk, 2 * count, dt, msg, c.sc.ep)
+            ops.append(with_fields(a2a, overlap="two_batch") if c.sc.moe_overlap == "two_batch" else a2a)
+    # under DP the reduce-scatter before the dispatch and the all-gather after the combine make one all-reduce
+    reduces = parts - 1 if c.sc.dp > 1 and layer.ffn == "moe" else parts
+    if c.tp > 1 and (reduces or c.sc.dp == 1):
+        ops.append(comm.all_reduce("comm.tp_all_reduce", "comm", lk, reduces * count, dt, M * h * ab, c.tp, c.hw))
     return ops
 
 

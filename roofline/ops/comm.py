@@ -135,3 +135,22 @@ def send_recv(name: str, group: str, count: int, dtype: ComputeDtype, message_by
     """
     msg = arr(message_bytes)
     return _comm(name, group, "model", count, dtype, msg, msg, 1, span)
+
+
+def expert_exchange(
+    name: str,
+    layer_kind: str,
+    count: int,
+    dtype: ComputeDtype,
+    wire_bytes: object,
+    p: int,
+    kernel: str,
+    direction: str,
+    overlap: str = "",
+) -> Op:
+    """One expert dispatch or combine over ``p`` EP ranks: ``wire_bytes`` per rank
+    (:func:`roofline.ops.expert_parallel.exchange_bytes_per_rank`), 1 hop, priced at the ``kernel`` family's
+    bandwidth for ``direction``; ``overlap`` = "two_batch" lets it hide behind its layer's compute."""
+    wire = arr(wire_bytes)
+    op = _comm(name, "comm", layer_kind, count, dtype, wire, wire, 1, p)
+    return with_fields(op, exchange_kernel=kernel, exchange_direction=direction, overlap=overlap)

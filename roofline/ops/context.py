@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.ops.expert_parallel import dp_rank_batch
 from roofline.ops.records import Phase, arr
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.model import ModelSpec
@@ -17,7 +18,10 @@ from roofline.specs.scenario import Scenario
 class BuildContext:
     """One phase of one scenario: B sequences × T new tokens after ``past`` cached tokens.
 
-    Prefill: T = prompt_len, past = 0. Decode step: T = 1, past = context − 1.
+    Prefill: T = prompt_len, past = 0. Decode step: T = 1, past = context − 1. With attention data
+    parallelism (``sc.dp`` > 1) ``batch`` is the busiest DP rank's ⌈B/dp⌉ sequences (the ranks wait for it,
+    :func:`roofline.ops.expert_parallel.dp_sync_time_s`) and ``global_batch`` the B sequences of all ranks
+    whose tokens the experts receive.
     """
 
     model: ModelSpec
@@ -30,6 +34,7 @@ class BuildContext:
     attn_dtype: ComputeDtype
     hw: HardwareSpec
     formats: ModuleFormats
+    global_batch: np.ndarray | None = None
 
     @classmethod
     def create(
@@ -44,6 +49,9 @@ class BuildContext:
     ) -> BuildContext:
         """Resolve formats against ``hw`` and broadcast the shape arrays."""
         b, t, p = np.broadcast_arrays(arr(batch), arr(new_tokens), arr(past))
+        whole = None
+        if sc.dp > 1:
+            whole, b = b, dp_rank_batch(b, sc.dp)
         return cls(
             model,
             sc,
@@ -55,12 +63,18 @@ class BuildContext:
             sc.attention_compute_dtype(hw),
             hw,
             sc.weight_formats(model),
+            whole,
         )
 
     @property
     def tokens(self) -> np.ndarray:
         """M = B·T tokens in this forward pass."""
         return self.batch * self.new_tokens
+
+    @property
+    def moe_tokens(self) -> np.ndarray:
+        """Tokens of all DP ranks in this pass (B·T), the routed experts' input; = :attr:`tokens` without DP."""
+        return self.tokens if self.global_batch is None else self.global_batch * self.new_tokens
 
     @property
     def context(self) -> np.ndarray:

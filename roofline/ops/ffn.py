@@ -4,15 +4,20 @@ MoE: M tokens each pick top_k of E experts. The expected number of distinct expe
 touched is E·(1 − (1 − k/E)^M) (each expert is missed by one token with probability
 1 − k/E, independently). Only touched experts' weights are read; FLOPs follow the M·k
 token-expert assignments. With expert parallelism ep, each GPU holds E/ep experts and
-receives M·k/ep assignments on average; without it, every expert is tp-sharded.
+receives M·k/ep assignments on average; without it, every expert is tp-sharded. Expert slots include the
+redundant copies; with attention data parallelism the experts take every DP rank's tokens
+(:func:`routed`) and the tokens travel by :func:`moe_exchange_ops`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from roofline.ops import comm
+from roofline.ops import expert_parallel as ep_phys
 from roofline.ops.context import BuildContext
 from roofline.ops.records import Op, elementwise, gemm
+from roofline.specs.moe_layout import expert_slots
 
 
 def expected_distinct_experts(num_experts: int, top_k: int, tokens: np.ndarray) -> np.ndarray:
@@ -74,7 +79,7 @@ def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     h, M, wb, ab, dt = c.model.hidden_size, c.tokens, c.w_bytes, c.a_bytes, c.gemm_dtype
     ep, tp = c.sc.ep, c.tp
     shard = 1 if ep > 1 else tp  # experts are either distributed (ep) or tp-sharded
-    touched, assignments, rows = routed_rows(moe.num_experts, moe.top_k, ep, M)
+    touched, assignments, rows = routed_rows(expert_slots(c.model, c.sc.redundant_experts), moe.top_k, ep, routed(c))
     i = moe.expert_intermediate_size / shard
     w = moe.latent_size or h  # the width the routed experts run at
     gated = moe.expert_kind == "gated"
@@ -102,6 +107,43 @@ def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
         assert moe.shared_intermediate_size is not None
         shared = moe.num_shared_experts * moe.shared_intermediate_size
         ops += dense_ffn_ops(c, layer_kind, count, shared, moe.expert_kind, prefix="moe.shared", group="moe")
+    return ops
+
+
+def routed(c: BuildContext) -> np.ndarray:
+    """Tokens the busiest EP rank's experts are fed as if routing were even: M without attention DP; with it,
+    all DP ranks' tokens × the imbalance factor of their M·k picks over ep ranks
+    (:func:`roofline.ops.expert_parallel.imbalance_factor`, ``balanced`` with redundant experts)."""
+    if c.sc.dp == 1:
+        return c.tokens
+    moe = c.model.moe
+    assert moe is not None
+    mode: ep_phys.Balance = "balanced" if c.sc.redundant_experts else "uniform"
+    return c.moe_tokens * ep_phys.imbalance_factor(c.moe_tokens * moe.top_k, c.sc.ep, mode)
+
+
+def moe_exchange_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
+    """Dispatch and combine of a wide-EP MoE layer under attention DP: two comm ops per layer.
+
+    Each of a DP rank's tp GPUs sends 1/tp of its tokens (the attention output is reduce-scattered before the
+    dispatch and all-gathered after the combine, one all-reduce's bytes in all). Prefill uses the ``normal``
+    kernels, decode the ``low_latency`` ones (SGLang ``--deepep-mode auto``); the dispatch goes in the routed
+    experts' input format (:func:`roofline.ops.expert_parallel.dispatch_dtype`), the combine in bf16; tokens
+    travel in the experts' width (the latent width of a latent MoE)."""
+    moe = c.model.moe
+    assert moe is not None
+    sc = c.sc
+    kernel: ep_phys.ExchangeKernel = "normal" if c.phase == "prefill" else "low_latency"
+    slots = expert_slots(c.model, sc.redundant_experts)
+    nodes = ep_phys.exchange_nodes(c.hw, sc.ep)
+    width = moe.latent_size or c.model.hidden_size
+    first = ep_phys.dispatch_dtype(sc.group_compute_dtype(c.hw, c.formats.get("routed_experts")))
+    overlap = "two_batch" if sc.moe_overlap == "two_batch" else ""
+    ops = []
+    for direction, dt in (("dispatch", first), ("combine", "bf16")):
+        wire = ep_phys.exchange_bytes_per_rank(c.tokens / c.tp, width, moe.top_k, slots, sc.ep, nodes, kernel, dt)
+        name = f"comm.moe_{direction}"
+        ops.append(comm.expert_exchange(name, layer_kind, count, c.gemm_dtype, wire, sc.ep, kernel, direction, overlap))
     return ops
 
 

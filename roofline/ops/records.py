@@ -106,6 +106,9 @@ class Op:
     weight_element_bytes: float = 0.0  # bytes per weight element of a GEMM (its format: 2 bf16, 1 fp8, ~0.5 4-bit)
     weight_format: str = ""  # the weight GEMM's storage format (Precision value, e.g. "fp8-block"); "" otherwise
     uncaptured: float | np.ndarray = 0.0  # 1 where a "graph" op's step is outside the engine's CUDA-graph capture
+    exchange_kernel: str = ""  # an expert dispatch/combine: its kernel family ("normal", "low_latency"); "" otherwise
+    exchange_direction: str = ""  # "dispatch" or "combine" (the kernel family's bandwidth differs by direction)
+    overlap: str = ""  # "two_batch": its time hides behind its layer's compute (roofline.ops.expert_parallel)
 
     @property
     def memory_bytes(self) -> np.ndarray:

@@ -17,6 +17,7 @@ from roofline.boundary.limits import MAX_BATCH, MAX_PARALLEL, MAX_SEQUENCE_TOKEN
 from roofline.errors import ScenarioError
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.model import ModelSpec
+from roofline.specs.moe_layout import check_moe_layout, normalise_overlap
 from roofline.specs.precision import Precision
 from roofline.specs.quant import MODULE_GROUPS, ModuleFormats, override_formats
 
@@ -44,6 +45,9 @@ class Scenario:
 
     ``engine``: the serving engine (:class:`roofline.engine.EngineConfig`); ``None`` means the
     default preset resolved for the hardware by :func:`roofline.memory.engine_for`.
+
+    ``dp`` attention-DP ranks of ``tp`` GPUs each, ``redundant_experts`` extra expert slots and ``moe_overlap``
+    (``none`` | ``two_batch``) lay out a wide-EP MoE replica (:mod:`roofline.specs.moe_layout`).
     """
 
     batch: IntArray = 1
@@ -61,6 +65,9 @@ class Scenario:
     use_checkpoint: bool = False
     weight_overrides: tuple[tuple[str, Precision], ...] = ()
     allow_long_context: bool = False
+    dp: int = 1
+    redundant_experts: int = 0
+    moe_overlap: str = "none"
 
     def weight_formats(self, model: ModelSpec) -> ModuleFormats:
         """Weight format of each module group for ``model``: the one truth ops and memory read.
@@ -148,7 +155,10 @@ class Scenario:
 
     @property
     def gpus_per_replica(self) -> int:
-        """GPUs one model replica spans: tp × pp (ep reuses the tp GPUs when ep <= tp)."""
+        """GPUs one model replica spans: tp × pp × dp with attention data parallelism (ep = dp × tp), else
+        tp × pp × max(1, ep // tp) (ep reuses the tp GPUs when ep <= tp)."""
+        if self.dp > 1:
+            return self.tp * self.pp * self.dp
         return self.tp * self.pp * max(1, self.ep // self.tp)
 
     @property
@@ -194,7 +204,7 @@ class Scenario:
     def validate_for(self, model: ModelSpec, hw: HardwareSpec) -> None:
         """Raise ScenarioError (with a fix) for shapes and parallelism the model cannot take."""
         _check_shape(self.batch, self.prompt_len, self.output_len)
-        for name in ("tp", "pp", "ep", "replicas"):
+        for name in ("tp", "pp", "ep", "dp", "replicas"):
             v = getattr(self, name)
             if isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer) or v < 1:
                 raise ScenarioError(f"{name} must be an integer >= 1 (got {v!r})")
@@ -228,11 +238,7 @@ class Scenario:
             )
         if self.pp > model.num_layers:
             raise ScenarioError(f"pp={self.pp} exceeds the {model.num_layers} layers of {model.name}")
-        if self.ep > 1:
-            if model.moe is None:
-                raise ScenarioError(f"ep={self.ep} needs a mixture-of-experts model; {model.name} is dense. Use ep=1.")
-            if model.moe.num_experts % self.ep:
-                raise ScenarioError(f"ep={self.ep} does not divide the {model.moe.num_experts} experts of {model.name}")
+        check_moe_layout(self, model)
         self.gemm_compute_dtype(hw)
         self.attention_compute_dtype(hw)
         for g, _ in self.weight_overrides:
@@ -336,6 +342,9 @@ def make_scenario(
     pp: int = 1,
     ep: int = 1,
     replicas: int = 1,
+    dp: int = 1,
+    redundant_experts: int = 0,
+    moe_overlap: str = "none",
     weight_dtype: str | Precision | dict[str, str] = "checkpoint",
     act_dtype: str | Precision | None = None,
     kv_dtype: str | Precision = "bf16",
@@ -354,7 +363,8 @@ def make_scenario(
     :class:`EngineConfig`; ``engine_overrides`` sets its fields (engine option names such as
     ``gpu_memory_utilization`` or ``max_num_batched_tokens`` are accepted). ``cuda_graphs``
     (None = the engine's setting) replays decode steps as CUDA graphs; False launches every
-    decode kernel eagerly.
+    decode kernel eagerly. ``dp`` (attention data parallelism), ``redundant_experts`` and ``moe_overlap``
+    (``none`` or ``two-batch``) lay out a wide-EP MoE replica (:mod:`roofline.specs.moe_layout`).
     """
     from roofline.engine.config import EngineConfig
     from roofline.engine.presets import overrides_map, resolve_engine
@@ -377,4 +387,7 @@ def make_scenario(
         replicas=replicas,
         engine=resolve_engine(engine, hw, overrides),
         quantize_embeddings=quantize_embeddings,
+        dp=dp,
+        redundant_experts=redundant_experts,
+        moe_overlap=normalise_overlap(moe_overlap),
     )
