@@ -19,8 +19,8 @@ So L = pp by default (:attr:`roofline.engine.config.EngineConfig.pipeline_micro_
   T(⌈B / min(L, B)⌉), and the replica emits B tokens every TPOT. Against one batch at a time (TPOT T(B)) that
   gains where the pass grows with its rows (KV reads, compute); a weight-bound pass re-reads each stage's weights
   once per lane, so there the lanes buy capacity (L lanes of b rows at the TPOT of one), not speed.
-* **A step with prefill chunks** rides its chunks in the lane being formed: T(decode rows of one lane + the chunks)
-  (the simulator's step; :class:`roofline.serving.sim.lanes.LanedStepModel`).
+* **A step with prefill chunks**: each lane carries its own budget, a request's chunk rides in one lane, and the
+  step takes the busiest lane's pass (the simulator's step, :class:`roofline.serving.sim.ranks.LanedStepModel`).
 * **A static batch from an idle engine** (``predict``'s prefill of B prompts at once): m = min(L, B) micro-batches
   of ⌈B/m⌉ prompts enter the first stage one stage-time apart, so the last first token is out after
   (m + pp − 1)/pp · T(⌈B/m⌉) (the pipeline's fill; its idle share is the bubble (pp − 1)/(m + pp − 1)).

@@ -7,7 +7,7 @@ import pytest
 import roofline
 from roofline.pipeline import bubble_fraction, fill_factor, lane_rows, micro_batches
 from roofline.prediction import make_scenario, resolve
-from roofline.serving.sim.lanes import LanedStepModel
+from roofline.serving.sim.ranks import LanedStepModel
 from roofline.serving.sim.steptime import StepModel
 from roofline.serving.simulate import simulate
 

@@ -25,8 +25,8 @@ from roofline.prediction import HardwareArg, ModelArg, ProfileArg, resolve
 from roofline.profile import CalibrationProfile
 from roofline.provenance import device_evidence
 from roofline.serving.sim.engine import EngineSim
-from roofline.serving.sim.lanes import LanedStepModel
 from roofline.serving.sim.policy import Policy, policy_for
+from roofline.serving.sim.ranks import ranked_step
 from roofline.serving.sim.steptime import StepModel
 from roofline.serving.workload.trace import HashChain
 from roofline.specs.hardware import HardwareSpec
@@ -100,15 +100,18 @@ class Replica:
         if e.request_overhead_cv > 0 and y > 0:
             k = 1.0 / e.request_overhead_cv**2
             jitter = np.random.default_rng([overhead_seed, 1]).gamma(k, y / k, len(prompt)) - y
+        sm = self.step if step is None else step
+        ranks = int(getattr(sm, "ranks", 1))  # batches a step runs at once, each with its own budget (sim.ranks)
         return cls(
-            self.step if step is None else step,
+            sm,
             self.policy if policy is None else policy,
             block_tokens=e.kv_block_tokens,
             total_blocks=self.kv_blocks,
-            max_tokens=e.max_num_batched_tokens,
-            max_seqs=rows,
+            max_tokens=e.max_num_batched_tokens * ranks,
+            max_seqs=rows * (ranks if getattr(sm, "own_pools", False) else 1),
             chunked=e.chunked_prefill,
-            max_partial=e.max_partial_prefills,
+            max_partial=e.max_partial_prefills * ranks,
+            max_chunk=e.max_num_batched_tokens,
             prompt=prompt,
             output=output,
             hashes=hashes,
@@ -175,6 +178,9 @@ class Deployment:
     weight_dtype: str | Precision | None = None
     kv_dtype: str | Precision | None = None
     calibration: ProfileArg = None
+    dp: int = 1
+    redundant_experts: int = 0
+    moe_overlap: str = "none"
 
     def replica(self, prompt_mean: float, output_mean: float) -> Replica:
         """The replica of this deployment for requests of these mean lengths (tokens)."""
@@ -193,6 +199,9 @@ class Deployment:
             calibration=self.calibration,
             prompt_mean=prompt_mean,
             output_mean=output_mean,
+            dp=self.dp,
+            redundant_experts=self.redundant_experts,
+            moe_overlap=self.moe_overlap,
         )
 
     def pool(self, hardware: str, tp: int, ep: int, overrides: Mapping[str, object] | None, field: str) -> Deployment:
@@ -216,6 +225,9 @@ def replica(
     calibration: ProfileArg = None,
     prompt_mean: float = 1024.0,
     output_mean: float = 256.0,
+    dp: int = 1,
+    redundant_experts: int = 0,
+    moe_overlap: str = "none",
 ) -> Replica:
     """Resolve specs, engine and policy; size the KV pool with :func:`memory_budget`; compile the step model.
 
@@ -242,13 +254,16 @@ def replica(
         weight_dtype=weight_dtype or "checkpoint",
         kv_dtype=kd,
         engine=eng,
+        dp=dp,
+        redundant_experts=redundant_experts,
+        moe_overlap=moe_overlap,
     )
     sc.validate_for(m, hw)
     bs = eng.kv_block_tokens
     budget = float(memory_budget(m, hw, sc).kv_budget_bytes)
     ref_ctx = bs * math.ceil((sc.prompt_len + sc.output_len) / bs)
     per_block = float(kv_bytes_per_sequence_per_gpu(m, sc, ref_ctx)) / ref_ctx * bs
-    total_blocks = int(budget // per_block) if budget > 0 else 0
+    total_blocks = (int(budget // per_block) if budget > 0 else 0) * sc.dp  # attention DP: each rank its own pool
     if total_blocks < 1:
         raise NoFitError(f"{m.name} on {hw.name} with {eng.label}: {no_fit_reason(m, hw, sc)}")
     max_seqs = min(eng.max_num_seqs, eng.max_num_batched_tokens)
@@ -287,8 +302,7 @@ def compiled_step(
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
         args = (m, sc, hw, prof, max_tokens, max_seqs, eng.step_overhead_s, async_cpu)
-        lanes = pipeline_lanes(sc)  # pipeline micro-batches in flight: each step priced at its largest lane
-        _CACHE[key] = LanedStepModel(*args, lanes=lanes) if lanes > 1 else StepModel(*args)
+        _CACHE[key] = ranked_step(*args, pipeline_lanes(sc))  # lanes / DP ranks: each step at its busiest batch
     return _CACHE[key]
 
 

@@ -118,15 +118,18 @@ def simulate(
     decode_overrides: EngineOverrides = None,
     progress: ProgressFn | None = None,
     replicas: int = 1,
+    dp: int = 1,
+    redundant_experts: int = 0,
+    moe_overlap: str = "none",
 ) -> SimulationResult:
     """Simulate serving a workload (see the module docstring); deterministic given the workload's seed.
 
     The workload is ``workload=`` or its fields as keywords (``qps`` | ``concurrency`` | ``trace``, lengths,
-    ``num_requests``, ``seed``, ...), not both. ``weight_dtype``/``kv_dtype`` None: the checkpoint's own format
-    (KV in bf16 unless the checkpoint is fp16). ``engine_overrides`` takes every EngineConfig field and the
-    scheduler settings (``prefix_caching``, ``async_scheduling``, ``mixed_chunk``) under their engine option
-    names. ``replicas`` = N > 1 runs N seeded replicas (seeds seed … seed + N − 1); the first is returned and
-    every replica's summary is kept in ``config["replica_summaries"]`` for the intervals.
+    ``num_requests``, ``seed``, ...), not both. ``weight_dtype``/``kv_dtype`` None: the checkpoint's own format (KV
+    bf16 unless fp16). ``engine_overrides`` takes every EngineConfig field and the scheduler settings
+    (``prefix_caching``, ``async_scheduling``, ``mixed_chunk``) under their engine option names. ``replicas`` = N > 1
+    runs N seeded replicas (seeds seed … seed + N − 1): the first is returned, every one's summary is in
+    ``config["replica_summaries"]``. ``dp`` / ``redundant_experts`` / ``moe_overlap``: wide-EP MoE (:mod:`.sim.ranks`).
     """
     given = {name: value for name, value in locals().items() if name in WORKLOAD_FIELDS}  # the keyword workload
     wl = _the_workload(workload, given)
@@ -135,7 +138,8 @@ def simulate(
     if replicas > 1 and wl.trace is None:
         _check_replica_requests(replicas, wl.num_requests)
     spec, pools = _variants(speculative, disagg, progress)
-    dep = Deployment(model, hardware, engine, tp, pp, ep, engine_overrides, weight_dtype, kv_dtype, calibration)
+    moe = (dp, redundant_experts, moe_overlap)
+    dep = Deployment(model, hardware, engine, tp, pp, ep, engine_overrides, weight_dtype, kv_dtype, calibration, *moe)
     pool_overrides = prefill_overrides is not None or decode_overrides is not None
     _check_variant(spec, pools, dep, wl, progress=progress, pool_overrides=pool_overrides)
 

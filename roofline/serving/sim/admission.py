@@ -16,6 +16,7 @@ class Admission(RequestLifecycle):
     """The scheduler's admission and chunking (state initialised by ``EngineSim.__init__``)."""
 
     max_tokens: int
+    max_chunk: int  # the most new tokens one request runs in a step: max_tokens, or one rank's budget of several
     max_seqs: int
     chunked: bool
     max_partial: int
@@ -38,12 +39,13 @@ class Admission(RequestLifecycle):
         else:
             h = hl = 0
             new = r.target
-        if new <= budget:
+        cap = budget if budget <= self.max_chunk else self.max_chunk
+        if new <= cap:
             c = new
         elif not self.chunked or len(self.prefilling) >= self.max_partial:  # it fits in no step / no partial left
             return None
         else:
-            c = budget
+            c = cap
         fresh = -(-(r.prompt + r.output) // bs) - h if self.pol.reserve_full else -(-(h * bs + c) // bs) - h
         return h, hl, c, fresh
 
@@ -55,6 +57,7 @@ class Admission(RequestLifecycle):
         budget = self.max_tokens if pol.prefill_first else self.max_tokens - d
         if budget <= 0:
             return True
+        budget = budget if budget <= self.max_chunk else self.max_chunk
         r = self.waiting[0]
         if self.inline_cost and not r.hashes:  # _head_cost of a request without block hashes, written out
             new = r.target
@@ -80,7 +83,7 @@ class Admission(RequestLifecycle):
         for r in self.prefilling:
             if left <= 0:
                 break
-            c = min(r.target - r.computed, left)
+            c = min(r.target - r.computed, left, self.max_chunk)
             if not self.pol.reserve_full:
                 need += -(-(r.computed + c) // self.bs) - r.blocks
             chunks.append((r, c))
@@ -121,12 +124,13 @@ class Admission(RequestLifecycle):
             if inline and not r.hashes:  # _head_cost of a request without block hashes, written out
                 h = hl = 0
                 new = r.target
-                if new <= left:
+                cap = left if left <= self.max_chunk else self.max_chunk
+                if new <= cap:
                     c = new
                 elif not self.chunked or len(self.prefilling) >= self.max_partial:
                     break
                 else:
-                    c = left
+                    c = cap
                 fresh = -(-(r.prompt + r.output) // bs) if self.pol.reserve_full else -(-c // bs)
             else:
                 cost = self._head_cost(r, left)

@@ -58,9 +58,9 @@ from roofline.serving.sim.steptime import StepModel
 _STATE = """
 arrived batch_int bs busy_s chunk_fast chunked client closed cnt completed _cut d_count d_sumoff dec dec_time
 decode_tokens _entries _entry_q extra G generated hashes heap hist inline_cost inline_finish keys kv_int
-lag_steps last_send last_step_s line max_partial max_seqs max_tokens n now _order_q output _output_l pending pol
-pool preemptions prefill_completions prefill_tokens prefilling prompt _prompt_l rec_cached rec_finish rec_first
-rec_preempt req_overhead running sat_mark sat_queue saturated send seq span step tl_blocks tl_count tl_flat
+lag_steps last_send last_step_s line max_chunk max_partial max_seqs max_tokens n now _order_q output _output_l
+pending pol pool preemptions prefill_completions prefill_tokens prefilling prompt _prompt_l rec_cached rec_finish
+rec_first rec_preempt req_overhead running sat_mark sat_queue saturated send seq span step tl_blocks tl_count tl_flat
 tl_rows tl_skip tl_stride waiting warmup work_per_req
 """
 
@@ -94,6 +94,7 @@ class EngineSim(DecodeStretches):
         release_s: np.ndarray | None = None,
         warmup: int = 0,
         warmup_drained: bool = False,
+        max_chunk: int | None = None,
     ) -> None:
         self.step, self.pol = step, policy
         self.line = self.plain_rows and step.line_ok  # decode stretches are one line (decoding)
@@ -101,6 +102,7 @@ class EngineSim(DecodeStretches):
         self.inline_finish = self._owns_finish()  # finished rows in one method (lifecycle)
         self.inline_cost = self._owns_cost()  # the queue head's cost written out (admission)
         self.bs, self.max_tokens, self.max_seqs = block_tokens, max_tokens, min(max_seqs, max_tokens)
+        self.max_chunk = max_tokens if max_chunk is None else min(max_chunk, max_tokens)  # one rank's budget
         self.chunked, self.max_partial = chunked, max_partial
         self.pool = BlockPool(total_blocks)
         self.prompt, self.output, self.hashes = prompt, output, hashes

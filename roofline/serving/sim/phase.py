@@ -8,6 +8,7 @@ Every term prices a scalar step (the simulator's step-by-step path) or an array 
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -20,6 +21,10 @@ from roofline.profile import CalibrationProfile, Curve
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.scenario import Scenario
+
+#: What builds a pass's ops (:func:`roofline.ops.builder.build_ops`'s signature): (model, scenario, hardware, phase,
+#: batch, new tokens, past) → ops; the attention-DP step model compiles a rank's ops and the experts' apart.
+OpBuilder = Callable[[ModelSpec, Scenario, HardwareSpec, Phase, object, object, object], list[Op]]
 
 #: Seconds, token or row counts: a float in the simulator's step-by-step path, an array in the screening tier.
 Sec = TypeVar("Sec", float, np.ndarray)
@@ -264,6 +269,7 @@ def compile_phase(
     max_tokens: int,
     max_rows: int,
     overhead_s: float,
+    builder: OpBuilder = build_ops,
 ) -> PhaseModel:
     """Tabulate per-token and per-sequence op time for M = 0 … max_tokens, R = 0 … max_rows.
 
@@ -277,10 +283,10 @@ def compile_phase(
     n = max(max_tokens, max_rows)
     grid = np.arange(1, n + 1, dtype=np.float64)
     zero = np.zeros_like(grid)
-    one_row = build_ops(model, sc, hw, phase, 1.0, grid, zero)
-    many_rows = build_ops(model, sc, hw, phase, grid, np.ones_like(grid), zero)
-    probe = build_ops(model, sc, hw, phase, 1.0, 1.0, 0.0)
-    past = build_ops(model, sc, hw, phase, 1.0, 1.0, 5.0)
+    one_row = builder(model, sc, hw, phase, 1.0, grid, zero)
+    many_rows = builder(model, sc, hw, phase, grid, np.ones_like(grid), zero)
+    probe = builder(model, sc, hw, phase, 1.0, 1.0, 0.0)
+    past = builder(model, sc, hw, phase, 1.0, 1.0, 5.0)
     token_s, seq_s = np.zeros(n + 1), np.zeros(n + 1)
     spans: list[SpanTerm] = []
     for a, b, op, op5 in zip(one_row, many_rows, probe, past, strict=True):

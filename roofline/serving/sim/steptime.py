@@ -35,9 +35,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from roofline.engine.config import step_seconds
+from roofline.ops.builder import build_ops
 from roofline.profile import CalibrationProfile
 from roofline.serving.sim.meanstep import mean_step_s, prefill_arrays
-from roofline.serving.sim.phase import compile_phase
+from roofline.serving.sim.phase import OpBuilder, compile_phase
 from roofline.serving.sim.stretch import DecodeStretch, FlooredStretch, LineStretch, Stretch
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
@@ -65,12 +66,13 @@ class StepModel:
         max_rows: int,
         cpu_overhead_s: float = 0.0,
         async_cpu: bool = False,
+        builder: OpBuilder = build_ops,
     ) -> None:
         self.max_tokens, self.max_rows = int(max_tokens), int(min(max_rows, max_tokens))
         self.cpu_overhead_s, self.async_cpu = float(cpu_overhead_s), bool(async_cpu)
-        gpu_overhead = prof.overheads.per_step_s
-        self.prefill = compile_phase(model, sc, hw, prof, "prefill", self.max_tokens, self.max_rows, gpu_overhead)
-        self.decode = compile_phase(model, sc, hw, prof, "decode", self.max_tokens, self.max_rows, gpu_overhead)
+        over, n, rows = prof.overheads.per_step_s, self.max_tokens, self.max_rows
+        self.prefill = compile_phase(model, sc, hw, prof, "prefill", n, rows, over, builder)
+        self.decode = compile_phase(model, sc, hw, prof, "decode", n, rows, over, builder)
         self.windows = tuple(t.window for t in self.decode.attn)
         self.has_window = any(math.isfinite(w) for w in self.windows)
         # hot-path copies: the tables as float lists ([decode, prefill]), the widest term, per-term zeros
