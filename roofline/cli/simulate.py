@@ -14,7 +14,7 @@ import typer
 
 from roofline.cli.mix import MixOpt, check_mix_flags
 from roofline.cli.options import OptionError, console, dumps, parse_count_opt, parse_engine_set, parse_float_opt
-from roofline.cli.predict import Calibration, Ep, HardwareArg, ModelArg, Pp, Tp
+from roofline.cli.predict import Calibration, Dp, Ep, HardwareArg, ModelArg, MoeOverlap, Pp, Redundant, Tp
 from roofline.errors import InfeasibleError
 from roofline.units import fmt_seconds
 
@@ -157,6 +157,9 @@ def simulate_cmd(
         int, typer.Option("--replicas", metavar="N", help="Seeded replicas whose spread widens the intervals.")
     ] = 1,
     mix: MixOpt = None,
+    dp: Dp = 1,
+    redundant_experts: Redundant = 0,
+    moe_overlap: MoeOverlap = "none",
 ) -> None:
     """Simulate continuous batching under load: TTFT/TPOT/ITL/E2E percentiles, throughput, KV use.
 
@@ -192,6 +195,9 @@ def simulate_cmd(
             progress=None if bar is None else bar[1],
             replicas=replicas,
             speculative=spec,
+            dp=dp,
+            redundant_experts=redundant_experts,
+            moe_overlap=moe_overlap,
         )
     finally:
         if bar is not None:

@@ -124,14 +124,14 @@ class Replica:
             **extra,
         )
 
-    def run_config(
-        self, sim: EngineSim, *, policy: Policy, max_seqs: int, wall_s: float, seed: int, workload: str
-    ) -> dict[str, Any]:
+    def run_config(self, sim: EngineSim, *, policy: Policy, wall_s: float, seed: int, workload: str) -> dict[str, Any]:
         """The ``config`` record of a finished run (what ran, how the pool was sized, token counts)."""
         m, hw, e, sc = self.model, self.hardware, self.engine, self.scenario
         tp = sc.tp
+        par = f"tp={tp}" + (f" pp={sc.pp}" if sc.pp > 1 else "") + (f" ep={sc.ep}" if sc.ep > 1 else "")
+        par += f" dp={sc.dp}" if sc.dp > 1 else ""
         return {
-            "label": f"{m.name} on {hw.name} tp={tp}, {e.label}",
+            "label": f"{m.name} on {hw.name} {par}, {e.label}",
             "model": m.name,
             "hardware": hw.name,
             "tp": tp,
@@ -140,8 +140,8 @@ class Replica:
             "kv_blocks": self.kv_blocks,
             "kv_block_tokens": e.kv_block_tokens,
             "kv_budget_bytes": self.kv_budget_bytes,
-            "max_num_seqs": max_seqs,
-            "max_num_batched_tokens": e.max_num_batched_tokens,
+            "max_num_seqs": sim.max_seqs,
+            "max_num_batched_tokens": sim.max_tokens,
             "weight_dtype": sc.weight_label(self.model),
             "kv_dtype": sc.kv_dtype.value,
             "wall_s": wall_s,

@@ -299,9 +299,7 @@ def run_replica(rep: Replica, wl: Workload, req: Requests, progress: ProgressFn 
             f" The closed-form screening tier puts this configuration's sustainable rate at "
             f"{sus.sustainable_qps:.3g} requests/s for the mean request ({p_mean:.0f} + {o_mean:.0f} tokens)."
         )
-    config = rep.run_config(
-        sim, policy=rep.policy, max_seqs=step.max_rows, wall_s=wall, seed=wl.seed, workload=wl.describe()
-    )
+    config = rep.run_config(sim, policy=rep.policy, wall_s=wall, seed=wl.seed, workload=wl.describe())
     res = build_result(sim, req.send_s if req.send_s is not None else np.zeros(0), config)
     res.config["starvation"] = starvation(
         eng, rep.policy.prefill_first, req.prompt, req.output, rep.kv_tokens, res.summary["mean_batch"],

@@ -321,7 +321,7 @@ def run_speculative(
     t0 = time.perf_counter()
     sim.run(None if progress is None else (lambda done: progress(done, len(prompt))))
     wall = time.perf_counter() - t0
-    config = rep.run_config(sim, policy=policy, max_seqs=max_rows, wall_s=wall, seed=wl.seed, workload=wl.describe())
+    config = rep.run_config(sim, policy=policy, wall_s=wall, seed=wl.seed, workload=wl.describe())
     config["label"] += f", spec {cfg.label()}"
     config |= {
         "speculative": cfg.label(),
