@@ -50,12 +50,16 @@ def sweep(
     engine_overrides: Mapping[str, object] | None = None,
     cuda_graphs: bool | None = None,
     calibration: ProfileArg = None,
+    dp: int = 1,
+    redundant_experts: int = 0,
+    moe_overlap: str = "none",
 ) -> pd.DataFrame:
     """Evaluate the full grid batch × prompt_len × output_len (× tp) vectorised; one row per point.
 
     The same physics as :func:`predict` (options, engine timing and refusals as there; a batch above the
     engine's ``max_num_seqs`` is refused). Infeasible points keep their row with ``fits`` False,
-    ``missing_bytes`` > 0 and NaN latencies.
+    ``missing_bytes`` > 0 and NaN latencies. ``dp`` / ``redundant_experts`` / ``moe_overlap``: a wide-EP MoE
+    replica, as :func:`roofline.predict` takes them.
     """
     import pandas as pd
 
@@ -90,6 +94,9 @@ def sweep(
             engine=engine,
             engine_overrides=engine_overrides,
             cuda_graphs=cuda_graphs,
+            dp=dp,
+            redundant_experts=redundant_experts,
+            moe_overlap=moe_overlap,
         )
         sc.validate_for(m, hw)
         check_batch_cap(sc, hw, "sweep")

@@ -241,7 +241,7 @@ def test_report_help_lists_what_each_workload_preset_contains() -> None:
 
 def test_deepseek_report_notes_the_shipped_fp8_checkpoint() -> None:
     """First edition: 'no configuration works' for DeepSeek without noting the FP8 checkpoint fits."""
-    rep = build("deepseek-v3", hardware="h100-sxm", workload="chat", precision="bf16", tp_options=[8])
+    rep = build("deepseek-v3", hardware="h100-sxm", workload="chat", precision="bf16", tp_options=[8], dp_options=[1])
     assert rep.data.recommended is None
     assert "ships its checkpoint in FP8" in rep.html and "--precision checkpoint" in rep.html
 

@@ -80,6 +80,12 @@ PrecisionOpt = Annotated[
 TpOpt = Annotated[
     str | None, typer.Option("--tp", metavar="LIST", help="tp values to try (default 1,2,4,8 dividing the heads).")
 ]
+DpOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--dp", metavar="LIST", help="MoE: attention-DP sizes to try with wide EP over dp × tp (default 1,2,…,32)."
+    ),
+]
 MaxGpusOpt = Annotated[int | None, typer.Option("--max-gpus", help="Reject plans needing more GPUs.")]
 PriceOpt = Annotated[
     list[str] | None,
@@ -148,6 +154,7 @@ def plan_cmd(
     pue: PueOpt = None,
     electricity_price: ElectricityPriceOpt = None,
     mix: MixOpt = None,
+    dp: DpOpt = None,
 ) -> None:
     """How many GPUs of which kind serve --qps requests within the TTFT and TPOT SLOs, cheapest first.
 
@@ -180,6 +187,7 @@ def plan_cmd(
         confidence=parse_level(confidence, "--confidence") if confidence is not None else None,
         min_headroom=_headroom(min_headroom),
         procurement=terms,
+        dp_options=parse_int_list(dp, "--dp") if dp else None,
     )
     sized = (
         _simulated(model, res, engine, overrides, calibration, confidence, pcts, jobs, seed, terms, kwh)

@@ -309,7 +309,7 @@ def plan_tables(res: PlanResult, limit: int | None = 15) -> list[Table]:
         "#",
         "hardware",
         "prec",
-        "tp",
+        "parallel",
         "B",
         "limit",
         "req/s/replica",
@@ -324,7 +324,9 @@ def plan_tables(res: PlanResult, limit: int | None = 15) -> list[Table]:
     )
     for h in heads:
         t.add_column(
-            h, justify="left" if h in ("hardware", "prec", "limit", "links") else "right", no_wrap=h == "hardware"
+            h,
+            justify="left" if h in ("hardware", "prec", "limit", "links") else "right",
+            no_wrap=h in ("hardware", "parallel"),
         )
     for i, c in enumerate(ok[:limit], 1):
         style = "bold green" if i == 1 else ""
@@ -332,7 +334,7 @@ def plan_tables(res: PlanResult, limit: int | None = 15) -> list[Table]:
             ("★" if i == 1 else str(i)) + (" ⚠" if c.within_error else ""),
             c.hardware,
             c.precision,
-            str(c.tp),
+            c.parallelism if c.dp > 1 or c.pp > 1 else str(c.tp),
             str(c.batch),
             c.limited_by.replace("_slo", " SLO"),
             num(c.replica_rps),
@@ -349,7 +351,7 @@ def plan_tables(res: PlanResult, limit: int | None = 15) -> list[Table]:
     tables = [t] if ok else []
     groups: dict[tuple[str, str, str], list[str]] = {}
     for c in bad:  # one row per (hardware, precision, reason): e.g. "fp8 unsupported" for every tp
-        groups.setdefault((c.hardware, c.precision, c.reason), []).append(str(c.tp))
+        groups.setdefault((c.hardware, c.precision, c.reason), []).append(c.parallelism if c.dp > 1 else str(c.tp))
     if groups:
         rows = list(groups.items())
         shown = rows[:limit]

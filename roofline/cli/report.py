@@ -23,6 +23,7 @@ from roofline.cli.buyer import (
 )
 from roofline.cli.mix import MixOpt, check_mix_flags
 from roofline.cli.options import JobsOpt, SizingSeedOpt
+from roofline.cli.plan import DpOpt
 from roofline.cli.predict import EngineSet
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ def report_command(
     hosting: HostingOpt = None,
     pue: PueOpt = None,
     mix: MixOpt = None,
+    dp: DpOpt = None,
 ) -> None:
     """Write a self-contained HTML capacity report for MODEL on --hardware.
 
@@ -125,6 +127,7 @@ def report_command(
         **_workload_overrides(prompt, output, qps, ttft_slo, tpot_slo),
         precision=parse_names(precision) or ["checkpoint"],
         tp_options=parse_int_list(tp, "--tp") if tp else None,
+        dp_options=parse_int_list(dp, "--dp") if dp else None,
         max_gpus=max_gpus,
         prices=parse_prices(price or []),
         calibration=calibration,
@@ -178,7 +181,7 @@ def _verdict(rep: Report) -> str:
     gpus = fin.gpus if fin is not None else c.gpus
     usd = rec.values.get("usd_per_hour")
     cost = f", ${usd:,.2f}/hour" if usd is not None and usd == usd else ""
-    return f"recommends {gpus} × {rec.hardware.display_name} (tp {c.tp}){cost}"
+    return f"recommends {gpus} × {rec.hardware.display_name} ({c.parallelism}){cost}"
 
 
 def _workload_help() -> str:

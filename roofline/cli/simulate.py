@@ -166,8 +166,6 @@ def simulate_cmd(
     Exactly one of --qps, --concurrency or --trace. Exit code 1 (after the results) when the offered
     load saturates the engine: the queue grows without bound; the message gives the sustainable rate.
     """
-    from roofline.serving.simulate import simulate
-
     if json and csv:
         raise OptionError("--json and --csv are exclusive; pick one")
     targets = _targets(requests_out, timeline_out, plot, force)  # checked before the simulation runs
@@ -176,36 +174,40 @@ def simulate_cmd(
     given = {"--prompt": prompt != "1024", "--output": output != "256", "--prefix-share": prefix_share != "0"}
     check_mix_flags(mix, {flag: True if on else None for flag, on in given.items()})
     wl = wl if mix is None else dataclasses.replace(wl, mix=mix)
-    bar = _progress(wl.num_requests) if sys.stderr.isatty() and not (json or csv) else None
     if spec is not None and (pp != 1 or ep != 1 or wl.prefix_share != 0):
         raise OptionError("--spec simulates tp-only replicas without prefix sharing; drop --pp/--ep/--prefix-share")
-    try:
-        s = simulate(
-            model,
-            hardware,
-            engine=engine,
-            tp=tp,
-            pp=pp,
-            ep=ep,
-            workload=wl,
-            engine_overrides=parse_engine_set(engine_set),
-            weight_dtype=weight_dtype,
-            kv_dtype=kv_dtype,
-            calibration=calibration,
-            progress=None if bar is None else bar[1],
-            replicas=replicas,
-            speculative=spec,
-            dp=dp,
-            redundant_experts=redundant_experts,
-            moe_overlap=moe_overlap,
-        )
-    finally:
-        if bar is not None:
-            bar[0].stop()
+    layout = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "redundant_experts": redundant_experts}
+    s = _run(
+        model,
+        hardware,
+        wl,
+        show_bar=sys.stderr.isatty() and not (json or csv),
+        engine=engine,
+        engine_overrides=parse_engine_set(engine_set),
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        calibration=calibration,
+        replicas=replicas,
+        speculative=spec,
+        moe_overlap=moe_overlap,
+        **layout,
+    )
     _write(s, *targets)
     _emit(s, "json" if json else "csv" if csv else "text", replicas)
     if s.saturated:
         raise InfeasibleError(s.saturated)
+
+
+def _run(model: str, hardware: str, wl: Workload, *, show_bar: bool, **kw: Any) -> SimulationResult:
+    """``roofline.simulate`` of ``wl`` with ``kw``, under a progress bar when ``show_bar``."""
+    from roofline.serving.simulate import simulate
+
+    bar = _progress(wl.num_requests) if show_bar else None
+    try:
+        return simulate(model, hardware, workload=wl, progress=None if bar is None else bar[1], **kw)
+    finally:
+        if bar is not None:
+            bar[0].stop()
 
 
 def _targets(

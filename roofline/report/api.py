@@ -115,6 +115,7 @@ def build(
     seed: int = 0,
     procurement: Procurement | None = None,
     mix: WorkloadMix | str | Path | None = None,
+    dp_options: Sequence[int] | None = None,
 ) -> Report:
     """Plan ``model`` for ``workload`` on each ``hardware`` and render the full HTML report.
 
@@ -133,7 +134,8 @@ def build(
     runs use (seed, seed + 1, …; see :mod:`roofline.serving.plan.sampling`); the answer should not depend on it.
     ``mix``: a workload mix (``"chat:0.7,rag:0.3"``, a mix YAML path or a WorkloadMix) in place of ``workload`` and
     the lengths and SLOs; ``qps`` is then its total rate (default: the mix file's ``qps``). Every class is checked at
-    its own percentiles and the report shows the class table (:mod:`roofline.report.mixreport`).
+    its own percentiles and the report shows the class table (:mod:`roofline.report.mixreport`). ``dp_options``: the
+    attention-DP sizes a MoE model is planned with (``roofline.plan``'s; [1]: tensor parallelism alone).
     """
     t0 = time.perf_counter()
     lengths = {"prompt_len": prompt_len, "output_len": output_len, "ttft_slo_s": ttft_slo_s, "tpot_slo_s": tpot_slo_s}
@@ -157,6 +159,7 @@ def build(
         procurement=_terms(procurement),
         mix=the_mix,
     )
+    inp = replace(inp, dp_options=tuple(dp_options) if dp_options else None)
     data = report_data(inp, output_path, jobs)
     html = _html(data, t0)
     return Report(replace(data, seconds=time.perf_counter() - t0), html)

@@ -273,7 +273,7 @@ def pareto_figure(data: ReportData) -> Figure:
             row = data.rows[i]
             if row.candidate is not None and row.feasible:
                 c = row.candidate
-                rps = tokens_per_s_per_gpu(c.replica_rps, wl.output_len, c.tp * c.pp)
+                rps = tokens_per_s_per_gpu(c.replica_rps, wl.output_len, c.gpus_per_replica)
                 ax.plot(
                     [1 / c.tpot_full_load_s],
                     [float(rps)],

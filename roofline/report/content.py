@@ -12,11 +12,12 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from roofline.engine.config import honoured_options
 from roofline.memory import kv_bytes_per_token
 from roofline.profile import CalibrationProfile, load_profile
+from roofline.report.candidates import candidate_prediction
 from roofline.result import PredictionResult
 from roofline.serving.plan.loadcurve import tokens_per_s_per_gpu
 from roofline.serving.plan.planner import Candidate, PlanResult, plan
@@ -78,6 +79,7 @@ class ReportInputs:
     procurement: Procurement = field(default_factory=Procurement)
     variant: Callable[[CalibrationProfile], CalibrationProfile] | None = None
     mix: WorkloadMix | None = None  # a workload mix; ``workload`` is then its mean request (report.mixreport)
+    dp_options: tuple[int, ...] | None = None  # MoE attention-DP sizes the plan tries (None: the planner's default)
 
     def profile_for(self, hw: HardwareSpec) -> CalibrationProfile:
         """The profile that prices ``hw``: the given calibration, else the engine's kernel profile on ``hw`` (or the
@@ -131,17 +133,6 @@ class ReportData:
     reproduce: Reproduce
     seconds: float = 0.0
     whatifs: tuple[WhatIf, ...] = ()
-
-
-class PlannerOptions(TypedDict):
-    """The scenario options of :func:`roofline.predict` the planner evaluates a candidate with."""
-
-    tp: int
-    pp: int
-    weight_dtype: str
-    kv_dtype: str
-    engine: str
-    engine_overrides: dict[str, object]
 
 
 def hw_name(hw: str | HardwareSpec) -> str:
@@ -232,40 +223,13 @@ def run_plan(inp: ReportInputs, profile: CalibrationProfile | None = None) -> Pl
         engine=inp.engine,
         engine_overrides=honoured_options(inp.engine_overrides, "plan"),
         procurement=inp.procurement,
+        dp_options=inp.dp_options,
     )
 
 
 def num(x: float | None) -> float:
     """A planner value as float: None (e.g. no price) becomes NaN."""
     return math.nan if x is None else float(x)
-
-
-def planner_options(inp: ReportInputs, cand: Candidate) -> PlannerOptions:
-    """The scenario options the planner evaluates a candidate with (see ``roofline.serving.plan.planner``)."""
-    return {
-        "tp": cand.tp,
-        "pp": cand.pp,
-        "weight_dtype": cand.precision,
-        "kv_dtype": cand.kv_dtype,
-        "engine": inp.engine,
-        "engine_overrides": honoured_options(inp.engine_overrides, "predict"),
-    }
-
-
-def candidate_prediction(inp: ReportInputs, hw: HardwareSpec, cand: Candidate) -> PredictionResult:
-    """``roofline.predict`` at a candidate's batch and options: the memory and ops behind the plan."""
-    from roofline.prediction import predict
-
-    wl = inp.workload
-    return predict(
-        inp.model,
-        hw,
-        batch=int(cand.batch),
-        prompt_len=wl.prompt_len,
-        output_len=wl.output_len,
-        calibration=inp.calibration_for(hw),
-        **planner_options(inp, cand),
-    )
 
 
 def row_values(inp: ReportInputs, f: Finalist) -> dict[str, float]:

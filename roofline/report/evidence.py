@@ -313,6 +313,8 @@ def _options(inp: ReportInputs) -> list[tuple[str, str]]:
         opts.append(("--precision", ",".join(inp.precisions)))
     if inp.tp_options:
         opts.append(("--tp", ",".join(map(str, inp.tp_options))))
+    if inp.dp_options:
+        opts.append(("--dp", ",".join(map(str, inp.dp_options))))
     if inp.kv_dtype:
         opts.append(("--kv-dtype", inp.kv_dtype))
     if inp.engine != "vllm":

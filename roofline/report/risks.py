@@ -68,7 +68,8 @@ def model_error_risk(rec: HardwareRow, inp: ReportInputs) -> tuple[float, str] |
     factor = (ft, fp, fc)[k]
     if k == 2:
         extra = math.ceil(wl.qps * fc / f.sustainable_replica_rps) - f.replicas
-        fix = f"{extra} more replica{'s' if extra != 1 else ''} ({extra * f.candidate.tp} GPUs) would cover it"
+        more = extra * f.candidate.gpus_per_replica
+        fix = f"{extra} more replica{'s' if extra != 1 else ''} ({more} GPUs) would cover it"
     else:
         fix = "a larger tensor-parallel size or more replicas (lower load per replica) would cover it"
     return (

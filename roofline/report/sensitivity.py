@@ -176,7 +176,7 @@ def _best_of_tied(inp: ReportInputs, tied: list[Candidate], best: Finalist | Non
     specs = {h.name: h for h in inp.hardware}
     spare = inp.procurement.spare_replicas
     bound, sized = best, {}
-    for i in sorted(range(len(tied)), key=lambda i: -tied[i].tp * tied[i].pp):
+    for i in sorted(range(len(tied)), key=lambda i: -tied[i].gpus_per_replica):
         c = tied[i]
         cap = None if bound is None else gpus_that_can_win(c, bound, spare)
         f, _ = size_hardware(inp, specs[hw_name(c.hardware)], [c], curve=False, max_gpus=cap)

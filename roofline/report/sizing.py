@@ -130,7 +130,7 @@ def gpus_that_can_win(c: Candidate, best: Finalist, spare_replicas: int = 0) -> 
     when (u(r), g(r)) > (best's total cost, best's GPUs), :func:`rank_key` puts it after ``best``: it cannot win.
     u is non-decreasing and g increasing in r, so the replicas worth trying are 1 … r_max; this returns
     r_max × GPUs per replica (0 when none is)."""
-    per = c.tp * c.pp
+    per = c.gpus_per_replica
     bound = (rank_key(best)[0], best.gpus)
     r = 0
     while r < 4096:

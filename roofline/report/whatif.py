@@ -91,7 +91,7 @@ def _levers(inp: ReportInputs, rec: HardwareRow) -> list[tuple[str, str, ReportI
         (
             "Larger tp",
             f"tensor parallel {tp2} instead of {c.tp}" + _domain_note(rec.hardware, tp2),
-            replace(base, tp_options=(tp2,)) if ok else None,
+            replace(base, tp_options=(tp2,), dp_options=(c.dp,)) if ok else None,
             "" if ok else f"tp {tp2} does not divide the heads",
         )
     )

@@ -178,6 +178,8 @@ def sim_kwargs(
         "engine": engine,
         "tp": c.tp,
         "pp": c.pp,
+        "dp": c.dp,
+        "ep": c.ep,
         "kv_dtype": c.kv_dtype,
         "calibration": calibration,
         "weight_dtype": wd,
@@ -231,7 +233,7 @@ def size_finalist(
         run, wl, first, (ttft_slo_s, tpot_slo_s), pcts, (f_ttft, f_tpot), last
     )
     if not ok and replicas >= last and last < first + MAX_EXTRA:
-        why += f"; stopped at {replicas * c.tp * c.pp} GPUs: a deployment of {max_gpus} GPUs is already known"
+        why += f"; stopped at {replicas * c.gpus_per_replica} GPUs: a deployment of {max_gpus} GPUs is already known"
     costs = priced(
         run, wl, s, c, replicas, qps * output_len, EnergyInputs(tdp_watts, 1.0, prof.power, usd_per_kwh), terms
     )
@@ -291,7 +293,7 @@ def _headroom_floor(h: float) -> float:
 def _last_replicas(c: Candidate, first: int, max_gpus: int | None) -> int:
     """The most replicas the search tries: first + MAX_EXTRA, or fewer where ``max_gpus`` caps the GPUs (never
     below ``first``)."""
-    top = first + MAX_EXTRA if max_gpus is None else min(first + MAX_EXTRA, max_gpus // (c.tp * c.pp))
+    top = first + MAX_EXTRA if max_gpus is None else min(first + MAX_EXTRA, max_gpus // c.gpus_per_replica)
     return max(first, top)
 
 

@@ -84,6 +84,7 @@ from roofline.boundary.limits import MAX_PLAN_CANDIDATES, MAX_PLAN_GPUS
 from roofline.engine.config import check_engine_options
 from roofline.engine.presets import EngineArg, overrides_map
 from roofline.errors import ScenarioError
+from roofline.serving.plan.layouts import layouts
 from roofline.serving.plan.loadcurve import load_curve
 from roofline.serving.plan.mixplan import reject_unservable
 from roofline.serving.plan.procurement import Procurement, owned_prices
@@ -132,6 +133,7 @@ def plan(
     min_headroom: float | str | None = None,
     procurement: Procurement | None = None,
     mix: WorkloadMix | str | Path | None = None,
+    dp_options: Sequence[int] | None = None,
 ) -> PlanResult:
     """Cheapest deployment serving ``qps`` requests/s within the TTFT and TPOT SLOs (see module doc).
 
@@ -147,6 +149,8 @@ def plan(
     None (default) sizes to the load alone and marks candidates whose headroom is inside the error.
     ``procurement``: the buyer's terms (:mod:`roofline.serving.plan.procurement`): sized for qps × peak_factor,
     spare replicas paid for, bought devices priced per owned GPU-hour in place of their rental price.
+    ``dp_options``: attention-DP sizes a MoE model's replica is also tried with (wide EP over dp × tp GPUs; None:
+    :func:`roofline.serving.plan.layouts.layouts`' default).
     """
     from roofline.engine.profiles import select_profile
     from roofline.profile import load_profile
@@ -167,13 +171,7 @@ def plan(
     prices_usd = price_map(owned_prices(terms, hws, price_map(prices)))
     check_tp_options(tp_options)
     precisions = [precisions] if isinstance(precisions, str) else precisions
-    tps = list(tp_options) if tp_options is not None else [t for t in DEFAULT_TP if m.attention.num_heads % t == 0]
-    n_cands = len(hws) * len(precisions) * len(tps)
-    if n_cands > MAX_PLAN_CANDIDATES:
-        raise ScenarioError(
-            f"the plan would evaluate {n_cands:,} candidates (hardware × precision × tp), more than "
-            f"{MAX_PLAN_CANDIDATES:,} (roofline.boundary.limits); list fewer hardware, precisions or tp values"
-        )
+    lays = _layouts(m, len(hws) * len(precisions), tp_options, dp_options)
     head = (qps * terms.peak_factor, int(prompt_len), int(output_len), ttft_slo_s, tpot_slo_s, max_gpus, kv_dtype)
     req = PlanRequest(
         *head, engine, engine_overrides, confidence, min_headroom, terms.spare_replicas, terms.peak_factor
@@ -184,13 +182,27 @@ def plan(
         price = prices_usd.get(hw.name, hw.price.usd_per_gpu_hour if hw.price else None)
         # a given price is per GPU as given; the spec's is for its source's instance
         inst = 1 if hw.name in prices_usd or hw.price is None else hw.price.gpus_per_instance
-        for prec in precisions:
-            for tp in tps:
-                cands.append(_candidate(m, hw, prof, str(prec), int(tp), price, req, inst))
+        cands += [_candidate(m, hw, prof, str(p), tp, price, req, inst, dp) for p in precisions for tp, dp in lays]
     if the_mix is not None:  # every class's mean request must fit one replica's KV cache
         cands = [reject_unservable(c, the_mix, req.p + req.o) for c in cands]
     res = PlanResult(m.name, qps, req.p, req.o, ttft_slo_s, tpot_slo_s, max_gpus, _rank(cands), confidence)
     return res if the_mix is None else replace(res, mix=the_mix)
+
+
+def _layouts(
+    m: ModelSpec, per_layout: int, tp_options: Sequence[int] | None, dp_options: Sequence[int] | None
+) -> list[tuple[int, int]]:
+    """The (tp, dp) layouts to try (:func:`roofline.serving.plan.layouts.layouts`; tp 1, 2, 4, 8 dividing the heads
+    by default), refused when ``per_layout`` (hardware × precisions) times them passes MAX_PLAN_CANDIDATES."""
+    tps = list(tp_options) if tp_options is not None else [t for t in DEFAULT_TP if m.attention.num_heads % t == 0]
+    lays = layouts(m, tps, dp_options)
+    n_cands = per_layout * len(lays)
+    if n_cands > MAX_PLAN_CANDIDATES:
+        raise ScenarioError(
+            f"the plan would evaluate {n_cands:,} candidates (hardware × precision × tp × dp), more than "
+            f"{MAX_PLAN_CANDIDATES:,} (roofline.boundary.limits); list fewer hardware, precisions, tp or dp values"
+        )
+    return lays
 
 
 def _rank(cands: list[Candidate]) -> list[Candidate]:
@@ -209,30 +221,24 @@ def _candidate(
     price: float | None,
     req: PlanRequest,
     gpus_per_instance: int = 1,
+    dp: int = 1,
 ) -> Candidate:
-    """Plan one (hardware, precision, tp): memory limit, SLO-limited batch, replicas, cost."""
+    """Plan one (hardware, precision, tp, dp): memory limit, SLO-limited batch, replicas, cost (dp > 1: attention DP
+    with the experts wide-EP over dp × tp GPUs)."""
     from roofline.grid import sweep
     from roofline.published.uncertainty import upper_factor, upper_factors
     from roofline.specs.scenario import make_scenario
-    from roofline.specs.topology import slow_link_notes
 
     kv = req.kv_dtype or "bf16"
-    links = slow_link_notes(hw, {"tp": tp})
-    base = Candidate(
-        hardware=hw.name,
-        precision=prec,
-        tp=tp,
-        kv_dtype=kv,
-        usd_per_gpu_hour=price,
-        gpus_per_instance=gpus_per_instance,
-        link_flag="; ".join(f for f, _ in links),
-        link_note="; ".join(n for _, n in links),
-    )
+    ep = dp * tp if dp > 1 else 1
+    base = _blank(hw, prec, tp, dp, kv, price, gpus_per_instance)
     opts: dict[str, Any] = {
         "weight_dtype": prec,
         "kv_dtype": kv,
         "engine": req.engine,
         "engine_overrides": req.engine_overrides,
+        "dp": dp,
+        "ep": ep,
     }
     try:
         sc = make_scenario(hw, 1, req.p, req.o, tp=tp, **opts)
@@ -278,6 +284,26 @@ def _candidate(
     return _size(c, req, y, k)
 
 
+def _blank(hw: HardwareSpec, prec: str, tp: int, dp: int, kv: str, price: float | None, inst: int) -> Candidate:
+    """The candidate before it is planned: its layout (ep = dp × tp under attention DP), price and slow links."""
+    from roofline.specs.topology import slow_link_notes
+
+    ep = dp * tp if dp > 1 else 1
+    links = slow_link_notes(hw, {"tp": tp, "ep": ep} if dp > 1 else {"tp": tp})
+    return Candidate(
+        hardware=hw.name,
+        precision=prec,
+        tp=tp,
+        dp=dp,
+        ep=ep,
+        kv_dtype=kv,
+        usd_per_gpu_hour=price,
+        gpus_per_instance=inst,
+        link_flag="; ".join(f for f, _ in links),
+        link_note="; ".join(n for _, n in links),
+    )
+
+
 def _batch_grid(b_mem: int) -> np.ndarray:
     """Every batch 1 … min(b_mem, EXACT_BATCH_LIMIT), then a geometric grid up to b_mem."""
     exact = np.arange(1, min(b_mem, EXACT_BATCH_LIMIT) + 1, dtype=np.int64)
@@ -308,7 +334,7 @@ def _size(c: Candidate, req: PlanRequest, y: float = 0.0, k: float = 0.0) -> Can
     b, t_pre, t_dec, n_dec = c.batch, c.t_prefill_s, c.t_decode_s, req.o - 1
     at_b = load_curve(np.asarray(b), t_pre, np.asarray(t_dec), req.o)
     lam_max = float(at_b.replica_rps)
-    per_replica = c.tp * c.pp
+    per_replica = c.gpus_per_replica
     cap = max(1, MAX_PLAN_GPUS // per_replica)
 
     def load(replicas: int) -> tuple[float, float, float, float]:
@@ -332,7 +358,7 @@ def _size(c: Candidate, req: PlanRequest, y: float = 0.0, k: float = 0.0) -> Can
             mid = (lo + replicas) // 2
             lo, replicas = (lo, mid) if load(mid)[3] <= b else (mid, replicas)
     if replicas > cap:
-        why = f"needs more than {cap:,} replicas × tp {c.tp} at {req.qps:g} req/s"
+        why = f"needs more than {cap:,} replicas × {c.parallelism} at {req.qps:g} req/s"
         why += f" (> {MAX_PLAN_GPUS:,} GPUs, roofline.boundary.limits)"
         return replace(c, feasible=False, reason=why, replica_rps=lam_max)
     ttft, tpot, rho, conc = load(replicas)
@@ -366,6 +392,6 @@ def _size(c: Candidate, req: PlanRequest, y: float = 0.0, k: float = 0.0) -> Can
         latency_bound="lower" if util > SATURATION else "upper" if req.confidence is not None else "point",
     )
     if req.max_gpus is not None and gpus > req.max_gpus:
-        why = f"needs {gpus} GPUs ({replicas} replicas × tp {c.tp}) > max_gpus {req.max_gpus}"
+        why = f"needs {gpus} GPUs ({replicas} replicas × {c.parallelism}) > max_gpus {req.max_gpus}"
         return replace(c, feasible=False, reason=why)
     return c

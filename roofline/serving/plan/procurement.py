@@ -226,9 +226,9 @@ def cost_fields(c: Candidate, replicas: int, tok_s: float, e: EnergyInputs, term
     from roofline.units import usd_per_million_tokens
 
     paid = replicas + terms.spare_replicas
-    gpus, rented = paid * c.tp * c.pp, c.rented_gpus(paid)
+    gpus, rented = paid * c.gpus_per_replica, c.rented_gpus(paid)
     usd_h = None if c.usd_per_gpu_hour is None else rented * c.usd_per_gpu_hour
-    serving = replicas * c.tp * c.pp
+    serving = replicas * c.gpus_per_replica
     energy = energy_fields(serving, rented - serving, tok_s, e, terms)
     total_h = None if usd_h is None else usd_h + (energy["energy_usd_per_hour"] or 0.0)
     return {

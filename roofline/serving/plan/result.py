@@ -34,6 +34,8 @@ class Candidate:
     tp: int
     kv_dtype: str = "bf16"
     pp: int = 1
+    dp: int = 1  # attention data-parallel ranks of tp GPUs (MoE; then ep = dp × tp, wide EP)
+    ep: int = 1
     feasible: bool = False
     reason: str = ""
     batch: int = 0
@@ -68,13 +70,26 @@ class Candidate:
 
     def rented_gpus(self, replicas: int) -> int:
         """GPUs rented for ``replicas`` replicas: :func:`rented_gpus` at this candidate's instance size."""
-        return rented_gpus(replicas, self.tp * self.pp, self.gpus_per_instance)
+        return rented_gpus(replicas, self.gpus_per_replica, self.gpus_per_instance)
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """GPUs of one replica: tp × pp × dp."""
+        return self.tp * self.pp * self.dp
+
+    @property
+    def parallelism(self) -> str:
+        """``tp 8``, ``tp 4 · pp 2`` or ``tp 1 · dp 8 · ep 8`` (attention DP with wide expert parallelism)."""
+        pp = f" · pp {self.pp}" if self.pp > 1 else ""
+        wide = f" · dp {self.dp} · ep {self.ep}" if self.dp > 1 else (f" · ep {self.ep}" if self.ep > 1 else "")
+        return f"tp {self.tp}{pp}{wide}"
 
     @property
     def label(self) -> str:
-        """Short name such as ``h100-sxm tp=4 bf16``."""
+        """Short name such as ``h100-sxm tp=4 bf16`` (``… dp=8 ep=8 …`` with attention DP)."""
         pp = f" pp={self.pp}" if self.pp > 1 else ""
-        return f"{self.hardware} tp={self.tp}{pp} {self.precision}"
+        wide = f" dp={self.dp} ep={self.ep}" if self.dp > 1 else ""
+        return f"{self.hardware} tp={self.tp}{pp}{wide} {self.precision}"
 
 
 @dataclass(frozen=True)
