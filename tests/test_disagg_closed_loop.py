@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import roofline
 from roofline.errors import ScenarioError
 from roofline.serving.sim.disagg_loop import client_sends
 from roofline.serving.simulate import simulate
 from roofline.serving.workload.stream import Requests, Workload
+from roofline.specs.disagg import DisaggConfig, Pool
 
 POOLS = "prefill=h100-sxm:tp2x1,decode=h100-sxm:tp2x1"
 
@@ -75,3 +77,14 @@ def test_closed_loop_warmup_is_refused_kindly() -> None:
     wl = Workload(concurrency=4, num_requests=20, prompt_len=128, output_len=8, warmup=4)
     with pytest.raises(ScenarioError, match="warmup"):
         simulate("llama-3.1-8b", disagg=POOLS, workload=wl)
+
+
+def test_pools_of_attention_dp_workers() -> None:
+    """``tp1dp4x2``: two instances of 4 attention-DP ranks of one GPU, the experts over all 4 (ep = dp × tp); a
+    closed loop on such pools runs, its decode pool prices steps as predict does (one request's TPOT)."""
+    cfg = DisaggConfig.parse("prefill=h100-sxm:tp1dp4x1,decode=h100-sxm:tp1dp4x2")
+    assert cfg.decode == Pool("h100-sxm", 1, 2, 4, 4) and cfg.decode.gpus == 8
+    assert cfg.decode.label() == "h100-sxm:tp1dp4ep4x2"
+    r = simulate("qwen3-30b-a3b", disagg=cfg, concurrency=1, prompt_len=1024, output_len=64, num_requests=2)
+    p = roofline.predict("qwen3-30b-a3b", "h100-sxm", 1, 1024, 64, tp=1, dp=4, ep=4)
+    assert float(r.requests["tpot_s"].iloc[0]) == pytest.approx(p.tpot_s, rel=0.05)

@@ -29,6 +29,7 @@ from roofline.serving.sim.policy import Policy, policy_for
 from roofline.serving.sim.ranks import ranked_step
 from roofline.serving.sim.steptime import StepModel
 from roofline.serving.workload.trace import HashChain
+from roofline.specs.disagg import Pool
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.precision import Precision
@@ -204,11 +205,11 @@ class Deployment:
             moe_overlap=self.moe_overlap,
         )
 
-    def pool(self, hardware: str, tp: int, ep: int, overrides: Mapping[str, object] | None, field: str) -> Deployment:
-        """This deployment on a pool's ``hardware``/``tp``/``ep``, its engine overrides ∪ the pool's ``overrides``
-        (named ``field`` in errors)."""
+    def pool(self, p: Pool, overrides: Mapping[str, object] | None, field: str) -> Deployment:
+        """This deployment on a disaggregated pool's hardware, tp, dp and ep, its engine overrides ∪ the pool's
+        ``overrides`` (named ``field`` in errors)."""
         merged = overrides_map(self.engine_overrides) | overrides_map(overrides, field)
-        return replace(self, hardware=hardware, tp=tp, pp=1, ep=ep, engine_overrides=merged)
+        return replace(self, hardware=p.hardware, tp=p.tp, pp=1, ep=p.ep, dp=p.dp, engine_overrides=merged)
 
 
 def replica(

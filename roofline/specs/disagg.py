@@ -8,7 +8,8 @@ CLI grammar (``--disagg``)::
     prefill=HW:tpTxN,decode=HW:tpTxN[,link=BANDWIDTH][,latency=DURATION][,first=prefill|decode]
 
 ``HW`` a hardware name; ``tpTxN``: N instances of T GPUs each (``tp4x2`` = two tp-4 instances);
-``tpTepExN`` also spreads the experts of a MoE model over E GPUs (``tp8ep8x1``).
+``tpTepExN`` also spreads the experts of a MoE model over E GPUs (``tp8ep8x1``); ``tpTdpDxN`` makes each instance D
+attention data-parallel ranks of T GPUs with the experts wide-EP over all D·T (``tp1dp32x1``: one 32-GPU instance).
 ``link``: per-GPU bandwidth of the path between the pools, per direction (default: the hardware's
 ``scale_out_bandwidth_per_direction``, else 50 GB/s — one 400 Gb/s ConnectX-7 port per GPU, NVIDIA
 DGX H100 datasheet "8x single-port NVIDIA ConnectX-7 400Gb/s InfiniBand/Ethernet").
@@ -39,30 +40,33 @@ from roofline.units import UnitError, parse_duration, parse_quantity
 DEFAULT_LINK_BYTES_PER_S = 50e9  # 400 Gb/s per GPU: NVIDIA DGX H100 datasheet, 8x ConnectX-7 400Gb/s
 DEFAULT_LATENCY_S = 1e-4  # ASSUMED per-transfer setup (see the module docstring)
 GRAMMAR = (
-    "prefill=HW:tpT[epE]xN,decode=HW:tpT[epE]xN[,link=BANDWIDTH][,latency=DURATION][,first=prefill|decode], "
+    "prefill=HW:tpT[dpD][epE]xN,decode=HW:tpT[dpD][epE]xN[,link=BANDWIDTH][,latency=DURATION][,first=prefill|decode], "
     "e.g. prefill=h100-sxm:tp4x2,decode=h100-sxm:tp8x1,link=50GB/s"
 )
-_POOL = re.compile(r"^\s*([A-Za-z0-9.\-]+)\s*:\s*tp(\d+)(?:ep(\d+))?(?:x(\d+))?\s*$")
+_POOL = re.compile(r"^\s*([A-Za-z0-9.\-]+)\s*:\s*tp(\d+)(?:dp(\d+))?(?:ep(\d+))?(?:x(\d+))?\s*$")
 
 
 @dataclass(frozen=True)
 class Pool:
-    """``count`` engine instances of ``tp`` GPUs of ``hardware`` (experts over ``ep`` of them)."""
+    """``count`` engine instances of ``tp`` × ``dp`` GPUs of ``hardware`` (experts over ``ep`` of them; ``dp``
+    attention data-parallel ranks, ep = dp × tp then)."""
 
     hardware: str
     tp: int = 1
     count: int = 1
     ep: int = 1
+    dp: int = 1
 
     @property
     def gpus(self) -> int:
         """GPUs of the whole pool."""
-        return self.tp * self.count
+        return self.tp * self.dp * self.count
 
     def label(self) -> str:
-        """``h100-sxm:tp4x2`` (``tp8ep8x2`` with expert parallelism)."""
+        """``h100-sxm:tp4x2`` (``tp8ep8x2`` with expert parallelism, ``tp1dp8ep8x2`` with attention DP)."""
+        dp = f"dp{self.dp}" if self.dp > 1 else ""
         ep = f"ep{self.ep}" if self.ep > 1 else ""
-        return f"{self.hardware}:tp{self.tp}{ep}x{self.count}"
+        return f"{self.hardware}:tp{self.tp}{dp}{ep}x{self.count}"
 
 
 @dataclass(frozen=True)
@@ -77,14 +81,14 @@ class DisaggConfig:
 
     def __post_init__(self) -> None:
         for side, p in (("prefill", self.prefill), ("decode", self.decode)):
-            if p.tp < 1 or p.count < 1 or p.ep < 1:
+            if p.tp < 1 or p.count < 1 or p.ep < 1 or p.dp < 1:
                 raise ScenarioError(f"--disagg {side}: tp and instance count must be >= 1, got {p.label()}. {GRAMMAR}")
             if p.count > MAX_POOL_INSTANCES:
                 raise ScenarioError(
                     f"--disagg {side}: {p.count:,} instances is more than {MAX_POOL_INSTANCES:,} per pool "
                     f"(roofline.boundary.limits MAX_POOL_INSTANCES); write tpTxN with N <= {MAX_POOL_INSTANCES:,}"
                 )
-            if max(p.tp, p.ep) > MAX_PARALLEL:
+            if max(p.tp * p.dp, p.ep) > MAX_PARALLEL:
                 raise ScenarioError(
                     f"--disagg {side}: tp{p.tp} ep{p.ep} is more than {MAX_PARALLEL:,} GPUs per instance "
                     f"(roofline.boundary.limits MAX_PARALLEL); write tpT with T <= {MAX_PARALLEL:,}"
@@ -136,7 +140,9 @@ class DisaggConfig:
                     f"{option}: the {side} pool {kw[side][:40]!r}… has a count of more than 18 digits; write "
                     f"tpTxN with N <= {MAX_POOL_INSTANCES:,}. {GRAMMAR}"
                 )
-            pools[side] = Pool(m.group(1).lower(), int(m.group(2)), int(m.group(4) or 1), int(m.group(3) or 1))
+            hw, tp, dp, ep, n = m.groups()
+            wide = int(dp or 1) * int(tp) if int(dp or 1) > 1 else 1  # attention DP: experts over all dp × tp GPUs
+            pools[side] = Pool(hw.lower(), int(tp), int(n or 1), int(ep) if ep else wide, int(dp or 1))
         try:
             link = parse_quantity(kw["link"], "bytes_per_s") if "link" in kw else None
             lat = parse_duration(kw["latency"]) if "latency" in kw else DEFAULT_LATENCY_S

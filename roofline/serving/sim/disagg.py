@@ -124,12 +124,8 @@ def run_disagg(
     token budget is its batch).
     """
     pre, dec_pool = cfg.prefill, cfg.decode
-    rp = dep.pool(pre.hardware, pre.tp, pre.ep, prefill_overrides, "prefill_overrides").replica(
-        req.prompt_mean, req.output_mean
-    )
-    rd = dep.pool(dec_pool.hardware, dec_pool.tp, dec_pool.ep, decode_overrides, "decode_overrides").replica(
-        req.prompt_mean, req.output_mean
-    )
+    rp = dep.pool(pre, prefill_overrides, "prefill_overrides").replica(req.prompt_mean, req.output_mean)
+    rd = dep.pool(dec_pool, decode_overrides, "decode_overrides").replica(req.prompt_mean, req.output_mean)
     link = cfg.link_bytes_per_s or rd.hardware.scale_out_bandwidth_per_direction_bytes_per_s or DEFAULT_LINK_BYTES_PER_S
     t_wall = time.perf_counter()
     config: dict[str, Any] = {}
