@@ -318,6 +318,18 @@ def test_kv_dtype_reaches_both_workers(rows: dict[str, pd.Series]) -> None:
     m = dr.map_row(rows["kimik2_5_gb200_vllm_fp4"], kv_dtype="fp8")
     assert isinstance(m, dr.RowMap) and m.kv_dtype == "fp8"
     assert {dr.worker_prediction(m, s).scenario.kv_dtype.value for s in ("prefill", "decode")} == {"fp8"}
-    over = dr._overrides(m, m.decode, "decode")
+    over = dr.worker_overrides(m, m.decode, "decode")
     assert int(str(over["max_num_seqs"])) >= 256 and over["async_scheduling"] is True
-    assert dr._overrides(m, m.prefill, "prefill")["request_overhead_s"] == 0.0
+    assert dr.worker_overrides(m, m.prefill, "prefill")["request_overhead_s"] == 0.0
+
+
+def test_a_row_as_simulated_pools(rows: dict[str, pd.Series]) -> None:
+    """The row above on the simulator: 4 prefill instances of 4 DP ranks (ep 4), one decode instance of 32 ranks
+    (ep 32), 48 GPUs in all, as the static mapping counts them."""
+    from roofline.published.disagg_sim import row_pools
+
+    m = dr.map_row(rows["dsr1_gb200_sglang_fp4"])
+    assert isinstance(m, dr.RowMap)
+    cfg = row_pools(m)
+    assert cfg.prefill.label() == "gb200:tp1dp4ep4x4" and cfg.decode.label() == "gb200:tp1dp32ep32x1"
+    assert cfg.prefill.gpus + cfg.decode.gpus == m.gpus == 48

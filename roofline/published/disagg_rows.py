@@ -270,7 +270,7 @@ def map_row(row: pd.Series, kv_dtype: str = "bf16") -> RowMap | str:
     )
 
 
-def _overrides(m: RowMap, w: Worker, stage: str) -> dict[str, object]:
+def worker_overrides(m: RowMap, w: Worker, stage: str) -> dict[str, object]:
     """Engine options of one worker as AIC's benchmark generator writes them: ``max_batch_size`` = the row's batch
     (cap raised where the preset's is lower) and every batch size 1 … it captured as a CUDA graph
     (``rule_plugin/benchmark/{trtllm,sglang,vllm}.rule`` L18/L10/L10), TensorRT-LLM's prefill without the overlap
@@ -311,7 +311,7 @@ def worker_prediction(m: RowMap, stage: str) -> Any:
         weight_dtype=dict(m.weights),
         kv_dtype=m.kv_dtype,
         engine=m.engine,
-        engine_overrides=_overrides(m, w, stage),
+        engine_overrides=worker_overrides(m, w, stage),
     )
 
 
