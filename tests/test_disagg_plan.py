@@ -73,3 +73,14 @@ def test_cli_plan_disagg() -> None:
     assert table.exit_code == 0 and "KV transfer ms" in table.output
     none = CliRunner().invoke(app, [*args[:5], "--ttft", "1us", *args[7:]])
     assert none.exit_code != 0 and "no deployment" in none.output and "Traceback" not in none.output
+
+
+def test_pools_of_attention_dp_workers_are_counted_by_their_gpus() -> None:
+    """P:D with wide-EP workers: a prefill instance of 2 DP ranks and a decode instance of 4 (one GPU each) count
+    2·P + 4·D GPUs; a co-located replica of 4 ranks counts 4 per replica."""
+    from roofline.serving.plan.disagg import plan_disagg
+
+    sizes = {"dp_prefill": 2, "dp_decode": 4, "dp_colocated": 4, "p_max": 2, "d_max": 1, "n_max": 1}
+    res = plan_disagg("qwen3-30b-a3b", "h100-sxm", 5.0, num_requests=60, **sizes)
+    assert [(c.label, c.gpus) for c in res.disagg] == [("1P:1D", 6), ("2P:1D", 8)]
+    assert [(c.label, c.gpus) for c in res.colocated] == [("1× tp1dp4", 4)]

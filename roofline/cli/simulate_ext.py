@@ -165,6 +165,9 @@ def plan_disagg_cmd(
     tp_prefill: Annotated[int, typer.Option("--tp-prefill", help="tp of a prefill instance.")] = 1,
     tp_decode: Annotated[int, typer.Option("--tp-decode", help="tp of a decode instance.")] = 1,
     tp_colocated: Annotated[int, typer.Option("--tp-colocated", help="tp of a co-located replica.")] = 1,
+    dp_prefill: Annotated[int, typer.Option("--dp-prefill", help="MoE: attention-DP ranks of a prefill instance.")] = 1,
+    dp_decode: Annotated[int, typer.Option("--dp-decode", help="MoE: attention-DP ranks of a decode instance.")] = 1,
+    dp_colocated: Annotated[int, typer.Option("--dp-colocated", help="MoE: attention-DP ranks of a replica.")] = 1,
     p_max: Annotated[int, typer.Option("--p-max", help="Most prefill instances tried.")] = 4,
     d_max: Annotated[int, typer.Option("--d-max", help="Most decode instances tried.")] = 4,
     n_max: Annotated[int, typer.Option("--n-max", help="Most co-located replicas tried.")] = 8,
@@ -184,7 +187,8 @@ def plan_disagg_cmd(
     if first not in ("prefill", "decode"):
         raise OptionError(f"--first must be prefill or decode, got {first!r}")
     try:
-        pl = _plan(model, hardware, qps, (tp_prefill, tp_decode, tp_colocated), (p_max, d_max, n_max), (ttft, tpot),
+        sizes = (tp_prefill, tp_decode, tp_colocated, dp_prefill, dp_decode, dp_colocated)
+        pl = _plan(model, hardware, qps, sizes, (p_max, d_max, n_max), (ttft, tpot),
                    percentile, first, (prompt, output, num_requests), engine, engine_set)  # fmt: skip
     except NoFitError as exc:  # the hint names flags this command has (no --tp, no --weight-dtype)
         raise NoFitError(_disagg_flags(str(exc))) from None
@@ -207,7 +211,7 @@ def _plan(
     model: str,
     hardware: str,
     qps: str,
-    tps: tuple[int, int, int],
+    tps: tuple[int, int, int, int, int, int],
     maxes: tuple[int, int, int],
     slos: tuple[str, str],
     percentile: int,
@@ -216,7 +220,8 @@ def _plan(
     engine: str,
     engine_set: list[str] | None,
 ) -> DisaggPlan:
-    """plan_disagg with the command's options parsed (durations, counts, lengths, engine options)."""
+    """plan_disagg with the command's options parsed (durations, counts, lengths, engine options); ``tps``: tp of
+    the prefill, decode and co-located instances, then their attention-DP ranks."""
     from roofline.cli.options import parse_duration_opt
     from roofline.serving.plan.disagg import plan_disagg
 
@@ -227,6 +232,9 @@ def _plan(
         tp_prefill=tps[0],
         tp_decode=tps[1],
         tp_colocated=tps[2],
+        dp_prefill=tps[3],
+        dp_decode=tps[4],
+        dp_colocated=tps[5],
         p_max=maxes[0],
         d_max=maxes[1],
         n_max=maxes[2],

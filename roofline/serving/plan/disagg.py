@@ -3,10 +3,11 @@
 For an offered rate X (open loop, the workload of ``roofline.simulate(..., disagg=...)``) and SLOs on a TTFT and a TPOT
 percentile, every P:D pair with P ≤ p_max prefill and D ≤ d_max decode instances is simulated; a pair
 meets the SLOs when all requests complete and both percentiles are within their limits. The plan is the
-pair with the fewest GPUs (P·tp_p + D·tp_d; ties: lower TPOT percentile). Co-located serving runs N
-replicas of tp_c GPUs, each taking X/N (round-robin split of a Poisson stream is Poisson at X/N); its plan
+pair with the fewest GPUs (P·tp_p·dp_p + D·tp_d·dp_d; ties: lower TPOT percentile). Co-located serving runs N
+replicas of tp_c·dp_c GPUs, each taking X/N (round-robin split of a Poisson stream is Poisson at X/N); its plan
 is the smallest N that meets the same SLOs. Cost per hour = GPUs × the hardware's listed price (when the
-spec carries one).
+spec carries one). ``dp_prefill`` / ``dp_decode`` / ``dp_colocated`` > 1 make each instance a wide-EP MoE worker of
+that many attention data-parallel ranks of tp GPUs (ep = dp × tp; :mod:`roofline.serving.sim.ranks`).
 """
 
 from __future__ import annotations
@@ -84,11 +85,16 @@ def plan_disagg(
     engine: EngineArg = "vllm",
     seed: int = 0,
     engine_overrides: Mapping[str, object] | None = None,
+    dp_prefill: int = 1,
+    dp_decode: int = 1,
+    dp_colocated: int = 1,
 ) -> DisaggPlan:
     """Evaluate every P:D pair and co-located replica count (see the module docstring); percentile ∈ {50, 90, 99}."""
     if percentile not in (50, 90, 99):
         raise ScenarioError(f"percentile={percentile!r} must be 50, 90 or 99")
-    for name, tp in (("tp_prefill", tp_prefill), ("tp_decode", tp_decode), ("tp_colocated", tp_colocated)):
+    sizes = {"tp_prefill": tp_prefill, "tp_decode": tp_decode, "tp_colocated": tp_colocated}
+    sizes |= {"dp_prefill": dp_prefill, "dp_decode": dp_decode, "dp_colocated": dp_colocated}
+    for name, tp in sizes.items():
         if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_PARALLEL:
             raise ScenarioError(
                 f"{name}={tp!r} must be a whole number from 1 to {MAX_PARALLEL:,} "
@@ -108,7 +114,7 @@ def plan_disagg(
     dis = []
     for p in range(1, p_max + 1):
         for d in range(1, d_max + 1):
-            pools = Pool(hardware, tp_prefill, p), Pool(hardware, tp_decode, d)
+            pools = _pool(hardware, tp_prefill, dp_prefill, p), _pool(hardware, tp_decode, dp_decode, d)
             cfg = DisaggConfig(*pools, link, first_token=first_token)  # type: ignore[arg-type]
             r = simulate(
                 model, None, engine, disagg=cfg, workload=replace(wl, qps=qps), engine_overrides=engine_overrides
@@ -117,7 +123,7 @@ def plan_disagg(
             ttft, tpot = s[f"ttft_{q}_s"], s[f"tpot_{q}_s"]
             ok = s["completed"] == r.config["num_requests"] and ttft <= ttft_slo_s and tpot <= tpot_slo_s
             g = cfg.prefill.gpus + cfg.decode.gpus
-            rent = rented_gpus(p, tp_prefill, inst) + rented_gpus(d, tp_decode, inst)  # each pool on its own nodes
+            rent = rented_gpus(p, cfg.prefill.gpus // p, inst) + rented_gpus(d, cfg.decode.gpus // d, inst)  # own nodes
             dis.append(
                 Candidate(
                     f"{p}P:{d}D", g, ttft, tpot, s["kv_transfer_mean_s"], bool(ok), None if usd is None else rent * usd
@@ -126,13 +132,22 @@ def plan_disagg(
     col = []
     for n in range(1, n_max + 1):
         w = replace(wl, qps=qps / n)
-        sim = simulate(model, hardware, engine, tp_colocated, workload=w, engine_overrides=engine_overrides)
+        ep = dp_colocated * tp_colocated if dp_colocated > 1 else 1
+        sim = simulate(
+            model, hardware, engine, tp_colocated, workload=w, engine_overrides=engine_overrides, dp=dp_colocated, ep=ep
+        )
         ttft, tpot = sim.summary[f"ttft_{q}_s"], sim.summary[f"tpot_{q}_s"]
         ok = not sim.saturated and ttft <= ttft_slo_s and tpot <= tpot_slo_s
-        g = n * tp_colocated
-        cost = None if usd is None else rented_gpus(n, tp_colocated, inst) * usd
-        col.append(Candidate(f"{n}× tp{tp_colocated}", g, ttft, tpot, 0.0, bool(ok), cost))
+        per = tp_colocated * dp_colocated
+        cost = None if usd is None else rented_gpus(n, per, inst) * usd
+        label = f"{n}× tp{tp_colocated}" + (f"dp{dp_colocated}" if dp_colocated > 1 else "")
+        col.append(Candidate(label, n * per, ttft, tpot, 0.0, bool(ok), cost))
     return DisaggPlan(tuple(dis), tuple(col))
+
+
+def _pool(hardware: str, tp: int, dp: int, count: int) -> Pool:
+    """``count`` instances of tp GPUs, or of dp attention-DP ranks of tp GPUs with the experts over all dp × tp."""
+    return Pool(hardware, tp, count, dp * tp if dp > 1 else 1, dp)
 
 
 def _check_plan_size(p_max: int, d_max: int, n_max: int, num_requests: int) -> None:
