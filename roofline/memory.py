@@ -62,7 +62,7 @@ def weight_params_per_gpu(model: ModelSpec, sc: Scenario) -> dict[str, float]:
             parts["ffn"] += n * model.ffn_params(layer.intermediate_size, model.ffn.kind, model.ffn.bias) / tp
         elif layer.ffn == "moe" and moe is not None:
             slots = expert_slots(model, sc.redundant_experts)  # routed experts + redundant copies
-            experts = slots / sc.ep * model.expert_params() / (1 if sc.ep > 1 else tp)
+            experts = slots / sc.ep * model.expert_params() / (1 if sc.ep > 1 else tp * sc.dp)
             shared = (
                 moe.num_shared_experts
                 * model.ffn_params(moe.shared_intermediate_size or 0, moe.expert_kind, False)

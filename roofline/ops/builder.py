@@ -87,8 +87,8 @@ def _layer_ops(c: BuildContext, layer: ResolvedLayer, count: int, lk: str) -> li
         # all-reduce below (vLLM/SGLang/TensorRT-LLM without attention data parallelism): no all-to-all.
         # ep > tp: experts live on GPUs outside the TP group, so the routed tokens travel there and back.
         # dp > 1: attention data parallelism, wide-EP dispatch and combine on DeepEP-style kernels (ffn.py).
-        if c.sc.dp > 1:
-            ops += ffn.moe_exchange_ops(c, lk, count)
+        if c.sc.dp > 1:  # ep = dp × tp: the exchange; ep = 1: every rank's tokens gathered to tp-sharded experts
+            ops += ffn.moe_exchange_ops(c, lk, count) if c.sc.ep > 1 else ffn.moe_gather_ops(c, lk, count)
         elif c.sc.ep > c.tp:
             width = (model.moe.latent_size or h) if model.moe else h  # tokens travel in the latent width
             msg = M * model.moe.top_k * width * ab if model.moe else M

@@ -78,7 +78,7 @@ def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     assert moe is not None
     h, M, wb, ab, dt = c.model.hidden_size, c.tokens, c.w_bytes, c.a_bytes, c.gemm_dtype
     ep, tp = c.sc.ep, c.tp
-    shard = 1 if ep > 1 else tp  # experts are either distributed (ep) or tp-sharded
+    shard = 1 if ep > 1 else tp * c.sc.dp  # experts distributed (ep) or tp-sharded (over every DP rank's GPUs)
     touched, assignments, rows = routed_rows(expert_slots(c.model, c.sc.redundant_experts), moe.top_k, ep, routed(c))
     i = moe.expert_intermediate_size / shard
     w = moe.latent_size or h  # the width the routed experts run at
@@ -120,6 +120,20 @@ def routed(c: BuildContext) -> np.ndarray:
     assert moe is not None
     mode: ep_phys.Balance = "balanced" if c.sc.redundant_experts else "uniform"
     return c.moe_tokens * ep_phys.imbalance_factor(c.moe_tokens * moe.top_k, c.sc.ep, mode)
+
+
+def moe_gather_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
+    """Attention DP with the experts tensor-parallel over all dp × tp GPUs (ep = 1): every GPU gathers every rank's
+    tokens before the routed experts and the partial outputs are reduce-scattered back to their ranks after
+    (SGLang ``dp_gather`` / ``dp_scatter`` around a tp-sharded MoE): two collectives of all ranks' tokens × the
+    experts' width in activation bytes, each (p − 1)/p of it on the wire (p = dp × tp)."""
+    moe = c.model.moe
+    assert moe is not None
+    p = c.sc.dp * c.tp
+    msg = c.moe_tokens * (moe.latent_size or c.model.hidden_size) * c.a_bytes
+    gather = comm.all_gather("comm.moe_gather", "comm", layer_kind, count, c.gemm_dtype, msg, p)
+    scatter = comm.all_gather("comm.moe_scatter", "comm", layer_kind, count, c.gemm_dtype, msg, p)  # same wire
+    return [gather, scatter]
 
 
 def moe_exchange_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:

@@ -78,11 +78,11 @@ def _check_experts(sc: Scenario, model: ModelSpec) -> None:
     assert model.moe is not None
     n, r = model.moe.num_experts, sc.redundant_experts
     slots = n + r
-    if sc.dp > 1 and sc.ep != sc.dp * sc.tp:
+    if sc.dp > 1 and sc.ep not in (1, sc.dp * sc.tp):
         raise ScenarioError(
-            f"ep={sc.ep} with dp={sc.dp} and tp={sc.tp}: under attention data parallelism the MoE layers run "
-            f"wide-EP over the dp × tp = {sc.dp * sc.tp} GPUs of a stage, so set ep={sc.dp * sc.tp} (MoE tensor "
-            f"parallelism inside DP attention is not modelled)"
+            f"ep={sc.ep} with dp={sc.dp} and tp={sc.tp}: under attention data parallelism the MoE layers run over "
+            f"the dp × tp = {sc.dp * sc.tp} GPUs of a stage, either wide-EP (set ep={sc.dp * sc.tp}) or with every "
+            f"expert tensor-parallel over them (set ep=1); mixes of the two are not modelled"
         )
     if r and sc.ep == 1:
         raise ScenarioError(

@@ -42,8 +42,9 @@ from roofline.specs.hardware import HardwareSpec
 from roofline.specs.model import ModelSpec
 from roofline.specs.scenario import Scenario
 
-#: Routed-expert ops: run on every DP rank's tokens (all else runs on one rank's).
-EXPERT_PREFIX = "moe.experts"
+#: Ops that run on every DP rank's tokens (all else runs on one rank's): the routed experts and, with the experts
+#: tensor-parallel over all ranks' GPUs (ep = 1), the gather and scatter of the ranks' tokens around them.
+EXPERT_PREFIX = ("moe.experts", "comm.moe_gather", "comm.moe_scatter")
 
 
 def rank_ops(
