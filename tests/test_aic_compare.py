@@ -75,7 +75,7 @@ def test_attention_decode_and_prefill_ratios_and_exclusions() -> None:
 def test_compare_skips_unmapped_gpus_and_filters() -> None:
     fixtures = list_tables(FIXTURES)
     rows = compare(fixtures, profile=datasheet_profile())
-    assert set(rows["gpu"]) == {"h100_sxm"}  # b300_sxm has no roofline spec
+    assert set(rows["gpu"]) == {"h100_sxm"}  # rtx_pro_6000_server has no roofline spec
     assert set(compare(fixtures, op="gemm", profile=datasheet_profile())["op"]) == {"gemm"}
     assert set(compare(fixtures, framework="nccl", profile=datasheet_profile())["op"]) == {"allreduce-nccl"}
 
@@ -121,7 +121,7 @@ def test_cli_compare_json_and_bad_names() -> None:
     assert {"rows", "predicted_over_measured_median", "measured_median_s", "predicted_median_s"} <= set(records[0])
     bad = runner.invoke(app, ["calibrate", "import-aiconfigurator", "--compare", "--op", "mlp"])
     assert bad.exit_code == 2 and "--op must be one of gemm, allreduce, attention" in bad.output
-    unmapped = runner.invoke(app, ["calibrate", "import-aiconfigurator", "--compare", "--gpu", "b300_sxm"])
+    unmapped = runner.invoke(app, ["calibrate", "import-aiconfigurator", "--compare", "--gpu", "rtx_pro_6000_server"])
     assert unmapped.exit_code == 2 and "no roofline hardware spec" in unmapped.output
-    listing = runner.invoke(app, ["calibrate", "import-aiconfigurator", "--gpu", "b300_sxm"])
+    listing = runner.invoke(app, ["calibrate", "import-aiconfigurator", "--gpu", "rtx_pro_6000_server"])
     assert listing.exit_code == 0 and "unmapped" in listing.output

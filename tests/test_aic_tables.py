@@ -29,12 +29,12 @@ def test_listing_is_typed_records_with_rows_and_slugs() -> None:
         ("h100_sxm", "gemm", "vllm", "0.24.0", "gemm"),
         ("h100_sxm", "comm", "nccl", "2.29.2", "nccl"),
         ("h100_sxm", "attention", "vllm", "0.24.0", "generation_attention"),
-        ("b300_sxm", "gemm", "vllm", "0.24.0", "gemm"),
+        ("rtx_pro_6000_server", "gemm", "vllm", "0.24.0", "gemm"),
     }
     gemm = _one("gemm")
     assert gemm.rows == 5 and gemm.hardware == "h100-sxm"
     assert gemm.label == "h100_sxm/gemm/vllm/0.24.0/gemm_perf.parquet"
-    assert unmapped_gpus(listed) == ["b300_sxm"]
+    assert unmapped_gpus(listed) == ["rtx_pro_6000_server"]
     assert [t.gpu for t in list_tables(FIXTURES, framework="nccl")] == ["h100_sxm"]
 
 

@@ -44,7 +44,7 @@ def test_shipped_profile_rederives_from_the_tables(gpu: str, engine: str) -> Non
 def test_every_shipped_profile_has_tables_and_none_is_missing() -> None:
     expected = sorted((AIC_HARDWARE[g], e) for g, e in shippable())
     assert shipped_engine_profiles() == expected
-    assert len(expected) == 18  # 6 mapped GPUs x 3 engines
+    assert len(expected) == 24  # 8 mapped GPUs x 3 engines
 
 
 def test_selection_by_hardware_and_engine() -> None:
@@ -106,7 +106,11 @@ def test_fitted_parameters_are_in_their_physical_ranges() -> None:
         assert p is not None and p.device is None  # relative: efficiencies of the datasheet peaks
         assert 1e-6 < p.overheads.per_kernel_graph_s < 1e-5, (hw_name, eng)  # a few µs per kernel in a graph
         assert 0 <= p.attention.decode_fixed_s < 3e-5
-        assert all(0 <= v < 1e-5 for v in p.comm.custom_allreduce_latency_s.values())
+        for gpus, v in p.comm.custom_allreduce_latency_s.items():
+            # A few µs inside one board; across GB300 compute trays (4 GPUs each, multi-node NVLink) AIC measures
+            # far more: gb300 sglang 0.5.14, graph, 128 B: 3.4 µs on 2 GPUs, 26.9 µs on 8 (fit 25.8 µs).
+            bound = 5e-5 if hw_name == "gb300" and gpus > 4 else 1e-5
+            assert 0 <= v < bound, (hw_name, eng, gpus, v)
         assert 0.3 < (p.compute["bf16"].efficiency or 0) <= 1.0
         assert p.provenance["kind"] == "aiconfigurator" and p.provenance["hardware"] == hw_name
 

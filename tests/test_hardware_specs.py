@@ -105,6 +105,15 @@ REFERENCE: dict[str, tuple[str, float, float, dict[str, float]]] = {
     ),
 }
 
+# Specs hardware.csv has no row for, transcribed from the NVIDIA-authored AIConfigurator system file
+# each one cites (ai-dynamo/aiconfigurator @ 095f58a, aic-core/src/aiconfigurator_core/systems/<file>):
+# slug -> (AIC file, memory as labelled in GiB, device-reported MiB, memory_bw_tb_s, {dtype: dense TFLOPS or TOPS}).
+# AIC lists bfloat16 only (no separate fp16 row), so fp16 / tf32 / fp32 must stay None.
+AIC_ONLY: dict[str, tuple[str, float, int, float, dict[str, float]]] = {
+    "b300": ("b300_sxm.yaml", 288, 275040, 7.75, {"bf16": 2250, "fp8": 4500, "int8": 153.5, "fp4": 14000}),
+    "gb300": ("gb300.yaml", 288, 284208, 8.0, {"bf16": 2500, "fp8": 5000, "int8": 165, "fp4": 15000}),
+}
+
 # Per-direction scale-up bandwidth in GB/s, derived from the csv's interconnect_bw_gb_s and its
 # direction note: NVIDIA NVLink, TPU ICI and Intel RoCE totals are bidirectional (halved); AMD's
 # 896 GB/s is the bidirectional aggregate of 7 links x 64 GB/s per direction. None = no figure.
@@ -121,6 +130,8 @@ PER_DIRECTION_GB_S: dict[str, float | None] = {
     "l4": None,
     "b200": 900,
     "gb200": 900,
+    "b300": 900,
+    "gb300": 900,
     "mi300x": 448,
     "mi325x": 448,
     "gaudi3": 600,
@@ -211,8 +222,30 @@ def test_interconnect_is_per_direction(slug: str) -> None:
         assert _close(spec.interconnect.bandwidth_per_direction_bytes_per_s, want * 1e9)
 
 
+@pytest.mark.parametrize("slug", sorted(AIC_ONLY))
+def test_aic_only_specs_match_their_system_file(slug: str) -> None:
+    """B300 / GB300: no hardware.csv row; the numbers are the AIC file's, and the spec cites that file."""
+    aic_file, label_gib, reported_mib, bw_tb_s, peaks = AIC_ONLY[slug]
+    spec = SPECS[slug]
+    assert _close(spec.memory.bandwidth_bytes_per_s, bw_tb_s * 1e12)
+    for dtype in COMPUTE_DTYPES:
+        got = spec.peak_flops_per_s(dtype)
+        if dtype in peaks:
+            assert got is not None and _close(got, peaks[dtype] * 1e12), f"{slug}: {dtype} {got} != {peaks[dtype]}e12"
+        else:
+            assert got is None, f"{slug}: {dtype} is not in {aic_file} but set in the spec"
+    # Label kept as GiB; every memory decision uses the nvidia-smi figure AIC records.
+    assert spec.memory.capacity_bytes == label_gib * 2**30
+    assert spec.memory.visible_capacity_bytes == reported_mib * 2**20
+    assert spec.memory.usable_capacity_bytes == reported_mib * 2**20
+    assert spec.scale_out_bandwidth_per_direction_bytes_per_s == pytest.approx(100e9)  # CX8 800 Gb/s per GPU
+    refs = " ".join(s.ref for s in spec.sources)
+    assert f"095f58a51c4ca8e61b66ec108d86f223f8d559ce/aic-core/src/aiconfigurator_core/systems/{aic_file}" in refs
+
+
 def test_reference_covers_every_spec() -> None:
-    assert {slug for slug, *_ in REFERENCE.values()} == set(SPECS)
+    assert {slug for slug, *_ in REFERENCE.values()} | set(AIC_ONLY) == set(SPECS)
+    assert not {slug for slug, *_ in REFERENCE.values()} & set(AIC_ONLY)
     assert set(PER_DIRECTION_GB_S) == set(SPECS)
 
 

@@ -25,7 +25,7 @@ SPEC_FILES = sorted(HW_DIR.glob("*.yaml"))
 PROVIDERS = ("Lambda", "Crusoe", "CoreWeave", "Microsoft Azure", "AWS", "Google Cloud", "RunPod")
 
 # No public on-demand list price was found for these (see the comment at the end of each YAML).
-UNPRICED = {"gaudi3", "h20", "mi325x"}
+UNPRICED = {"b300", "gaudi3", "gb300", "h20", "mi325x"}
 
 # Expected per-accelerator prices, by hand from the cited instance prices (USD per GPU- or chip-hour).
 EXPECTED_USD_PER_GPU_HOUR = {

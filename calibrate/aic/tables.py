@@ -59,6 +59,8 @@ AIC_HARDWARE: dict[str, str] = {
     "h200_sxm": "h200-sxm",  # NVIDIA H200
     "b200_sxm": "b200",  # NVIDIA B200
     "gb200": "gb200",  # NVIDIA GB200
+    "b300_sxm": "b300",  # NVIDIA B300 SXM6 AC
+    "gb300": "gb300",  # NVIDIA GB300
     "l40s": "l40s",  # NVIDIA L40S
 }
 #: Bytes per element of the message dtypes the comm tables use.

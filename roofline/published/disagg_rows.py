@@ -81,7 +81,7 @@ MODEL_SPEC = {
     "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
 }
-#: AIC system -> roofline hardware name (b300 / gb300 have no spec in the library yet: skipped by name).
+#: AIC system -> roofline hardware name.
 HARDWARE = {
     "h100_sxm": "h100-sxm",
     "h200_sxm": "h200-sxm",
