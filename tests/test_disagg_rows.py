@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -269,8 +270,12 @@ def test_skip_reasons(rows: dict[str, pd.Series]) -> None:
     elsewhere = rows["dsr1_gb200_sglang_fp4"].copy()
     elsewhere["system"] = "x100_sxm"
     assert dr.map_row(elsewhere) == "hardware x100_sxm not in roofline's library"
-    moe_tp = dr.map_row(rows["dsr1_b200_trtllm_fp8"])
-    assert isinstance(moe_tp, str) and moe_tp.startswith("prefill: not yet expressible: MoE tensor parallelism 8")
+    moe_tp = dr.map_row(rows["dsr1_b200_trtllm_fp8"])  # prefill: attention DP 8 with the experts tp-sharded over 8
+    assert isinstance(moe_tp, dr.RowMap) and (moe_tp.prefill.dp, moe_tp.prefill.ep) == (8, 1)
+    mixed = dr.worker(rows["dsr1_b200_trtllm_fp8"], "prefill")
+    assert dr.roofline_ep(replace(mixed, moe_tp=2, moe_ep=4), True) == (
+        f"{dr.NOT_EXPRESSIBLE}: MoE tp 2 × ep 4 inside attention DP 8 (needs ep = dp × tp or ep = 1)"
+    )
     unstated = dr.map_row(rows["qwen3_235b_a22b_qwen3_235b_a22b_h100_sxm_vllm"])
     assert isinstance(unstated, str) and unstated.startswith("prefill: MoE layout not stated")
     other = rows["kimik2_5_gb200_vllm_fp4"].copy()

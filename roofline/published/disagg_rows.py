@@ -189,8 +189,9 @@ def worker(row: pd.Series, stage: str) -> Worker:
 def roofline_ep(w: Worker, moe: bool) -> int | str:
     """roofline's ``ep`` for a worker, or why its layout cannot be expressed.
 
-    dense: 1. dp = 1: moe_tp·moe_ep must equal tp, ep = moe_ep (≤ tp). dp > 1: roofline runs wide-EP over the
-    dp·tp GPUs, so moe_ep must equal dp·tp (moe_tp 1); MoE tensor parallelism inside DP attention is refused.
+    dense: 1. dp = 1: moe_tp·moe_ep must equal tp, ep = moe_ep (≤ tp). dp > 1: the experts run either wide-EP
+    over the dp·tp GPUs (moe_ep = dp·tp: ep = dp·tp) or tensor-parallel over them (moe_tp = dp·tp: ep = 1); a mix
+    of the two (1 < moe_tp < dp·tp) is refused.
     """
     if not moe:
         return 1
@@ -199,8 +200,10 @@ def roofline_ep(w: Worker, moe: bool) -> int | str:
     tp, ep = w.moe_tp or (w.tp * w.dp) // w.moe_ep, w.moe_ep or (w.tp * w.dp) // w.moe_tp
     if tp * ep != w.tp * w.dp:
         return f"moe_tp {tp} × moe_ep {ep} != tp {w.tp} × dp {w.dp}"
+    if w.dp > 1 and tp == w.tp * w.dp:
+        return 1  # the experts tensor-parallel over every rank's GPUs
     if w.dp > 1 and tp > 1:
-        return f"{NOT_EXPRESSIBLE}: MoE tensor parallelism {tp} inside attention DP {w.dp} (needs ep = dp × tp)"
+        return f"{NOT_EXPRESSIBLE}: MoE tp {tp} × ep {ep} inside attention DP {w.dp} (needs ep = dp × tp or ep = 1)"
     return ep
 
 
