@@ -243,23 +243,26 @@ def _frontier(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pareto_figure(data: ReportData) -> Figure:
-    """Output tokens/s per GPU against tokens/s per user over batch × tp: the frontier per hardware."""
+    """Output tokens/s per GPU against tokens/s per user over batch × layout (tp, and attention DP for MoE models):
+    the frontier per hardware."""
     from roofline.errors import RooflineError
     from roofline.report.curves import replica_curve
+    from roofline.serving.plan.layouts import layouts
     from roofline.serving.plan.loadcurve import tokens_per_s_per_gpu
 
     inp = data.inputs
     wl = inp.workload
     heads = inp.model.attention.num_heads
     tps = inp.tp_options or tuple(t for t in (1, 2, 4, 8) if heads % t == 0)
+    lays = layouts(inp.model, tps, inp.dp_options)  # the plan's (tp, dp) layouts: DP with wide EP for MoE models
     with style("pareto"):
         fig, (ax,) = new_figure(9.6, 3.4)
         for i, hw in enumerate(inp.hardware):
             pts = []
-            for tp in tps:
+            for tp, dp in lays:
                 for prec in inp.precisions:
                     try:
-                        df = replica_curve(inp, hw, tp=tp, precision=prec, kv_dtype=inp.kv_dtype or "bf16")
+                        df = replica_curve(inp, hw, tp=tp, precision=prec, kv_dtype=inp.kv_dtype or "bf16", dp=dp)
                     except RooflineError:
                         continue
                     ok = df[df["ttft_s"] <= wl.ttft_slo_s]
@@ -350,9 +353,8 @@ def memory_figure(data: ReportData) -> Figure:
                 va="center",
                 fontsize=7.5,
             )
-        ax.set_yticks(
-            range(len(planned)), [f"{r.hardware.display_name}\ntp {c.tp}, batch {c.batch}" for _, r, c, _ in planned]
-        )
+        ticks = [f"{r.hardware.display_name}\n{c.parallelism}, batch {c.batch}" for _, r, c, _ in planned]
+        ax.set_yticks(range(len(planned)), ticks)
         ax.invert_yaxis()
         ax.set_xlabel("GiB per GPU")
         ax.grid(axis="y", visible=False)

@@ -41,8 +41,10 @@ def replica_curve(
     kv_dtype: str = "bf16",
     pp: int = 1,
     extra: tuple[int, ...] = (),
+    dp: int = 1,
 ) -> pd.DataFrame:
-    """TTFT, full-load TPOT, λ_max and output tokens/s per GPU against batch, up to the memory limit.
+    """TTFT, full-load TPOT, λ_max and output tokens/s per GPU against batch, up to the memory limit (``dp`` > 1:
+    attention DP with the experts wide-EP over dp × tp GPUs).
 
     Empty when even one sequence does not fit. Columns: batch, ttft_s, tpot_s,
     replica_rps, tok_s_per_gpu, user_tok_s (= 1 / tpot_s), max_batch.
@@ -57,6 +59,8 @@ def replica_curve(
     opts: dict[str, Any] = {"weight_dtype": precision, "kv_dtype": kv_dtype, "engine": inp.engine}
     if pp != 1:
         opts["pp"] = pp
+    if dp != 1:
+        opts |= {"dp": dp, "ep": dp * tp}
     first = sweep(inp.model, hw, 1, p, o, tp=tp, calibration=inp.calibration_for(hw), **opts).iloc[0]
     if not bool(first["fits"]):
         return pd.DataFrame(columns=["batch", "ttft_s", "tpot_s", "replica_rps", "tok_s_per_gpu", "user_tok_s"])
@@ -77,7 +81,7 @@ def replica_curve(
             "ttft_s": curve.ttft_s,
             "tpot_s": tpot,
             "replica_rps": rps,
-            "tok_s_per_gpu": tokens_per_s_per_gpu(rps, o, tp * pp),
+            "tok_s_per_gpu": tokens_per_s_per_gpu(rps, o, tp * pp * dp),
             "user_tok_s": 1.0 / tpot,
             "max_batch": b_mem,
         }

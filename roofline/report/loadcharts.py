@@ -88,7 +88,7 @@ def load_figure(data: ReportData, i: int, row: HardwareRow, colour: str) -> Figu
             ax.set_ylim(0, top * 1.15 if math.isfinite(top) else slo * 2e3)
             ax.set_xlabel(f"requests/s ({f.replicas} replica{'s' if f.replicas != 1 else ''})")
             ax.set_ylabel(f"{name} (ms)")
-            ax.set_title(f"{row.hardware.display_name} · tp {f.candidate.tp}: {name} against load", loc="left")
+            ax.set_title(f"{row.hardware.display_name} · {f.candidate.parallelism}: {name} against load", loc="left")
             ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, borderaxespad=0)
     return fig
 

@@ -222,7 +222,7 @@ def _more_gpus_note(f: Any, f0: Any) -> str:
         return ""
     per, per0 = f.gpus // f.replicas, f0.gpus // f0.replicas
     return (
-        f"needs {f.gpus - f0.gpus} more GPUs: {f.replicas} replicas of {per} GPUs (tp {f.candidate.tp}) against "
+        f"needs {f.gpus - f0.gpus} more GPUs: {f.replicas} replicas of {per} GPUs ({f.candidate.parallelism}) against "
         f"{f0.replicas} of {per0}; a replica sustains {f.sustainable_replica_rps:.3g} req/s against "
         f"{f0.sustainable_replica_rps:.3g}, and the SLO check at {f.replica_rate:.3g} req/s per replica decided "
         f"over {f.sizing_runs} run(s)"
