@@ -29,7 +29,7 @@ def test_grammar() -> None:
         ("prefill=h100-sxm:4,decode=h100-sxm:tp8x1", "HW:tpTxN"),
         ("prefill=h100-sxm:tp4,decode=h100-sxm:tp8,link=fast", "link|unit|read"),
         ("prefill=h100-sxm:tp4,decode=h100-sxm:tp8,first=both", "first"),
-        ("prefill=h100-sxm:tp0,decode=h100-sxm:tp8", "tp and instance count"),
+        ("prefill=h100-sxm:tp0,decode=h100-sxm:tp8", "and the instance count must be >= 1"),
         ("prefill=h100-sxm:tp1,decode=h100-sxm:tp1,speed=2", "cannot read"),
     ],
 )

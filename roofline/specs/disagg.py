@@ -82,7 +82,10 @@ class DisaggConfig:
     def __post_init__(self) -> None:
         for side, p in (("prefill", self.prefill), ("decode", self.decode)):
             if p.tp < 1 or p.count < 1 or p.ep < 1 or p.dp < 1:
-                raise ScenarioError(f"--disagg {side}: tp and instance count must be >= 1, got {p.label()}. {GRAMMAR}")
+                got = f"tp {p.tp}, dp {p.dp}, ep {p.ep}, {p.count} instances"
+                raise ScenarioError(
+                    f"--disagg {side}: tp, dp, ep and the instance count must be >= 1, got {got}. {GRAMMAR}"
+                )
             if p.count > MAX_POOL_INSTANCES:
                 raise ScenarioError(
                     f"--disagg {side}: {p.count:,} instances is more than {MAX_POOL_INSTANCES:,} per pool "

@@ -32,7 +32,7 @@ def layouts(model: ModelSpec, tps: Sequence[int], dp_options: Sequence[int] | No
     if moe is None:
         if dp_options is not None and any(d > 1 for d in dp_options):
             raise ScenarioError(
-                f"dp_options={list(dp_options)}: attention data parallelism needs a mixture-of-experts model; "
+                f"dp_options={list(dp_options)} (--dp): attention data parallelism needs a mixture-of-experts model; "
                 f"{model.name} is dense (its replicas are the planner's replicas): drop dp_options"
             )
         return [(int(t), 1) for t in tps]
