@@ -175,7 +175,7 @@ def test_a_what_if_that_costs_more_gpus_says_why() -> None:
 
     from roofline.report.whatif import _more_gpus_note
 
-    cand = SimpleNamespace(tp=8)
+    cand = SimpleNamespace(tp=8, parallelism="tp 8")
     base = SimpleNamespace(gpus=8, replicas=1, candidate=cand, sustainable_replica_rps=14.4, replica_rate=10.0,
                            sizing_runs=2)  # fmt: skip
     more = SimpleNamespace(gpus=16, replicas=2, candidate=cand, sustainable_replica_rps=12.1, replica_rate=5.0,
