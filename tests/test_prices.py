@@ -66,6 +66,10 @@ def test_every_bundled_device_is_priced_or_listed_unpriced() -> None:
     assert priced == set(EXPECTED_USD_PER_GPU_HOUR)
 
 
+#: The latest date a bundled price may carry (raise it when adding a newer price): a fixed bound, not the clock.
+LATEST_PRICE_DATE = dt.date(2026, 12, 31)
+
+
 @pytest.mark.parametrize("path", SPEC_FILES, ids=lambda p: p.stem)
 def test_price_block_is_positive_dated_and_cited(path: Path) -> None:
     spec = _spec(path)
@@ -74,7 +78,7 @@ def test_price_block_is_positive_dated_and_cited(path: Path) -> None:
         return
     price = spec.price
     assert price.usd_per_gpu_hour > 0
-    assert dt.date(2024, 1, 1) <= price.date <= dt.date.today()
+    assert dt.date(2024, 1, 1) <= price.date <= LATEST_PRICE_DATE  # a date outside the collection window is a typo
     raw = path.read_text(encoding="utf-8")
     assert re.search(r"^\s+date: \d{4}-\d{2}-\d{2}$", raw, re.M), "price date must be ISO YYYY-MM-DD"
     src = price.source
