@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.specs.moe_layout import wide_ep
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -60,7 +62,7 @@ def replica_curve(
     if pp != 1:
         opts["pp"] = pp
     if dp != 1:
-        opts |= {"dp": dp, "ep": dp * tp}
+        opts |= {"dp": dp, "ep": wide_ep(tp, dp)}
     first = sweep(inp.model, hw, 1, p, o, tp=tp, calibration=inp.calibration_for(hw), **opts).iloc[0]
     if not bool(first["fits"]):
         return pd.DataFrame(columns=["batch", "ttft_s", "tpot_s", "replica_rps", "tok_s_per_gpu", "user_tok_s"])

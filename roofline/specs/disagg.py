@@ -35,6 +35,7 @@ from roofline.boundary.limits import (
     MIN_LINK_BYTES_PER_S,
 )
 from roofline.errors import ScenarioError
+from roofline.specs.moe_layout import wide_ep
 from roofline.units import UnitError, parse_duration, parse_quantity
 
 DEFAULT_LINK_BYTES_PER_S = 50e9  # 400 Gb/s per GPU: NVIDIA DGX H100 datasheet, 8x ConnectX-7 400Gb/s
@@ -144,7 +145,7 @@ class DisaggConfig:
                     f"tpTxN with N <= {MAX_POOL_INSTANCES:,}. {GRAMMAR}"
                 )
             hw, tp, dp, ep, n = m.groups()
-            wide = int(dp or 1) * int(tp) if int(dp or 1) > 1 else 1  # attention DP: experts over all dp × tp GPUs
+            wide = wide_ep(int(tp), int(dp or 1))  # attention DP: the experts over all dp × tp GPUs
             pools[side] = Pool(hw.lower(), int(tp), int(n or 1), int(ep) if ep else wide, int(dp or 1))
         try:
             link = parse_quantity(kw["link"], "bytes_per_s") if "link" in kw else None

@@ -33,6 +33,11 @@ def expert_slots(model: ModelSpec, redundant_experts: int) -> int:
     return (model.moe.num_experts + redundant_experts) if model.moe is not None else 0
 
 
+def wide_ep(tp: int, dp: int) -> int:
+    """The ep of a layout of dp attention-DP ranks of tp GPUs with the experts wide-EP: dp × tp (1 without DP)."""
+    return dp * tp if dp > 1 else 1
+
+
 def normalise_overlap(value: str) -> str:
     """``two-batch`` / ``two_batch`` / ``none`` as the Scenario field spells it (``two_batch``, ``none``)."""
     v = str(value).strip().lower().replace("-", "_")

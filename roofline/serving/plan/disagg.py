@@ -25,6 +25,7 @@ from roofline.serving.workload.arrivals import LengthArg
 from roofline.serving.workload.stream import Workload
 from roofline.specs.disagg import DisaggConfig, Pool
 from roofline.specs.library import hardware as load_hardware
+from roofline.specs.moe_layout import wide_ep
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ def plan_disagg(
     col = []
     for n in range(1, n_max + 1):
         w = replace(wl, qps=qps / n)
-        ep = dp_colocated * tp_colocated if dp_colocated > 1 else 1
+        ep = wide_ep(tp_colocated, dp_colocated)
         sim = simulate(
             model, hardware, engine, tp_colocated, workload=w, engine_overrides=engine_overrides, dp=dp_colocated, ep=ep
         )
@@ -147,7 +148,7 @@ def plan_disagg(
 
 def _pool(hardware: str, tp: int, dp: int, count: int) -> Pool:
     """``count`` instances of tp GPUs, or of dp attention-DP ranks of tp GPUs with the experts over all dp × tp."""
-    return Pool(hardware, tp, count, dp * tp if dp > 1 else 1, dp)
+    return Pool(hardware, tp, count, wide_ep(tp, dp), dp)
 
 
 def _check_plan_size(p_max: int, d_max: int, n_max: int, num_requests: int) -> None:

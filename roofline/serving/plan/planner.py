@@ -98,6 +98,7 @@ from roofline.serving.plan.request import (
 )
 from roofline.serving.plan.result import MARGIN_LEVEL, SATURATION, Candidate, PlanResult
 from roofline.serving.workload.mixparse import mean_request
+from roofline.specs.moe_layout import wide_ep
 from roofline.units import fmt_seconds, usd_per_million_tokens
 
 if TYPE_CHECKING:
@@ -230,7 +231,6 @@ def _candidate(
     from roofline.specs.scenario import make_scenario
 
     kv = req.kv_dtype or "bf16"
-    ep = dp * tp if dp > 1 else 1
     base = _blank(hw, prec, tp, dp, kv, price, gpus_per_instance)
     opts: dict[str, Any] = {
         "weight_dtype": prec,
@@ -238,7 +238,7 @@ def _candidate(
         "engine": req.engine,
         "engine_overrides": req.engine_overrides,
         "dp": dp,
-        "ep": ep,
+        "ep": base.ep,
     }
     try:
         sc = make_scenario(hw, 1, req.p, req.o, tp=tp, **opts)
@@ -288,7 +288,7 @@ def _blank(hw: HardwareSpec, prec: str, tp: int, dp: int, kv: str, price: float 
     """The candidate before it is planned: its layout (ep = dp × tp under attention DP), price and slow links."""
     from roofline.specs.topology import slow_link_notes
 
-    ep = dp * tp if dp > 1 else 1
+    ep = wide_ep(tp, dp)
     links = slow_link_notes(hw, {"tp": tp, "ep": ep} if dp > 1 else {"tp": tp})
     return Candidate(
         hardware=hw.name,

@@ -35,7 +35,43 @@ def _parts(lines: tuple[tuple[float, float, float, float], ...]) -> tuple[tuple[
     return tuple(out)
 
 
-class DecodeStretch:
+class _Bisected:
+    """The search both stretch kinds share: the fewest steps whose total reaches a time, by bisection on
+    ``total(k)`` (steps never shrink, so total is increasing and step(k − 1) bounds the mean step)."""
+
+    __slots__ = ()
+    first_s: float
+
+    def total(self, k: int) -> float:
+        raise NotImplementedError
+
+    def step(self, j: int) -> float:
+        raise NotImplementedError
+
+    def steps_until(self, dt: float, k_max: int) -> int:
+        """Smallest k ≤ k_max with total(k) ≥ dt (k_max when the stretch ends first)."""
+        return k_max if self.total(k_max) < dt else self.search(dt, k_max)[0]
+
+    def search(self, dt: float, k_max: int) -> tuple[int, float]:
+        """:meth:`steps_until` where total(k_max) ≥ dt: the smallest such k, by bisection, and total(k) (s)."""
+        total = self.total
+        d0 = self.first_s
+        hi = min(k_max, max(1, math.ceil(dt / d0)))  # steps only grow: total(hi) ≥ hi·d0 ≥ dt
+        lo = max(0, min(hi - 1, int(dt / self.step(hi - 1)) - 1))
+        if total(lo) >= dt:
+            lo = 0
+        t_hi = -1.0  # total(hi) once computed (totals are ≥ 0)
+        while hi - lo > 1:  # invariant: total(lo) < dt <= total(hi)
+            mid = (lo + hi) // 2
+            t = total(mid)
+            if t >= dt:
+                hi, t_hi = mid, t
+            else:
+                lo = mid
+        return hi, (t_hi if t_hi >= 0.0 else total(hi))
+
+
+class DecodeStretch(_Bisected):
     """Step time d(j) = const + Σ_a max(p_a + q_a·j, u_a + v_a·j) (+ CPU overhead) of decode-only step j.
 
     ``const_s``, ``cpu_s``: seconds; ``lines``: per attention term (p, q, u, v) in seconds and seconds per step;
@@ -119,28 +155,6 @@ class DecodeStretch:
             gpu += _split_sum(term, k) - _split_sum(term, lo)
         return lo * self.cpu_s + gpu
 
-    def steps_until(self, dt: float, k_max: int) -> int:
-        """Smallest k ≤ k_max with total(k) ≥ dt (k_max when the stretch ends first)."""
-        return k_max if self.total(k_max) < dt else self.search(dt, k_max)[0]
-
-    def search(self, dt: float, k_max: int) -> tuple[int, float]:
-        """:meth:`steps_until` where total(k_max) ≥ dt: the smallest such k, by bisection, and total(k) (s)."""
-        total = self.total
-        d0 = self.first_s
-        hi = min(k_max, max(1, math.ceil(dt / d0)))  # steps only grow: total(hi) ≥ hi·d0 ≥ dt
-        lo = max(0, min(hi - 1, int(dt / self.step(hi - 1)) - 1))
-        if total(lo) >= dt:
-            lo = 0
-        t_hi = -1.0  # total(hi) once computed (totals are ≥ 0)
-        while hi - lo > 1:  # invariant: total(lo) < dt <= total(hi)
-            mid = (lo + hi) // 2
-            t = total(mid)
-            if t >= dt:
-                hi, t_hi = mid, t
-            else:
-                lo = mid
-        return hi, (t_hi if t_hi >= 0.0 else total(hi))
-
 
 def _split_sum(term: tuple[float, float, float, float, int], k: int) -> float:
     """One term of :meth:`DecodeStretch._gpu_sum` at k ≥ 0 steps (0 at k = 0)."""
@@ -150,7 +164,7 @@ def _split_sum(term: tuple[float, float, float, float, int], k: int) -> float:
     return (c * x1 + y1 * (c - 1) * c / 2 if c > 0 else 0.0) + (n * x2 + y2 * (c + k - 1) * n / 2 if n > 0 else 0.0)
 
 
-class LineStretch:
+class LineStretch(_Bisected):
     """:class:`DecodeStretch` of one attention term (most models) with the CPU part added (no asynchronous overlap).
 
     Step j costs const + max(p + q·j, u + v·j) + cpu; the methods are DecodeStretch's for one line, written out
@@ -198,28 +212,6 @@ class LineStretch:
                 + (n * self.x2 + self.y2 * (c + k - 1) * n / 2 if n > 0 else 0.0)
             )
         ) + k * self.cpu_s
-
-    def steps_until(self, dt: float, k_max: int) -> int:
-        """Smallest k ≤ k_max with total(k) ≥ dt (k_max when the stretch ends first), as in DecodeStretch."""
-        return k_max if self.total(k_max) < dt else self.search(dt, k_max)[0]
-
-    def search(self, dt: float, k_max: int) -> tuple[int, float]:
-        """:meth:`steps_until` where total(k_max) ≥ dt: the smallest such k, by bisection, and total(k) (s)."""
-        total = self.total
-        d0 = self.first_s
-        hi = min(k_max, max(1, math.ceil(dt / d0)))  # steps only grow: total(hi) ≥ hi·d0 ≥ dt
-        lo = max(0, min(hi - 1, int(dt / self.step(hi - 1)) - 1))
-        if total(lo) >= dt:
-            lo = 0
-        t_hi = -1.0  # total(hi) once computed (totals are ≥ 0)
-        while hi - lo > 1:  # invariant: total(lo) < dt <= total(hi)
-            mid = (lo + hi) // 2
-            t = total(mid)
-            if t >= dt:
-                hi, t_hi = mid, t
-            else:
-                lo = mid
-        return hi, (t_hi if t_hi >= 0.0 else total(hi))
 
 
 def line_steps(
