@@ -1,14 +1,15 @@
 """Phase totals from op lists: the sums that predict, sweep and plan all use.
 
-GPU time of a step = Σ_ops count × time(op) + the profile's per-step overhead. Decode steps
-j = 1 … O−1 attend contexts P + j; their summed time is computed in closed form (see
+GPU time of a step = Σ_ops count × time(op) + the profile's per-step overhead; with a run-ahead eager launch
+(``overheads.eager_launch``) the step takes max(Σ_ops count × time(op), H) beyond its per-step overhead, H =
+Σ_ops count × host launch seconds (:func:`roofline.evaluate.step_host_launch_s`, :func:`with_launch_floor`).
+Decode steps j = 1 … O−1 attend contexts P + j; their summed time is computed in closed form (see
 ``evaluate.op_time_summed_over_context``), so no Python loop per token.
 
 The engine's CPU part c = ``step_overhead_s`` joins every step by the simulator's rule,
 :func:`roofline.engine.config.step_seconds`: step = GPU + c, or max(GPU, c) under asynchronous
-scheduling (:func:`with_cpu_step`, :func:`with_cpu_decode`). The prefill of a static batch is one step.
-Request overhead y and output lag k (``request_overhead_s``, ``output_lag_steps``) delay what the client
-sees: TTFT = y + prefill + k·TPOT, E2E = TTFT + decode (:func:`latencies`).
+scheduling (:func:`with_cpu_step`, :func:`with_cpu_decode`). The prefill of a static batch is one step; what the
+client sees of these costs is :func:`roofline.latency.latencies`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 
 from roofline.bound_split import BoundBuckets, add_in_place
 from roofline.engine.config import step_seconds
-from roofline.evaluate import BOUNDS, OpTiming, bound_codes, op_time, op_time_summed_over_context
+from roofline.evaluate import BOUNDS, OpTiming, bound_codes, op_time, op_time_summed_over_context, step_host_launch_s
 from roofline.ops import decode_ops, prefill_ops
 from roofline.ops.expert_parallel import hide_in_split, step_hidden_s
 from roofline.ops.records import Op
@@ -46,6 +47,7 @@ class PhaseCost:
     steps: np.ndarray
     cpu_s: float | np.ndarray = 0.0
     hidden_s: float | np.ndarray = 0.0  # seconds the two-batch overlap hides (already out of time_s)
+    launch_s: float | np.ndarray = 0.0  # host launch seconds beyond the GPU work (in time_s and overhead)
 
     @property
     def bound(self) -> np.ndarray:
@@ -71,9 +73,12 @@ def _timed(op: Op, hw: HardwareSpec, prof: CalibrationProfile, memo: Timings | N
     return t
 
 
-def step_cost(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, memo: Timings | None = None) -> PhaseCost:
+def step_cost(
+    ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, memo: Timings | None = None, launch: bool = True
+) -> PhaseCost:
     """One forward step (a prefill pass or one decode step): Σ count × op time + one per-step overhead, less what
-    a two-batch overlap hides (:func:`_overlapped`).
+    a two-batch overlap hides (:func:`_overlapped`), at least the host's run-ahead launches (:func:`with_launch_floor`;
+    ``launch`` False: the GPU work alone).
 
     ``memo`` (:data:`Timings`, for this ``hw`` and ``prof`` only) reuses the timing of ops timed before."""
     timings = [_timed(op, hw, prof, memo) for op in ops]
@@ -91,8 +96,18 @@ def step_cost(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, memo: T
             by.add(t.bound_code, share)
         cost = PhaseCost(time, flops, mem, by.done(), np.asarray(1.0))
     if any(op.overlap for op in ops):
-        return _overlapped(cost, ops, [op.count * t.time_s for op, t in zip(ops, timings, strict=True)])
-    return cost
+        cost = _overlapped(cost, ops, [op.count * t.time_s for op, t in zip(ops, timings, strict=True)])
+    return with_launch_floor(cost, prof, step_host_launch_s(ops, prof)) if launch else cost
+
+
+def with_launch_floor(cost: PhaseCost, prof: CalibrationProfile, host_s: float | np.ndarray) -> PhaseCost:
+    """One step's ``cost`` with the host's run-ahead launches H = ``host_s``: the host enqueues the step's kernels
+    ahead of the GPU, so the step takes per_step + max(GPU work, H) and max(0, per_step + H − time) is exposed
+    (counted as overhead and in ``launch_s``)."""
+    if not np.any(np.asarray(host_s) > 0):
+        return cost
+    exposed = np.maximum(0.0, prof.overheads.per_step_s + host_s - np.asarray(cost.time_s, dtype=np.float64))
+    return _add_overhead(cost, exposed, "launch_s") if np.any(exposed > 0) else cost
 
 
 def _overlapped(cost: PhaseCost, ops: list[Op], shares: list[float | np.ndarray]) -> PhaseCost:
@@ -206,6 +221,49 @@ def with_cpu_step(cost: PhaseCost, cpu_s: float, overlapped: bool) -> PhaseCost:
     return _add_cpu(cost, step_seconds(gpu, cpu_s, overlapped) - gpu)
 
 
+def with_launch_decode(
+    cost: PhaseCost,
+    ops: list[Op],
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+    ctx_lo: np.ndarray,
+    ctx_hi: np.ndarray,
+    memo: Timings | None = None,
+) -> PhaseCost:
+    """Decode steps at contexts ctx_lo … ctx_hi (``cost``, from :func:`decode_cost`) with the host's run-ahead
+    launches H (:func:`with_launch_floor` step by step): Σ_j max(g_j, per_step + H) (:func:`_floored_sum`)."""
+    host = step_host_launch_s(ops, prof)
+    if not np.any(np.asarray(host) > 0):
+        return cost
+    floored = _floored_sum(cost, ops, hw, prof, ctx_lo, ctx_hi, prof.overheads.per_step_s + host, memo)
+    return _add_overhead(cost, floored - cost.time_s, "launch_s")
+
+
+def _floored_sum(
+    cost: PhaseCost,
+    ops: list[Op],
+    hw: HardwareSpec,
+    prof: CalibrationProfile,
+    ctx_lo: np.ndarray,
+    ctx_hi: np.ndarray,
+    floor_s: float | np.ndarray,
+    memo: Timings | None,
+) -> np.ndarray:
+    """Σ_j max(g_j, f) over the decode steps of ``cost`` (g_j their GPU seconds, f = ``floor_s``) = n*·f +
+    Σ_{j ≥ n*} g_j, n* the leading steps whose GPU time is at most f (GPU time grows with the context), found by
+    bisection as the simulator's decode stretches do (:meth:`roofline.serving.sim.stretch.DecodeStretch.total`); the
+    rest is summed in closed form. Exact where the step time never falls as the context grows; chunked-attention
+    layers (Llama 4), whose span restarts every chunk, break that, and the sum is then within 0.1 % of the
+    step-by-step one (measured at f between the 30th and 70th percentile of the steps)."""
+    n = np.asarray(cost.steps, dtype=np.float64)
+    lo = np.asarray(ctx_lo, dtype=np.float64)
+    k = _steps_within(ops, hw, prof, lo, n, floor_s, memo)
+    if not np.any(k > 0):
+        return np.asarray(cost.time_s, dtype=np.float64)
+    rest = decode_cost(ops, hw, prof, lo + k, ctx_hi, memo, totals=False).time_s
+    return np.where(k > 0, k * floor_s + rest, cost.time_s)
+
+
 def with_cpu_decode(
     cost: PhaseCost,
     ops: list[Op],
@@ -217,27 +275,22 @@ def with_cpu_decode(
     overlapped: bool,
     memo: Timings | None = None,
 ) -> PhaseCost:
-    """Decode steps at contexts ctx_lo … ctx_hi (``cost``, from :func:`decode_cost`) with the engine's CPU part c.
-
-    Σ_j step_seconds(g_j, c) over the n steps (g_j their GPU seconds): not overlapped, Σ g_j + n·c; overlapped,
-    Σ max(g_j, c) = n*·c + Σ_{j ≥ n*} g_j, n* the leading steps whose GPU time is at most c (GPU time grows with
-    the context), found by bisection as the simulator's decode stretches do
-    (:meth:`roofline.serving.sim.stretch.DecodeStretch.total`); the rest is summed in closed form. Exact where
-    the step time never falls as the context grows; chunked-attention layers (Llama 4), whose span restarts
-    every chunk, break that, and the sum is then within 0.1 % of the step-by-step one (measured at c between
-    the 30th and 70th percentile of the steps).
+    """Decode steps at contexts ctx_lo … ctx_hi (``cost``, from :func:`decode_cost` and :func:`with_launch_decode`)
+    with the engine's CPU part c: Σ_j step_seconds(s_j, c) over the n steps (s_j their seconds: GPU g_j, at least
+    per_step + H under a run-ahead launch): not overlapped, Σ s_j + n·c; overlapped, Σ max(s_j, c) =
+    Σ max(g_j, max(c, per_step + H)) (:func:`_floored_sum`), which only c above the launch floor changes.
     """
     if cpu_s == 0:
         return cost
     n = np.asarray(cost.steps, dtype=np.float64)
     if not overlapped:
         return _add_cpu(cost, n * cpu_s)
-    lo = np.asarray(ctx_lo, dtype=np.float64)
-    k = _steps_within(ops, hw, prof, lo, n, cpu_s, memo)
-    if not np.any(k > 0):
+    launch = prof.overheads.per_step_s + step_host_launch_s(ops, prof)
+    floor = np.maximum(cpu_s, launch)
+    if not np.any(floor > launch):
         return cost
-    rest = decode_cost(ops, hw, prof, lo + k, ctx_hi, memo, totals=False).time_s
-    return _add_cpu(cost, np.where(k > 0, k * cpu_s + rest - cost.time_s, 0.0))
+    total = _floored_sum(cost, ops, hw, prof, ctx_lo, ctx_hi, floor, memo)
+    return _add_cpu(cost, total - cost.time_s)
 
 
 def _steps_within(
@@ -246,18 +299,19 @@ def _steps_within(
     prof: CalibrationProfile,
     lo: np.ndarray,
     n: np.ndarray,
-    cpu_s: float,
+    floor_s: float | np.ndarray,
     memo: Timings | None,
 ) -> np.ndarray:
-    """Per grid point, the first step j in 0 … n whose GPU time (context lo + j) exceeds ``cpu_s`` (n if none)."""
-    first = np.asarray(step_cost([op.at_context(lo) for op in ops], hw, prof, memo).time_s)
-    shape = np.broadcast_shapes(lo.shape, n.shape, first.shape)
+    """Per grid point, the first step j in 0 … n whose GPU time (context lo + j) exceeds ``floor_s`` (n if none)."""
+    first = np.asarray(step_cost([op.at_context(lo) for op in ops], hw, prof, memo, launch=False).time_s)
+    shape = np.broadcast_shapes(lo.shape, n.shape, first.shape, np.shape(floor_s))
     a, b = np.zeros(shape), np.broadcast_to(n, shape).copy()
-    if np.all(first > cpu_s):
+    if np.all(first > floor_s):
         return a
-    while np.any(a < b):  # invariant: steps before a fit within cpu_s, step b (or the end) exceeds it
+    while np.any(a < b):  # invariant: steps before a fit within the floor, step b (or the end) exceeds it
         mid = np.floor((a + b) / 2)
-        over = np.broadcast_to(step_cost([op.at_context(lo + mid) for op in ops], hw, prof, memo).time_s > cpu_s, shape)
+        at = step_cost([op.at_context(lo + mid) for op in ops], hw, prof, memo, launch=False).time_s
+        over = np.broadcast_to(at > floor_s, shape)
         active = a < b
         a, b = np.where(active & ~over, mid + 1, a), np.where(active & over, mid, b)
     return a
@@ -265,9 +319,14 @@ def _steps_within(
 
 def _add_cpu(cost: PhaseCost, extra: np.ndarray) -> PhaseCost:
     """``cost`` with ``extra`` CPU seconds in its time, its overhead share and ``cpu_s``."""
+    return _add_overhead(cost, extra, "cpu_s")
+
+
+def _add_overhead(cost: PhaseCost, extra: np.ndarray, part: str) -> PhaseCost:
+    """``cost`` with ``extra`` seconds in its time, its overhead share and its field ``part`` (cpu_s, launch_s)."""
     by = dict(cost.bound_time_s)
     by["overhead"] = by["overhead"] + extra
-    return replace(cost, time_s=cost.time_s + extra, bound_time_s=by, cpu_s=cost.cpu_s + extra)
+    return replace(cost, time_s=cost.time_s + extra, bound_time_s=by, **{part: getattr(cost, part) + extra})
 
 
 @dataclass(frozen=True)
@@ -284,26 +343,6 @@ class ScenarioCosts:
     first_step: PhaseCost
     decode: PhaseCost
     timings: Timings = field(default_factory=dict, repr=False, compare=False)  # of decode_ops on this hw, prof
-
-
-@dataclass(frozen=True)
-class Latencies:
-    """Headline figures of a static batch, assembled once for ``predict`` and ``sweep``.
-
-    decode = Σ decode steps; tpot = decode / (O − 1) (the first step's time when O = 1);
-    ttft = y + prefill + lag and e2e = ttft + decode, with y the engine's request overhead and
-    lag = k × (tpot, or the prefill step when O = 1) its output lag of k steps (as the simulator:
-    :meth:`roofline.serving.sim.lifecycle.RequestLifecycle._done`); output tok/s = B·O / e2e ×
-    replicas; total tok/s = B·(P + O) / e2e × replicas; per GPU = output tok/s / GPUs.
-    """
-
-    ttft_s: np.ndarray
-    tpot_s: np.ndarray
-    decode_s: np.ndarray
-    e2e_s: np.ndarray
-    throughput_tok_s: np.ndarray
-    total_throughput_tok_s: np.ndarray
-    throughput_tok_s_per_gpu: np.ndarray
 
 
 def engine_cpu(sc: Scenario) -> tuple[float, bool]:
@@ -340,6 +379,7 @@ def scenario_costs(
     memo: Timings = {}
     first = with_cpu_step(step_cost(dec_ops, hw, prof, memo), c, overlapped)
     dec = decode_cost(dec_ops, hw, prof, p + 1, p + o - 1, memo, decode_totals)
+    dec = with_launch_decode(dec, dec_ops, hw, prof, p + 1, p + o - 1, memo)
     return ScenarioCosts(
         pre_ops,
         with_cpu_step(step_cost(pre_ops, hw, prof), c, overlapped),
@@ -348,22 +388,3 @@ def scenario_costs(
         with_cpu_decode(dec, dec_ops, hw, prof, p + 1, p + o - 1, c, overlapped, memo),
         memo,
     )
-
-
-def client_delays(sc: Scenario) -> tuple[float, float]:
-    """(request overhead y in seconds, output lag k in steps) of ``sc``'s engine ((0, 0) without one)."""
-    eng = sc.engine
-    return (0.0, 0.0) if eng is None else (eng.request_overhead_s, eng.output_lag_steps)
-
-
-def latencies(costs: ScenarioCosts, sc: Scenario) -> Latencies:
-    """The headline figures of :class:`Latencies` from the phase costs (formulas there)."""
-    b, p, o = (np.asarray(x, dtype=np.float64) for x in (sc.batch, sc.prompt_len, sc.output_len))
-    pre = np.asarray(costs.prefill.time_s, dtype=np.float64)
-    dec = np.asarray(costs.decode.time_s, dtype=np.float64)
-    tpot = np.where(o > 1, dec / np.maximum(o - 1, 1), costs.first_step.time_s)
-    y, k = client_delays(sc)
-    ttft = y + pre + k * np.where(o > 1, tpot, pre) if y or k else pre
-    e2e = ttft + dec
-    out = b * o / e2e * sc.replicas
-    return Latencies(ttft, tpot, dec, e2e, out, b * (p + o) / e2e * sc.replicas, out / sc.num_gpus)

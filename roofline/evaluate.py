@@ -5,9 +5,10 @@
 
 The per-kernel overhead depends on how the op is launched (``Op.launch``): eager kernels pay
 ``overheads.per_kernel_s``, kernels replayed inside a CUDA graph ``overheads.per_kernel_graph_s``. With the
-profile's ``overheads.eager_launch`` = "overlapped" an eager op's host launch overlaps its GPU work instead:
-
-    time(op) = max(GPU time with kernels × per_kernel_graph_s, kernels × per_kernel_s)
+profile's ``overheads.eager_launch`` = "run_ahead" the host's eager launches run ahead of the GPU through a whole
+step instead: an op's time is its GPU time with kernels × per_kernel_graph_s, and its host launch time
+(:func:`host_launch_s`) joins the step's, which costs max(Σ GPU time, Σ host launch time)
+(:func:`roofline.costs.with_launch_floor`).
 
 Ceilings come from the CalibrationProfile: GEMMs use the dtype's large-GEMM ceiling ×
 the efficiency curve at their M (× the K curve ``profile.gemm_k`` where measured); attention
@@ -97,11 +98,11 @@ def launch_overhead_s(op: Op, profile: CalibrationProfile) -> float | np.ndarray
     graph on the engine's own kernel count where the profile measured its cost per engine kernel
     (``overheads.graph_kernels`` = "engine" and the op knows its ``engine_kernels``); a graph op whose step is
     outside the engine's capture (``op.uncaptured`` = 1) is launched eagerly. Eager kernels cost
-    ``per_kernel_s`` each here when the profile's ``eager_launch`` is "additive"; when it is "overlapped" they
+    ``per_kernel_s`` each here when the profile's ``eager_launch`` is "additive"; when it is "run_ahead" they
     cost the graph gap ``per_kernel_graph_s`` each here and the host's ``per_kernel_s`` each is
-    :func:`host_launch_s`, which the op's GPU time hides."""
+    :func:`host_launch_s`, which the step's GPU work hides."""
     o = profile.overheads
-    overlapped = o.eager_launch == "overlapped"
+    overlapped = o.eager_launch == "run_ahead"
     eager = op.kernels * (o.per_kernel_graph_s if overlapped else o.per_kernel_s)
     if op.launch != "graph":
         return eager
@@ -114,17 +115,30 @@ def launch_overhead_s(op: Op, profile: CalibrationProfile) -> float | np.ndarray
 
 
 def host_launch_s(op: Op, profile: CalibrationProfile) -> float | np.ndarray:
-    """Host seconds to launch one instance of ``op`` eagerly, which its GPU time hides (``eager_launch`` =
-    "overlapped"; 0 otherwise): kernels × ``per_kernel_s`` for an eager op, × ``op.uncaptured`` for a graph op
-    (the share of its grid outside the engine's capture). The instance takes max(GPU time, this)."""
+    """Host seconds to launch one instance of ``op`` eagerly (``eager_launch`` = "run_ahead"; 0 otherwise): kernels ×
+    ``per_kernel_s`` for an eager op, × ``op.uncaptured`` for a graph op (the share of its grid outside the engine's
+    capture). The host runs ahead through the step: the step takes max(Σ GPU time, Σ this)
+    (:func:`roofline.costs.with_launch_floor`), not each op on its own."""
     o = profile.overheads
-    if o.eager_launch != "overlapped" or not o.per_kernel_s:
+    if o.eager_launch != "run_ahead" or not o.per_kernel_s:
         return 0.0
     host = op.kernels * o.per_kernel_s
     if op.launch != "graph":
         return host
     u = op.uncaptured
     return 0.0 if isinstance(u, float) and u == 0.0 else u * host
+
+
+def step_host_launch_s(ops: list[Op], profile: CalibrationProfile) -> float | np.ndarray:
+    """Host seconds H = Σ_ops count × :func:`host_launch_s` of one step's ops (0 without a run-ahead launch)."""
+    if profile.overheads.eager_launch != "run_ahead" or not profile.overheads.per_kernel_s:
+        return 0.0
+    total: float | np.ndarray = 0.0
+    for op in ops:
+        h = host_launch_s(op, profile)
+        if np.any(np.asarray(h) > 0):
+            total = total + op.count * h
+    return total
 
 
 def fixed_overhead_s(op: Op, profile: CalibrationProfile) -> float | np.ndarray:
@@ -161,25 +175,20 @@ def comm_time_s(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> np.nda
 
 
 def op_time(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> OpTiming:
-    """Time of one instance of ``op``: the roofline max plus communication and fixed overheads, or the host's
-    eager launch time where that is longer (:func:`host_launch_s`):
+    """GPU time of one instance of ``op``: the roofline max plus communication and fixed overheads,
 
-        time = max(max(compute, memory) + comm + fixed, host)
-    """
+        time = max(compute, memory) + comm + fixed
+
+    (a run-ahead host's launch time is the step's, not the op's: :func:`host_launch_s`)."""
     c, bw = ceilings(op, hw, profile)
     hbm = hbm_bytes(op, profile)
     comm_s = comm_time_s(op, hw, profile)
     fixed = fixed_overhead_s(op, profile)
-    host = host_launch_s(op, profile)
-    if c.ndim == bw.ndim == ndim(hbm) == ndim(op.flops) == ndim(comm_s) == ndim(fixed) == ndim(host) == 0 and c and bw:
-        return _scalar_op_time(
-            float(op.flops) / float(c), float(hbm) / float(bw), float(comm_s), float(fixed), float(host)
-        )
+    if c.ndim == bw.ndim == ndim(hbm) == ndim(op.flops) == ndim(comm_s) == ndim(fixed) == 0 and c and bw:
+        return _scalar_op_time(float(op.flops) / float(c), float(hbm) / float(bw), float(comm_s), float(fixed))
     compute_s = op.flops / c
     memory_s = hbm / bw
     roof_s = np.maximum(compute_s, memory_s)
-    if np.any(np.asarray(host) > 0):  # the exposed host time counts as overhead
-        fixed = fixed + np.maximum(0.0, host - (roof_s + comm_s + fixed))
     overhead_s = np.asarray(fixed) + 0 * compute_s
     time_s = roof_s + comm_s + overhead_s
     return OpTiming(
@@ -187,13 +196,10 @@ def op_time(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> OpTiming:
     )
 
 
-def _scalar_op_time(compute_s: float, memory_s: float, comm_s: float, fixed_s: float, host_s: float = 0.0) -> OpTiming:
+def _scalar_op_time(compute_s: float, memory_s: float, comm_s: float, fixed_s: float) -> OpTiming:
     """:func:`op_time` of a one-point op from its terms (seconds) in Python floats: the same binary64 operations
     in the same order as the numpy ones (a NaN propagates through the max as ``np.maximum``'s does), typed as
     those give them (np.float64 times, a 0-d int64 bound code)."""
-    if host_s > 0:
-        gpu = _nan_max(compute_s, memory_s) + comm_s + fixed_s
-        fixed_s = fixed_s + (host_s - gpu if host_s > gpu else 0.0)
     overhead_s = fixed_s + 0 * compute_s
     time_s = _nan_max(compute_s, memory_s) + comm_s + overhead_s
     code = np.asarray(_scalar_code(compute_s, memory_s, comm_s, overhead_s), dtype=np.int64)
@@ -281,8 +287,7 @@ def op_time_summed_over_context(
     """Σ over integer contexts L in [ctx_lo, ctx_hi] of op_time(op.at_context(L)), in closed form.
 
     FLOPs and bytes are affine in the span s = min(L, cap), so each instance's time is
-    max(max(p + q·s, u + v·s) + fixed, host) (:func:`op_time`): below the cap s = L, above it s = cap;
-    Σ = Σ max(p + q·s, u + v·s, host − fixed) + n·fixed (:func:`sum_max_affine_floor`).
+    max(p + q·s, u + v·s) + fixed (:func:`op_time`): below the cap s = L, above it s = cap (:func:`sum_max_affine`).
     """
     lo, hi = np.asarray(ctx_lo, dtype=np.float64), np.asarray(ctx_hi, dtype=np.float64)
     n_steps = np.maximum(hi - lo + 1, 0)
@@ -298,45 +303,15 @@ def op_time_summed_over_context(
     cap = op.ctx_cap
     fixed = comm_time_s(op, hw, profile)
     fixed = fixed + fixed_overhead_s(op, profile)
-    host = host_launch_s(op, profile)
-    h = np.asarray(host, dtype=np.float64) - fixed if np.any(np.asarray(host) > 0) else None
     if np.isfinite(op.ctx_period):
-        return _periodic_sum(p, q, u, v, lo, hi, op.ctx_period, h) + fixed * n_steps
-    below = _sum3(p, q, u, v, h, lo, np.minimum(hi, cap))
+        return _periodic_sum(p, q, u, v, lo, hi, op.ctx_period) + fixed * n_steps
+    below = sum_max_affine(p, q, u, v, lo, np.minimum(hi, cap))
     if np.isinf(cap):
         above = 0.0 * below
     else:
         n_above = np.maximum(hi - np.maximum(lo, cap + 1) + 1, 0)
-        at_cap = np.maximum(p + q * cap, u + v * cap)
-        above = n_above * (at_cap if h is None else np.maximum(at_cap, h))
+        above = n_above * np.maximum(p + q * cap, u + v * cap)
     return below + above + fixed * n_steps
-
-
-def _sum3(
-    p: np.ndarray, q: np.ndarray, u: np.ndarray, v: np.ndarray, h: np.ndarray | None, a: np.ndarray, b: np.ndarray
-) -> np.ndarray:
-    """:func:`sum_max_affine`, or :func:`sum_max_affine_floor` with the floor ``h`` when there is one."""
-    return sum_max_affine(p, q, u, v, a, b) if h is None else sum_max_affine_floor(p, q, u, v, h, a, b)
-
-
-def sum_max_affine_floor(
-    p: np.ndarray, q: np.ndarray, u: np.ndarray, v: np.ndarray, h: np.ndarray, a: np.ndarray, b: np.ndarray
-) -> np.ndarray:
-    """Σ_{s=a}^{b} max(p + q·s, u + v·s, h) over integers for non-decreasing lines (q, v ≥ 0), in closed form.
-
-    The floor h holds up to S, the last s at which both lines are below it (s < (h − p)/q and s < (h − u)/v;
-    a flat line below h never ends the stretch, one at or above it allows none); from S + 1 on the lines'
-    :func:`sum_max_affine`:  Σ = (S − a + 1)·h + sum_max_affine(p, q, u, v, S + 1, b), S clipped to [a − 1, b].
-    """
-    p, q, u, v, h, a, b = (np.asarray(x, dtype=np.float64) for x in (p, q, u, v, h, a, b))
-
-    def last_below(c: np.ndarray, slope: np.ndarray) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lim = np.ceil((h - c) / np.where(slope > 0, slope, 1.0)) - 1.0
-        return np.where(slope > 0, lim, np.where(c < h, np.inf, -np.inf))
-
-    s_last = np.clip(np.minimum(last_below(p, q), last_below(u, v)), a - 1.0, np.maximum(b, a - 1.0))
-    return (s_last - a + 1.0) * h + sum_max_affine(p, q, u, v, s_last + 1.0, b)
 
 
 def _periodic_sum(
@@ -347,13 +322,12 @@ def _periodic_sum(
     lo: np.ndarray,
     hi: np.ndarray,
     period: float,
-    h: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Σ_{L=lo}^{hi} max(p + q·s, u + v·s[, h]) with the chunked span s(L) = ((L − 1) mod C) + 1.
+    """Σ_{L=lo}^{hi} max(p + q·s, u + v·s) with the chunked span s(L) = ((L − 1) mod C) + 1.
 
     The contexts split into the rest of lo's chunk (s from s(lo) up to C or the end), whole
     chunks (s = 1 … C each) and a last partial chunk (s = 1 … r); each piece is an affine
-    sum in closed form (with the floor h: :func:`sum_max_affine_floor`).
+    sum in closed form.
     """
     n = np.maximum(hi - lo + 1, 0)
     s_lo = np.mod(lo - 1.0, period) + 1.0
@@ -361,10 +335,10 @@ def _periodic_sum(
     rest = n - first
     full = np.floor(rest / period)
     last = rest - full * period
-    head = _sum3(p, q, u, v, h, s_lo, s_lo + first - 1)
+    head = sum_max_affine(p, q, u, v, s_lo, s_lo + first - 1)
     one = np.ones_like(n)
-    body = full * _sum3(p, q, u, v, h, one, period * one)
-    tail = _sum3(p, q, u, v, h, one, last)
+    body = full * sum_max_affine(p, q, u, v, one, period * one)
+    tail = sum_max_affine(p, q, u, v, one, last)
     return head + body + tail
 
 

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from roofline.boundary.limits import MAX_API_SWEEP_POINTS
-from roofline.costs import Latencies, PhaseCost, latencies, scenario_costs
+from roofline.costs import PhaseCost, scenario_costs
 from roofline.engine.config import check_engine_options
 from roofline.engine.presets import EngineArg, overrides_map
 from roofline.errors import ScenarioError
 from roofline.evaluate import BOUNDS, bound_codes
+from roofline.latency import Latencies, latencies
 from roofline.memory import MemoryBudget, memory_budget
 from roofline.prediction import HardwareArg, ModelArg, ProfileArg, check_batch_cap, resolve
 from roofline.profile import CalibrationProfile

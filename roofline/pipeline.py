@@ -95,6 +95,7 @@ def scaled_phase(cost: PhaseCost, time_factor: object, work_factor: object) -> P
         memory_bytes=cost.memory_bytes * w,
         bound_time_s={k: v * f for k, v in cost.bound_time_s.items()},
         cpu_s=cost.cpu_s * f,
+        launch_s=cost.launch_s * f,
     )
 
 

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from roofline.costs import ScenarioCosts, client_delays, engine_cpu, latencies, scenario_costs, step_cost, with_cpu_step
+from roofline.costs import ScenarioCosts, engine_cpu, scenario_costs, step_cost, with_cpu_step
 from roofline.engine.config import EntryPoint, check_engine_options, step_seconds
 from roofline.engine.presets import EngineArg, overrides_map
 from roofline.engine.profiles import select_profile
 from roofline.errors import ScenarioError
-from roofline.evaluate import OpTiming, op_time, op_time_summed_over_context
+from roofline.evaluate import OpTiming, op_time, op_time_summed_over_context, step_host_launch_s
+from roofline.latency import client_delays, latencies
 from roofline.memory import (
     engine_for,
     kv_bytes_per_sequence,
@@ -292,19 +293,30 @@ def _step_times(ops: list[Op], hw: HardwareSpec, prof: CalibrationProfile, conte
         shares.append(share)
         total = total + share
     hidden = step_hidden_s(ops, shares) if any(op.overlap for op in ops) else None
-    return total if hidden is None else total - hidden
+    total = total if hidden is None else total - hidden
+    return np.maximum(total, prof.overheads.per_step_s + step_host_launch_s(ops, prof))  # run-ahead launches
+
+
+#: The kind of an :func:`engine_rows` row that is not the engine's own: the host's exposed run-ahead launches.
+_ENGINE_KIND = {"host_launch_exposed": "overhead"}
 
 
 def engine_rows(costs: ScenarioCosts, sc: Scenario) -> list[tuple[str, str, float]]:
-    """(phase, name, seconds) of the engine's parts of TTFT and mean TPOT the ops do not show, those not 0:
-    the CPU part of the prefill step and of the mean decode step, the request overhead y and the output
-    lag k·TPOT (k × the prefill step when O = 1), all counted in the prefill phase but the decode CPU part."""
+    """(phase, name, seconds) of the parts of TTFT and mean TPOT the ops do not show, those not 0: the host's
+    launches beyond the GPU work (a run-ahead eager launch) of the prefill step and of the mean decode step, the
+    CPU part of each, the request overhead y and the output lag k·TPOT (k × the prefill step when O = 1), all
+    counted in the prefill phase but the decode launch and CPU parts."""
     o = float(np.asarray(sc.output_len))
     y, k = client_delays(sc)
     pre, dec = float(np.asarray(costs.prefill.cpu_s)), float(np.asarray(costs.decode.cpu_s))
     dec_cpu = dec / (o - 1) if o > 1 else float(np.asarray(costs.first_step.cpu_s))
     tpot = float(np.asarray(costs.decode.time_s)) / (o - 1) if o > 1 else float(np.asarray(costs.prefill.time_s))
+    launch = (
+        float(np.asarray(costs.decode.launch_s)) / (o - 1) if o > 1 else float(np.asarray(costs.first_step.launch_s))
+    )
     rows = [
+        ("prefill", "host_launch_exposed", float(np.asarray(costs.prefill.launch_s))),
+        ("decode", "host_launch_exposed", launch),
         ("prefill", "engine_cpu", pre),
         ("decode", "engine_cpu", dec_cpu),
         ("prefill", "request_overhead", y),
@@ -344,7 +356,11 @@ def ops_frame(
                 time /= n_steps
             rows.append(_op_row(phase, op, ref, t, time))
         rows.append(_overhead_row(phase, "step_overhead", "overhead", prof.overheads.per_step_s))
-        rows += [_overhead_row(phase, name, "engine", secs) for ph, name, secs in engine if ph == phase]
+        rows += [
+            _overhead_row(phase, name, _ENGINE_KIND.get(name, "engine"), secs)
+            for ph, name, secs in engine
+            if ph == phase
+        ]
     return pd.DataFrame(rows)
 
 

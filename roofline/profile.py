@@ -119,19 +119,33 @@ class Overheads(Frozen):
     absorbing the kernels the op list does not hold) or ``engine`` (the engine's own kernels, as measured one
     by one in the engines' graph replays: the engine's kernel inventory, :mod:`roofline.engine.inventory`).
     Eager launches always pay ``per_kernel_s`` on the per-op count it was fitted against, combined with the
-    kernel's GPU time as ``eager_launch`` says it was fitted: ``additive`` (time = GPU time + kernels ×
-    ``per_kernel_s``: the launch never overlaps the GPU) or ``overlapped`` (the host enqueues asynchronously, so
-    an eager op takes max(GPU time + kernels × ``per_kernel_graph_s``, kernels × ``per_kernel_s``): the host's
-    launch cost hides behind the GPU work of a long kernel and is exposed for a short one; the GPU-side gap per
-    kernel is the one a graph replay leaves).
+    GPU time as ``eager_launch`` says it was fitted: ``additive`` (op time = GPU time + kernels × ``per_kernel_s``:
+    the launch never overlaps the GPU) or ``run_ahead`` (the host enqueues asynchronously and runs ahead of the
+    GPU through a whole step, with no synchronisation inside a forward pass, so a step takes
+    max(Σ GPU time, Σ kernels × ``per_kernel_s``) beyond its per-step cost, each kernel's GPU time carrying the
+    graph-replay gap ``per_kernel_graph_s``: the host's launches are exposed only where the step's whole GPU work
+    is shorter than them; :func:`roofline.costs.with_launch_floor`).
     """
 
     per_kernel_s: float = Field(default=0.0, ge=0)
     per_kernel_graph_s: float = Field(default=0.0, ge=0, description="fixed cost per kernel in a replayed CUDA graph")
     graph_kernels: Literal["per_op", "engine"] = "per_op"
-    eager_launch: Literal["additive", "overlapped"] = "additive"
+    eager_launch: Literal["additive", "run_ahead"] = "additive"
     per_step_s: float = Field(default=0.0, ge=0)
     sources: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _per_op_overlap_retired(cls, data: Any) -> Any:
+        """Refuse ``eager_launch: overlapped`` (each eager op max(GPU, host) on its own), which ``run_ahead``
+        replaced: its ``per_kernel_s`` was fitted in that form and would be misread in the new one."""
+        if isinstance(data, dict) and data.get("eager_launch") == "overlapped":
+            raise ValueError(
+                "overheads.eager_launch 'overlapped' (per-op overlap) was replaced by 'run_ahead' (the host runs "
+                "ahead through a whole step); per_kernel_s fitted per op does not carry over: re-fit the profile "
+                "(`roofline calibrate ...`, or `python -m roofline.published.default_profile`) or set 'additive'"
+            )
+        return data
 
 
 class BoardPower(Frozen):

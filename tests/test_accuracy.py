@@ -148,9 +148,11 @@ def test_kv_reuse_semantics_only_slow_down_gqa_models() -> None:
 
 
 def test_trtllm_0_5_0_6_rows_launch_decode_kernels_eagerly() -> None:
-    """gptSessionBenchmark ran without --enable_cuda_graph: eager decode slows every static-batch row
-    (their decode steps pay per_kernel_s), while the TTFT rows (context phase only, always eager) do not move."""
+    """gptSessionBenchmark ran without --enable_cuda_graph: the static-batch rows' decode steps launch eagerly, so
+    a step takes at least the host's launches (never less than the replayed graph; more once the host binds, here
+    at 1 ms a kernel for this batch of 384), while the TTFT rows (context phase only, always eager) do not move."""
     prof = default_profile()
+    slow = prof.model_copy(update={"overheads": prof.overheads.model_copy(update={"per_kernel_s": 1e-3})})
     cases = [c for c in expressed_cases()[0] if c.source.startswith("trtllm-0.")]
     assert cases and all(c.cuda_graphs is False for c in cases)
     for c in (c for c in cases if c.id in ("V011", "V017")):
@@ -159,7 +161,8 @@ def test_trtllm_0_5_0_6_rows_launch_decode_kernels_eagerly() -> None:
         if c.definition == "ttft_context_phase":
             assert legacy == pytest.approx(modern, rel=1e-12)
         else:
-            assert legacy > modern * 1.01
+            assert legacy >= modern * (1 - 1e-12)
+            assert case_time_s(c, slow).time_s > case_time_s(c, slow, engine_semantics=False).time_s * 1.01
     other = [c for c in expressed_cases()[0] if not c.source.startswith("trtllm-0.")]
     assert all(c.cuda_graphs is None for c in other)  # modern engines: the scenario default (graphs)
 

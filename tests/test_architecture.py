@@ -15,6 +15,7 @@ CORE = {
     "roofline.errors", "roofline.units", "roofline.profile", "roofline.evaluate", "roofline.costs",
     "roofline.memory", "roofline.advice", "roofline.provenance", "roofline.prediction", "roofline.grid",
     "roofline.result", "roofline.profile_curve", "roofline.profile_moe", "roofline.pipeline", "roofline.bound_split",
+    "roofline.latency",
 }  # fmt: skip
 #: Presentation hooks on the core result that Jupyter and users call (``_repr_html_``,
 #: ``plot_roofline``): they import the renderer when called; nothing in report/ is needed to predict.

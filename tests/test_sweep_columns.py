@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 import roofline
 from roofline import grid
 from roofline.cli.app import app
-from roofline.costs import latencies, scenario_costs
+from roofline.costs import scenario_costs
+from roofline.latency import latencies
 from roofline.memory import memory_budget
 
 TEXT = ["model", "hardware", "bound_prefill", "bound_decode"]

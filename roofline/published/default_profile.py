@@ -197,7 +197,7 @@ def derive_default_profile(path: Path | None = None) -> CalibrationProfile:
         ),
         residuals={"gemm_fixed_cost_s": overhead[0], "gemm_fixed_cost_sources": list(overhead[1])},
     )
-    # per_kernel_graph_s first (the overlapped end-to-end fit prices each eager kernel's GPU gap with it), then
+    # per_kernel_graph_s first (the run-ahead end-to-end fit prices each eager kernel's GPU gap with it), then
     # again on the fitted profile, which records its residuals and public checks under the final overheads
     return fit_grouped_gemm(fit_graph_overhead(fit_end_to_end(fit_graph_overhead(fit_gemm_k(base)), path)))
 
@@ -214,11 +214,11 @@ def fit_end_to_end(base: CalibrationProfile, path: Path | None = None) -> Calibr
     )
 
     cases, _ = expressed_cases(path or published_csv_path())
-    overlapped = base.model_copy(update={"overheads": base.overheads.model_copy(update={"eager_launch": "overlapped"})})
-    terms = kernel_curves([c for c in cases if c.grade == END_TO_END_GRADE], overlapped)
+    run_ahead = base.model_copy(update={"overheads": base.overheads.model_copy(update={"eager_launch": "run_ahead"})})
+    terms = kernel_curves([c for c in cases if c.grade == END_TO_END_GRADE], run_ahead)
     x = fit_overheads(terms)
     ids = tuple(sorted(t.case.id for t in terms))
-    fitted = overlapped.overheads.model_copy(
+    fitted = run_ahead.overheads.model_copy(
         update={
             "per_kernel_s": round(float(x[0]), 9),
             "per_step_s": round(float(x[1]), 6),
@@ -231,7 +231,7 @@ def fit_end_to_end(base: CalibrationProfile, path: Path | None = None) -> Calibr
     loso = cross_validate(terms, by="source")
     end_to_end = {
         "method": "roofline.published.overhead_fit.fit_overheads: least squares of relative time residuals over "
-        "grade-A rows, eager launches overlapped (each eager op max(GPU time, kernels × per_kernel_s))",
+        "grade-A rows, eager launches run ahead (each step max(Σ GPU time, Σ kernels × per_kernel_s))",
         "rows": list(ids),
         "in_sample": error_summary(in_sample),
         "leave_one_table_out": error_summary(cv),

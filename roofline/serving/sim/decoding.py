@@ -147,6 +147,9 @@ class DecodeStretches(Admission, RunStats):
         d = self.d_count
         if not d:
             return self._general(now)
+        if d > self.step.line_rows:  # beyond the captured graphs: the host's launches floor the steps
+            k = self._stretch_limit()
+            return self._stretch(now, k) if k > 0 else self._general(now)
         g, top, pool = self.G, self.heap[0], self.pool
         r = top[2]
         k = (top[0] if r.state == DECODE and r.seq == top[1] else self._top_gfin()) - g  # steps to the next finish

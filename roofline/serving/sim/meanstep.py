@@ -27,9 +27,9 @@ def mean_step_s(
     vectorised over arrays of the same shape, with real-valued rows (a mean population: the screening tier).
 
     The same terms as :meth:`StepModel.gpu_time` (tables, MLA span terms, recurrent state, attention with the prefill
-    compute ceilings per row) and the engine's CPU part by :meth:`StepModel.finish`'s rule, so at whole rows and
-    tokens it is :meth:`StepModel.step_time` itself (tests/test_serving_screening.py); between whole counts the
-    token and row tables are interpolated linearly.
+    compute ceilings per row, the host's run-ahead launch floor) and the engine's CPU part by
+    :meth:`StepModel.finish`'s rule, so at whole rows and tokens it is :meth:`StepModel.step_time` itself
+    (tests/test_serving_screening.py); between whole counts the token and row tables are interpolated linearly.
     """
     n = np.asarray(rows, dtype=np.float64)
     mixed = chunk is not None
@@ -56,6 +56,8 @@ def mean_step_s(
                 dec = np.where(n > 0, term.flops_per_pair * s / term.compute_ceiling(min(ctx, term.window)), 0.0)
                 compute = term.flops_per_pair * pre_pairs / term.compute_ceiling(pre_span) + dec
         gpu = gpu + term.time_s(m, pairs, span, compute)
+    if pm.has_host:  # the host's run-ahead launches floor the GPU time (roofline.costs.with_launch_floor)
+        gpu = np.maximum(gpu, pm.overhead_s + pm.host_s(m, all_rows))
     return step_seconds(np.asarray(gpu, dtype=np.float64), sm.cpu_overhead_s, sm.async_cpu)
 
 

@@ -54,8 +54,8 @@ def _log2(x: float) -> float:
 
 @dataclass(frozen=True)
 class AttnTerm:
-    """One attention kernel kind: time = count·max(max(fpp·pairs/C, (apt·M + kvb·span)/B) + fixed_s, host_s)
-    (``host_s``: the host's eager launch time, :func:`roofline.evaluate.host_launch_s`; 0 in a graph)."""
+    """One attention kernel kind: time = count·(max(fpp·pairs/C, (apt·M + kvb·span)/B) + fixed_s) (GPU seconds; its
+    host launch is in the phase's host tables, :attr:`PhaseModel.host_token_s`)."""
 
     count: float
     flops_per_pair: float
@@ -65,7 +65,6 @@ class AttnTerm:
     compute_flops_per_s: float
     memory_bytes_per_s: float
     fixed_s: float
-    host_s: float = 0.0
     prefill_peak_flops_per_s: float = 0.0
     prefill_curve: Curve | None = None
     #: the prefill curve's knots (log2 of its sizes, its values) as floats, for :meth:`ceiling_at`; () without one
@@ -124,15 +123,14 @@ class AttnTerm:
         term already divided by per-row ceilings, when they vary with the span); scalars or arrays."""
         c = self.flops_per_pair * pairs / self.compute_flops_per_s if compute_s is None else compute_s
         m = (self.act_bytes_per_token * tokens + self.kv_bytes_per_span * span) / self.memory_bytes_per_s
-        t = _larger(c, m) + self.fixed_s
-        return self.count * (_larger(t, t * 0.0 + self.host_s) if self.host_s else t)
+        return self.count * (_larger(c, m) + self.fixed_s)
 
 
 @dataclass(frozen=True)
 class StateTerm:
     """A recurrent-state mixer kernel (linear attention / SSM scan): work ∝ tokens, state traffic ∝ rows.
 
-    time = count·max(max(fpt·M / C, (apt·M + read·R_past + write·R) / B) + fixed_s, host_s), R = rows in the step,
+    time = count·(max(fpt·M / C, (apt·M + read·R_past + write·R) / B) + fixed_s), R = rows in the step,
     R_past = rows continuing from a cached state (decode rows; prefill chunks after past > 0 tokens).
     """
 
@@ -144,15 +142,13 @@ class StateTerm:
     compute_flops_per_s: float
     memory_bytes_per_s: float
     fixed_s: float
-    host_s: float = 0.0
 
     def time_s(self, tokens: Sec, rows: Sec, rows_past: Sec) -> Sec:
         """Seconds of all ``count`` instances for a step with these totals (scalars or arrays)."""
         c = self.flops_per_token * tokens / self.compute_flops_per_s
         b = self.act_bytes_per_token * tokens + self.read_bytes_per_row * rows_past + self.write_bytes_per_row * rows
         m = b / self.memory_bytes_per_s
-        t = _larger(c, m) + self.fixed_s
-        return self.count * (_larger(t, t * 0.0 + self.host_s) if self.host_s else t)
+        return self.count * (_larger(c, m) + self.fixed_s)
 
 
 @dataclass(frozen=True)
@@ -184,7 +180,9 @@ class SpanTerm:
 
 @dataclass(frozen=True)
 class PhaseModel:
-    """Compiled cost of one phase: tables over tokens M and rows R, attention, state and span terms."""
+    """Compiled cost of one phase: tables over tokens M and rows R, attention, state and span terms (GPU seconds),
+    and the host's run-ahead launch seconds of a step at M tokens and R rows, ``host_token_s[M] + host_seq_s[R]``
+    (a step costs overhead + max(GPU, host): :func:`roofline.costs.with_launch_floor`; empty tables: none)."""
 
     token_s: np.ndarray
     seq_s: np.ndarray
@@ -192,6 +190,33 @@ class PhaseModel:
     overhead_s: float
     state: tuple[StateTerm, ...] = ()
     span: tuple[SpanTerm, ...] = ()
+    host_token_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    host_seq_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def has_host(self) -> bool:
+        """Whether any step of this phase launches eagerly under a run-ahead host (host tables not empty)."""
+        return bool(self.host_token_s.size)
+
+    @property
+    def unhosted_rows(self) -> int:
+        """The most rows R such that no step of 1 … R rows and as many tokens launches anything eagerly on the host
+        (the largest row count without host tables)."""
+        n = self.seq_s.size  # max_rows + 1 ≤ max_tokens + 1
+        if not self.has_host:
+            return n - 1
+        hosted = np.flatnonzero(self.host_token_s[1:n] + self.host_seq_s[1:] > 0)
+        return int(hosted[0]) if hosted.size else n - 1
+
+    def host_s(self, tokens: Sec, rows: Sec) -> Sec:
+        """Host launch seconds of a step of ``tokens`` tokens and ``rows`` rows (0 without host tables; linear
+        between whole counts, as :meth:`table_s`)."""
+        if not self.has_host:
+            return 0.0 * tokens
+        if isinstance(tokens, np.ndarray) or isinstance(rows, np.ndarray):
+            t, r = self.host_token_s, self.host_seq_s
+            return np.interp(tokens, self._grid(t), t) + np.interp(rows, self._grid(r), r)
+        return float(self.host_token_s[int(tokens)] + self.host_seq_s[int(rows)])
 
     def state_s(self, tokens: Sec, rows: Sec, rows_past: Sec) -> Sec:
         """Seconds of the recurrent-state kernels of a step."""
@@ -235,7 +260,6 @@ def _attn_term(op: Op, hw: HardwareSpec, prof: CalibrationProfile) -> AttnTerm:
         compute_flops_per_s=float(c),
         memory_bytes_per_s=float(bw),
         fixed_s=fixed + float(fixed_overhead_s(op, prof)),  # at B = 1: a captured size
-        host_s=float(host_launch_s(op, prof)),
         prefill_peak_flops_per_s=float(peak or 0.0),
         prefill_curve=curve if peak else None,
     )
@@ -256,7 +280,6 @@ def _state_term(op: Op, with_past: Op, hw: HardwareSpec, prof: CalibrationProfil
         compute_flops_per_s=float(c),
         memory_bytes_per_s=float(bw),
         fixed_s=fixed + float(fixed_overhead_s(op, prof)),
-        host_s=float(host_launch_s(op, prof)),
     )
 
 
@@ -277,8 +300,10 @@ def compile_phase(
     and (M rows × 1 token): an op whose time is identical in both depends on M only; any other
     non-attention op depends on the row count. A decode batch beyond the engine's CUDA-graph capture launches
     eagerly (``Op.uncaptured``): the other ops' times carry it in the row table, and the attention and state
-    kernels' extra GPU launch cost at R rows (over their one-row cost in the terms) is added to it too (their host
-    launch, with an overlapped eager launch, is taken to hide behind the GPU work of a batch that large).
+    kernels' extra GPU launch cost at R rows (over their one-row cost in the terms) is added to it too. Host launch
+    seconds (a run-ahead eager launch, :func:`roofline.evaluate.host_launch_s`) are tabulated the same way: an op
+    whose host time is the same as (1 row × M tokens) and (M rows × 1 token) in the token table, the others (a
+    graph op beyond the capture; every attention and state kernel) in the row table.
     """
     n = max(max_tokens, max_rows)
     grid = np.arange(1, n + 1, dtype=np.float64)
@@ -288,11 +313,19 @@ def compile_phase(
     probe = builder(model, sc, hw, phase, 1.0, 1.0, 0.0)
     past = builder(model, sc, hw, phase, 1.0, 1.0, 5.0)
     token_s, seq_s = np.zeros(n + 1), np.zeros(n + 1)
+    host_tok, host_seq = np.zeros(n + 1), np.zeros(n + 1)
     spans: list[SpanTerm] = []
     for a, b, op, op5 in zip(one_row, many_rows, probe, past, strict=True):
+        ha = a.count * np.broadcast_to(host_launch_s(a, prof), grid.shape)
+        hb = b.count * np.broadcast_to(host_launch_s(b, prof), grid.shape)
         if a.kind == "attention":  # priced per term below, at one row's launch; the batch's launch mode apart
             seq_s[1:] += b.count * (np.broadcast_to(fixed_overhead_s(b, prof), grid.shape) - fixed_overhead_s(a, prof))
+            host_seq[1:] += hb
             continue
+        if np.array_equal(ha, hb):
+            host_tok[1:] += ha
+        else:
+            host_seq[1:] += hb
         if float(op.memory_bytes) != float(op5.memory_bytes) or float(op.flops) != float(op5.flops):
             if phase == "decode":
                 raise NotImplementedError(f"decode op {op.name} grows with the context outside attention")
@@ -312,6 +345,7 @@ def compile_phase(
             state.append(_state_term(op, op5, hw, prof))
         else:
             attn.append(_attn_term(op, hw, prof))
+    hosted = bool(np.any(host_tok) or np.any(host_seq))
     return PhaseModel(
         token_s[: max_tokens + 1].copy(),
         seq_s[: max_rows + 1].copy(),
@@ -319,4 +353,6 @@ def compile_phase(
         overhead_s,
         tuple(state),
         tuple(spans),
+        host_tok[: max_tokens + 1].copy() if hosted else np.zeros(0),
+        host_seq[: max_rows + 1].copy() if hosted else np.zeros(0),
     )

@@ -14,14 +14,16 @@ tokens after p cached). Its time is that of the op list the builders emit, split
 * **attention kernels** (one per layer kind): FLOPs = f·Σ pairs, HBM bytes = a·M + k·Σ span
   with pairs(p, n) = Σ_{i=p+1}^{p+n} min(i, W) (attention ∝ n·(p + n/2) without a window) and
   span = min(p + n, W + n − 1) (the K/V of the p cached tokens re-read), so the kernel time is
-  max(max(f·Σpairs / C, (a·M + k·Σspan) / B) + fixed, host) — exact, with the coefficients read off the
+  max(f·Σpairs / C, (a·M + k·Σspan) / B) + fixed — exact, with the coefficients read off the
   builder's op records and the evaluator's ceilings.
 
 A step with any prefill row uses the prefill-phase op list (eager launches); a decode-only
 step uses the decode-phase list (CUDA-graph launches when the engine captures graphs). For
 MLA models the decode rows of a mixed step are costed with the prefill-phase (expanded)
-attention. Step time = Σ of the three parts + the profile's per-step overhead + the engine's
-``step_overhead_s`` (or max(GPU time, CPU overhead) under asynchronous scheduling).
+attention. GPU time = Σ of the parts + the profile's per-step overhead, at least the per-step overhead + the
+host's run-ahead launch seconds of the step (eager steps under ``eager_launch`` = "run_ahead":
+:func:`roofline.costs.with_launch_floor`); step time = GPU time + the engine's ``step_overhead_s`` (or max(GPU
+time, CPU overhead) under asynchronous scheduling).
 
 For a run of decode-only steps whose contexts all grow by one per step, each attention term is
 max(p + q·j, u + v·j) in the step index j, so a whole stretch sums in closed form.
@@ -102,22 +104,25 @@ class StepModel:
                     t.kv_bytes_per_span,
                     t.memory_bytes_per_s,
                     t.fixed_s,
-                    t.host_s,
                 )
                 for t in pm.attn
             )
             for pm in (self.decode, self.prefill)
         )
-        floors = tuple(t.count * (t.host_s - t.fixed_s) for t in self.decode.attn)
-        self._floors = floors if any(t.host_s > 0 for t in self.decode.attn) else None
+        # per phase ([decode, prefill]): the host's launch tables as float lists, None where no step launches eagerly
+        self._host = tuple(
+            (pm.host_token_s.tolist(), pm.host_seq_s.tolist()) if pm.has_host else None
+            for pm in (self.decode, self.prefill)
+        )
+        #: the most plain decode rows whose steps the host's launches leave alone (replayed graphs): one-line
+        #: stretches (:meth:`decode_line`) run up to it, floored ones (:class:`FlooredStretch`) beyond
+        self.line_rows = self.decode.unhosted_rows
         self._affine_const: dict[tuple[int, int, float], float] = {}  # decode_affine's constant per (M, rows, extra)
         # chunk_step_s's operands: one attention term, no MLA span or recurrent-state terms in a prefill step
         one = len(self.prefill.attn) == 1 == len(self.windows) and not (self.prefill.span or self.prefill.state)
         self._chunk = (*self._prefill_terms[0], *self._attn_coef[1][0], *self._tables[1]) if one else None
         #: decode stretches are one line (:meth:`decode_line`): one attention term, no window, no CPU overlap
-        self.line_ok = (
-            len(self._stretch_coef) == 1 and not self.has_window and not self.async_cpu and self._floors is None
-        )
+        self.line_ok = len(self._stretch_coef) == 1 and not self.has_window and not self.async_cpu
         self._line_const: dict[int, float] = {}
 
     def finish(self, gpu_s: float) -> float:
@@ -147,7 +152,7 @@ class StepModel:
         one = self._chunk
         if one is None or len(chunks) > SCALAR_ROWS:
             return self.step_time(decode_rows, decode_span, [n for _, n in chunks], [p for p, _ in chunks])
-        w, term, fpp, curve, count, _, cap, act, kvb, bw, fixed, host, tok, seq = one
+        w, term, fpp, curve, count, _, cap, act, kvb, bw, fixed, tok, seq = one
         tokens = pairs_sum = span_sum = flops_sum = 0.0
         for past, new in chunks:
             p, n = float(past), float(new)
@@ -177,8 +182,11 @@ class StepModel:
                 f"step of {mi} tokens / {rows} rows exceeds the compiled {self.max_tokens}/{self.max_rows}"
             )
         mem = (act * m + kvb * (s + span_sum)) / bw
-        t = (c if c > mem else mem) + fixed
-        gpu = self.prefill.overhead_s + tok[mi] + seq[rows] + count * (t if t > host else host)
+        gpu = self.prefill.overhead_s + tok[mi] + seq[rows] + count * ((c if c > mem else mem) + fixed)
+        host = self._host[1]
+        if host is not None:  # the host's run-ahead launches (with_launch_floor)
+            floor = self.prefill.overhead_s + (host[0][mi] + host[1][rows])
+            gpu = gpu if gpu > floor else floor
         cpu = self.cpu_overhead_s
         if not self.async_cpu:
             return gpu + cpu
@@ -212,10 +220,13 @@ class StepModel:
                 m, rows_past, total, pre_pairs, pre_span, pre_compute = self._prefill_one(
                     decode_rows, decode_span, p, n
                 )
-            else:
-                prefill = self._prefill_scalar if n_pre <= SCALAR_ROWS else self._prefill_numpy
-                m, rows_past, total, pre_pairs, pre_span, pre_compute = prefill(
+            elif n_pre <= SCALAR_ROWS:
+                m, rows_past, total, pre_pairs, pre_span, pre_compute = self._prefill_scalar(
                     decode_rows, decode_span, prefill_new, prefill_past
+                )
+            else:
+                m, rows_past, total, pre_pairs, pre_span, pre_compute = prefill_arrays(
+                    self, decode_rows, decode_span, prefill_new, prefill_past
                 )
             rows = decode_rows + n_pre
         mi = int(m)
@@ -231,24 +242,18 @@ class StepModel:
             gpu += sum(s.time_s(total + dec) for s in pm.span)
         if pm.state:
             gpu += pm.state_s(m, rows, rows_past)
-        # AttnTerm.time_s of every term, inlined: count·max(max(FLOP s, memory s) + fixed, host)
-        for a, (count, fpp, cap, act, kvb, bw, fixed, host) in enumerate(self._attn_coef[pm is self.prefill]):
+        # AttnTerm.time_s of every term, inlined: count·(max(FLOP s, memory s) + fixed)
+        for a, (count, fpp, cap, act, kvb, bw, fixed) in enumerate(self._attn_coef[pm is self.prefill]):
             s = decode_span[a] if decode_rows else 0.0
             pairs, span, compute = s + pre_pairs[a], s + pre_span[a], pre_compute[a]
             c = fpp * pairs / cap if compute is None else compute
             mem = (act * m + kvb * span) / bw
-            t = (c if c > mem else mem) + fixed
-            gpu += count * (t if t > host else host)
+            gpu += count * ((c if c > mem else mem) + fixed)
+        host = self._host[pm is self.prefill]
+        if host is not None:  # the host's run-ahead launches (with_launch_floor)
+            floor = pm.overhead_s + (host[0][mi] + host[1][rows])
+            return gpu if gpu > floor else floor
         return gpu
-
-    def _prefill_numpy(
-        self,
-        decode_rows: int,
-        decode_span: tuple[float, ...],
-        new_s: Sequence[float] | np.ndarray,
-        past_s: Sequence[float] | np.ndarray,
-    ) -> tuple[float, float, float, list[float], list[float], list[float | None]]:
-        return prefill_arrays(self, decode_rows, decode_span, new_s, past_s)
 
     def _prefill_scalar(
         self,
@@ -373,10 +378,13 @@ class StepModel:
         kv0 = span0 if kv_span0 is None else kv_span0
         kv1 = slope if kv_slope is None else kv_slope
         coef = self._stretch_coef
+        host = self._host[0]
+        floor = self.decode.overhead_s + (host[0][m] + host[1][rows]) if host is not None else 0.0
+        hosted = floor > self.decode.overhead_s
         if len(coef) == 1:  # one attention term (most models): the same line without the generator
             _, fc, fb, act, kv, fbkv = coef[0]
             p, q, u, v = fc * span0[0], fc * slope[0], fb * (act * m + kv * kv0[0]), fbkv * kv1[0]
-            if not self.async_cpu and self._floors is None:
+            if not self.async_cpu and not hosted:
                 return LineStretch(const, p, q, u, v, self.cpu_overhead_s)
             lines: tuple[tuple[float, float, float, float], ...] = ((p, q, u, v),)
         else:
@@ -384,6 +392,7 @@ class StepModel:
                 (fc * span0[a], fc * slope[a], fb * (act * m + kv * kv0[a]), fbkv * kv1[a])
                 for a, (_, fc, fb, act, kv, fbkv) in enumerate(coef)
             )
-        if self._floors is not None:  # eager decode attention: the host's launch time is a floor per term
-            return FlooredStretch(const, lines, self._floors, self.cpu_overhead_s, self.async_cpu)
+        if hosted:  # eager decode steps: the host's run-ahead launches floor each step's GPU time
+            return FlooredStretch(const, lines, floor, self.cpu_overhead_s, self.async_cpu)
         return DecodeStretch(const, lines, self.cpu_overhead_s, self.async_cpu)
+

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import math
 
-from roofline.evaluate import sum_max_affine_steps
-
 #: A crossing beyond any step count: the first line of the term wins at every step.
 _NEVER = 1 << 62
 
@@ -257,64 +255,63 @@ Stretch = DecodeStretch | LineStretch
 
 
 class FlooredStretch(DecodeStretch):
-    """A :class:`DecodeStretch` whose attention terms each have a floor (seconds; the host's eager launch time
-    less the term's fixed GPU seconds, :func:`roofline.evaluate.host_launch_s`): step j costs
-    const + Σ_a max(p_a + q_a·j, u_a + v_a·j, f_a). The lines do not fall with j, so term a sits on its floor for
-    j < J_a (the first step at which a line reaches it) and on its lines from there:
-    Σ_{j<k} = min(J_a, k)·f_a + :func:`roofline.evaluate.sum_max_affine_steps` of the lines shifted to start at J_a.
+    """A :class:`DecodeStretch` whose GPU time has a floor f (seconds: the per-step overhead + the host's run-ahead
+    launch seconds of these eager steps, :func:`roofline.costs.with_launch_floor`): step j's GPU time is
+    max(g_j, f), g_j = const + Σ_a max(p_a + q_a·j, u_a + v_a·j), with the engine's CPU part joined as in the plain
+    stretch. g_j does not fall with j, so the steps sit on the floor for j < J (the first step with g_J > f) and on
+    their lines from there: Σ_{j<k} max(g_j, f) = min(J, k)·f + Σ_{J≤j<k} g_j. Under asynchronous CPU overlap a CPU
+    part c above f is the binding floor instead (max(g_j, f, c)), which the plain stretch's crossing gives.
     """
 
-    __slots__ = ("_starts", "floors")
+    __slots__ = ("floor_s",)
 
     def __init__(
         self,
         const_s: float,
         lines: tuple[tuple[float, float, float, float], ...],
-        floors: tuple[float, ...],
+        floor_s: float,
         cpu_s: float,
         async_cpu: bool,
     ) -> None:
-        self.floors = floors
-        self._starts = tuple(_first_at_floor(line, f) for line, f in zip(lines, floors, strict=True))
+        self.floor_s = floor_s
         super().__init__(const_s, lines, cpu_s, async_cpu)
-        self._one = None  # the generic paths below
+
+    def _raw(self, j: int) -> float:
+        """g_j: the GPU seconds of step j without the floor."""
+        gpu = self.const_s
+        for p, q, u, v in self.lines:
+            a, b = p + q * j, u + v * j
+            gpu += a if a > b else b
+        return gpu
 
     def step(self, j: int) -> float:
         """Seconds of step j."""
-        gpu = self.const_s
-        for (p, q, u, v), f in zip(self.lines, self.floors, strict=True):
-            a, b = p + q * j, u + v * j
-            m = a if a > b else b
-            gpu += m if m > f else f
+        g, f = self._raw(j), self.floor_s
+        gpu = g if g > f else f
         cpu = self.cpu_s
         if not self.async_cpu:
             return gpu + cpu
         return gpu if gpu > cpu else cpu
 
-    def _terms_sum(self, k: int) -> float:
-        """Σ_{j<k} of the attention terms with their floors (s)."""
-        out = 0.0
-        for (p, q, u, v), f, start in zip(self.lines, self.floors, self._starts, strict=True):
-            c = start if start < k else k
-            out += c * f + (sum_max_affine_steps(p + q * c, q, u + v * c, v, k - c) if k > c else 0.0)
-        return out
+    def total(self, k: int) -> float:
+        """Σ_{j=0}^{k−1} step(j) in closed form (exact: the steps on the floor, then on their lines)."""
+        if k <= 0:
+            return 0.0
+        if self.async_cpu and self.cpu_s >= self.floor_s:  # the CPU part binds before the host's floor
+            return super().total(k)
+        lo = self._first_above(k)
+        gpu = lo * self.floor_s + (self._gpu_sum(k) - self._gpu_sum(lo) if lo < k else 0.0)
+        return gpu if self.async_cpu else gpu + k * self.cpu_s
 
-    def _gpu_sum(self, k: int) -> float:
-        return k * self.const_s + self._terms_sum(k)
-
-    def _mixed_async(self, k: int) -> float:
-        lo = self._first_gpu_bound(k)
-        return lo * self.cpu_s + (k - lo) * self.const_s + self._terms_sum(k) - self._terms_sum(lo)
-
-
-def _first_at_floor(line: tuple[float, float, float, float], floor: float) -> int:
-    """The first step j ≥ 0 at which max(p + q·j, u + v·j) ≥ floor (lines with q, v ≥ 0; _NEVER if neither
-    reaches it)."""
-    p, q, u, v = line
-    best = _NEVER
-    for c, slope in ((p, q), (u, v)):
-        if c >= floor:
-            return 0
-        if slope > 0:
-            best = min(best, max(math.ceil((floor - c) / slope), 0))
-    return best
+    def _first_above(self, k: int) -> int:
+        """The first step j < k whose raw GPU time exceeds the floor (k if none), by bisection (g_j only grows)."""
+        if self._raw(k - 1) <= self.floor_s:
+            return k
+        lo, hi = 0, k - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._raw(mid) > self.floor_s:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
