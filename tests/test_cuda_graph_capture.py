@@ -18,8 +18,8 @@ import pytest
 
 import roofline
 from roofline.engine.presets import engine_preset
-from roofline.evaluate import host_launch_s, launch_overhead_s
-from roofline.ops import decode_ops
+from roofline.evaluate import host_launch_s, launch_overhead_s, step_host_launch_s
+from roofline.ops import decode_ops, prefill_ops
 from roofline.profile import default_profile
 from roofline.serving.sim.steptime import StepModel
 from roofline.specs.library import hardware
@@ -130,3 +130,25 @@ def test_launch_overhead_of_an_uncaptured_graph_op_is_the_eager_one() -> None:
         assert op.launch == "graph" and float(np.asarray(op.uncaptured)) == 1.0
         assert float(launch_overhead_s(op, prof)) == pytest.approx(op.kernels * o.per_kernel_graph_s, rel=1e-12)
         assert float(host_launch_s(op, prof)) == pytest.approx(op.kernels * o.per_kernel_s, rel=1e-12)
+
+
+def test_vllm_replays_piecewise_graphs_for_prefill_steps_inside_its_capture() -> None:
+    """vLLM V1 (FULL_AND_PIECEWISE): a prefill step of at most 512 tokens replays piecewise graphs, so only its
+    attention kernels are launched by the host (H = Σ attention count × kernels × per_kernel_s); beyond 512 tokens
+    every kernel is; SGLang and TensorRT-LLM launch prefill steps eagerly; the simulator's one request agrees."""
+    h, m, prof = hardware("h100-sxm"), roofline.model("llama-3.1-8b"), default_profile()
+    per = prof.overheads.per_kernel_s
+    short = prefill_ops(m, make_scenario(h, 1, 256, 8, engine="vllm"), h)
+    assert all((op.launch == "graph") == (op.kind != "attention") for op in short)
+    assert all(op.uncaptured == 0.0 for op in short if op.kind != "attention")
+    attn_host = sum(op.count * op.kernels * per for op in short if op.kind == "attention")
+    assert float(step_host_launch_s(short, prof)) == pytest.approx(attn_host, rel=1e-12)
+    long = prefill_ops(m, make_scenario(h, 1, 1024, 8, engine="vllm"), h)
+    assert all(op.launch == "eager" for op in long)
+    all_host = sum(op.count * op.kernels * per for op in long)
+    assert float(step_host_launch_s(long, prof)) == pytest.approx(all_host, rel=1e-12)
+    for engine in ("sglang", "trtllm"):
+        assert all(op.launch == "eager" for op in prefill_ops(m, make_scenario(h, 1, 256, 8, engine=engine), h))
+    p = roofline.predict("llama-3.1-8b", "h100-sxm", 1, 256, 2, engine="vllm")
+    s = roofline.simulate("llama-3.1-8b", "h100-sxm", num_requests=1, qps=1.0, prompt_len=256, output_len=2)
+    assert s.summary["ttft_mean_s"] == pytest.approx(p.ttft_s, rel=1e-9)

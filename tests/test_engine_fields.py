@@ -42,6 +42,7 @@ VALUES: dict[str, tuple[Any, dict[str, Any]]] = {
     "cuda_graphs": (False, {}),
     "cuda_graph_max_batch": (2, {}),  # batch 4 (sweep), the plan's batch and 8 clients run eagerly
     "cuda_graph_padding": (False, {"cuda_graph_max_batch": 512}),  # only 1 … 32 and powers of two replay
+    "mixed_graphs": (False, {}),  # prefill steps of at most 512 tokens launch eagerly (walked at 256-token prompts)
     "runtime_reserve_bytes": (40 * GIB, {}),
     "reserve_bytes": (30 * GIB, {}),
     "capacity_bytes": (60e9, {}),
@@ -70,7 +71,7 @@ BATCH_BLIND = {
 #: the graph options act through the eager launches of an uncaptured decode step, which the host's run-ahead hides
 #: behind the GPU work of these steps on the shipped profile: they are walked under a host slow enough to bind
 #: (300 µs a kernel), where every eager decode step shows them
-GRAPH_FIELDS = {"cuda_graphs", "cuda_graph_max_batch", "cuda_graph_padding"}
+GRAPH_FIELDS = {"cuda_graphs", "cuda_graph_max_batch", "cuda_graph_padding", "mixed_graphs"}
 
 
 @functools.cache
@@ -172,6 +173,28 @@ def _pipelined(entry: str, over: tuple[tuple[str, Any], ...], slow: bool = False
     return (s.summary["ttft_mean_s"], s.summary["tpot_mean_s"])
 
 
+@functools.cache
+def _short(entry: str, over: tuple[tuple[str, Any], ...], slow: bool = False) -> tuple[float, ...]:
+    """The entry point at 256-token prompts, whose prefill steps fit the engine's piecewise graphs (512 tokens)."""
+    kw: dict[str, Any] = {"engine_overrides": dict(over), "calibration": _calibration(slow)}
+    if entry == "predict":
+        r = roofline.predict(M, HW, 1, 256, 64, **kw)
+        return (r.ttft_s, r.tpot_s)
+    if entry == "sweep":
+        df = roofline.sweep(M, HW, [1], 256, 64, **kw)
+        return tuple(float(x) for x in df[["ttft_s", "tpot_s"]].to_numpy().ravel())
+    if entry == "plan":
+        slo = {"ttft_slo_s": 0.5, "tpot_slo_s": 0.05}
+        c = roofline.plan(
+            M, qps=5.0, prompt_len=256, output_len=64, hardware=[HW], tp_options=[1], **slo, **kw
+        ).candidates[0]
+        return (c.ttft_s, c.tpot_s, c.t_prefill_s)
+    s = roofline.simulate(M, HW, concurrency=1, prompt_len=256, output_len=16, num_requests=8, **kw)
+    return (s.summary["ttft_mean_s"], s.summary["tpot_mean_s"])
+
+
+#: options that only short prompts show (prefill steps inside the piecewise capture), walked there (:func:`_short`)
+SHORT_PROMPTS = {"mixed_graphs"}
 #: options that only a pipeline-parallel replica shows, walked there (:func:`_pipelined`)
 PIPELINE_ONLY = {"pipeline_micro_batches"}
 
@@ -204,6 +227,8 @@ def test_every_field_is_honoured_or_refused_by_name(field: str, entry: str) -> N
         run = _predict_at_40
     if field in PIPELINE_ONLY:
         run = functools.partial(_pipelined, entry)
+    if field in SHORT_PROMPTS:
+        run = functools.partial(_short, entry)
     slow = field in GRAPH_FIELDS
     assert run(_key({**base, field: value}), slow) != run(_key(base), slow), f"{entry} ignores {field}={value!r}"
 

@@ -151,8 +151,10 @@ def test_run_ahead_prefill_never_slower_than_per_op_or_additive(name: str, h100:
 
 
 def test_breakdown_sums_to_ttft_with_the_exposed_launch_row() -> None:
-    prof = _prof("run_ahead", host_s=200e-6)  # a host slow enough to bind the prefill of a short prompt
-    r = roofline.predict("llama-3.1-8b", "h100-sxm", 1, prompt_len=64, output_len=4, calibration=prof)
+    prof = _prof(
+        "run_ahead", host_s=200e-6
+    )  # a host slow enough to bind an eager prefill (beyond vLLM's 512-token pieces)
+    r = roofline.predict("llama-3.1-8b", "h100-sxm", 1, prompt_len=1024, output_len=4, calibration=prof)
     ops = r.ops_frame() if callable(getattr(r, "ops_frame", None)) else r.ops
     pre = ops[ops["phase"] == "prefill"]
     assert float(pre["time_s"].sum()) == pytest.approx(r.ttft_s, rel=1e-9)

@@ -62,6 +62,7 @@ ENGINE_OPTION_SCOPE: dict[str, tuple[frozenset[EntryPoint], str]] = {
     "cuda_graphs": (_TIMED, _MEMORY_ONLY),
     "cuda_graph_max_batch": (_TIMED, _MEMORY_ONLY),
     "cuda_graph_padding": (_TIMED, _MEMORY_ONLY),
+    "mixed_graphs": (_TIMED, _MEMORY_ONLY),
     "runtime_reserve_bytes": (_ALL, ""),
     "reserve_bytes": (_ALL, ""),
     "capacity_bytes": (_ALL, ""),
@@ -125,7 +126,10 @@ class EngineConfig(BaseModel):
     (``request_overhead_cv`` its coefficient of variation), ``output_lag_steps`` the output pipeline's lag
     in the request's own inter-token intervals. CUDA graphs: ``cuda_graphs`` (decode steps replay captured graphs),
     ``cuda_graph_max_batch`` (the largest captured decode batch; larger ones run eagerly; None: every size) and
-    ``cuda_graph_padding`` (a batch is padded up to the next captured size; off: only the exact sizes replay).
+    ``cuda_graph_padding`` (a batch is padded up to the next captured size; off: only the exact sizes replay),
+    ``mixed_graphs`` (a prefill or mixed prefill+decode step of at most ``cuda_graph_max_batch`` tokens replays
+    piecewise graphs: every op but attention captured, attention launched eagerly between the pieces; off: such
+    steps launch every kernel eagerly).
     Pipeline parallelism: ``pipeline_micro_batches`` micro-batches in flight (None: one per stage, every engine's
     default; :mod:`roofline.pipeline`).
     """
@@ -145,6 +149,7 @@ class EngineConfig(BaseModel):
     cuda_graphs: bool = True
     cuda_graph_max_batch: int | None = Field(default=None, ge=1, le=1_000_000)
     cuda_graph_padding: bool = True
+    mixed_graphs: bool = False
     prefix_caching: bool = True
     async_scheduling: bool = False
     mixed_chunk: bool = True
@@ -186,6 +191,7 @@ class EngineConfig(BaseModel):
         "chunked_prefill",
         "cuda_graphs",
         "cuda_graph_padding",
+        "mixed_graphs",
         "prefix_caching",
         "async_scheduling",
         "mixed_chunk",
@@ -217,6 +223,15 @@ class EngineConfig(BaseModel):
             whole = np.maximum(np.rint(r), 1.0)
             ok &= (r <= 32) | (np.exp2(np.rint(np.log2(whole))) == r)
         return ok
+
+    def piecewise_replays(self, tokens: object) -> np.ndarray:
+        """Where a prefill or mixed step of ``tokens`` tokens replays piecewise graphs (bool array): only with
+        ``cuda_graphs`` and ``mixed_graphs``, up to ``cuda_graph_max_batch`` tokens (every size when None), padded up
+        to the next captured size (the capture sizes are in tokens, shared with the decode graphs)."""
+        t = np.asarray(tokens, dtype=np.float64)
+        if not (self.cuda_graphs and self.mixed_graphs):
+            return np.zeros(t.shape, dtype=bool)
+        return np.ones(t.shape, dtype=bool) if self.cuda_graph_max_batch is None else t <= self.cuda_graph_max_batch
 
     @property
     def label(self) -> str:

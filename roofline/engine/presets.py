@@ -63,6 +63,21 @@ TRTLLM_GRAPHS = (
     "cuda_graph_runner.py (a batch not in the list runs eagerly); trtllm-serve sets no cuda_graph_config "
     "(roofline/data/kernel_inventory/trtllm.yaml cuda_graph)"
 )
+VLLM_MIXED_GRAPHS = (
+    "vLLM docs/design/cuda_graphs.md (V1, PR #20059): CompilationConfig.cudagraph_mode defaults to FULL_AND_PIECEWISE "
+    "with piecewise compilation, 'full CUDA Graph for uniform decode, piecewise CUDA Graphs for others' (prefill and "
+    "mixed batches), attention left eager between the pieces; the dispatcher pads num_tokens to the next capture size "
+    "and runs a larger batch without graphs (NONE); the capture sizes are in tokens, shared with the decode graphs"
+)
+SGLANG_MIXED_GRAPHS = (
+    "SGLang docs/advanced_features (Piecewise CUDA Graph, 'an experimental feature'): only the decode step is captured "
+    "unless --enable-piecewise-cuda-graph is set (ServerArgs default False); extend/prefill batches run eagerly"
+)
+TRTLLM_MIXED_GRAPHS = (
+    "TensorRT-LLM 1.0 PyTorch backend: cuda_graph_config captures generation-only batches (_torch/pyexecutor/"
+    "cuda_graph_runner.py); piecewise capture of context/mixed batches is TorchCompileConfig."
+    "enable_piecewise_cuda_graph, default False"
+)
 PIPELINE = "None = one micro-batch per pipeline stage (roofline.pipeline): {where}"
 VLLM_PIPELINE = PIPELINE.format(
     where="vLLM vllm/config/vllm.py VllmConfig.max_concurrent_batches = pipeline_parallel_size ('PP requires "
@@ -111,6 +126,7 @@ def _vllm(hw: HardwareSpec) -> EngineConfig:
         max_partial_prefills=1,
         cuda_graphs=True,
         cuda_graph_max_batch=512,
+        mixed_graphs=True,
         prefix_caching=True,
         async_scheduling=False,
         mixed_chunk=True,
@@ -121,6 +137,7 @@ def _vllm(hw: HardwareSpec) -> EngineConfig:
             "request_overhead_s": VLLM_FRONTEND,
             "cuda_graph_max_batch": VLLM_GRAPHS,
             "cuda_graph_padding": VLLM_GRAPHS,
+            "mixed_graphs": VLLM_MIXED_GRAPHS,
             "kv_block_tokens": "vLLM 0.11.0 vllm/platforms/cuda.py CudaPlatformBase.check_and_update_config: "
             "block_size 16 when unset (FlashMLA / FlashInfer-MLA backends force 64, CUTLASS MLA 128)",
             "max_num_seqs": VLLM_DEFAULTS,
@@ -186,6 +203,7 @@ def _sglang(hw: HardwareSpec) -> EngineConfig:
             "cuda_graphs": f"{SGLANG_ARGS}: --disable-cuda-graph default False",
             "cuda_graph_max_batch": SGLANG_GRAPHS,
             "cuda_graph_padding": SGLANG_GRAPHS,
+            "mixed_graphs": SGLANG_MIXED_GRAPHS,
             "prefix_caching": f"{SGLANG_ARGS}: --disable-radix-cache default False (radix prefix cache on)",
             "async_scheduling": f"{SGLANG_ARGS}: --disable-overlap-schedule default False (the overlap scheduler is "
             "on; ServerArgs.disable_overlap_schedule)",
@@ -229,6 +247,7 @@ def _trtllm(hw: HardwareSpec) -> EngineConfig:
             "cuda_graphs": "TensorRT-LLM 1.0 PyTorch backend: CUDA graphs for generation steps (cuda_graph_config)",
             "cuda_graph_max_batch": TRTLLM_GRAPHS,
             "cuda_graph_padding": TRTLLM_GRAPHS,
+            "mixed_graphs": TRTLLM_MIXED_GRAPHS,
             "prefix_caching": f"{TRTLLM_ARGS}: KvCacheConfig.enable_block_reuse default True",
             "async_scheduling": f"{TRTLLM_ARGS}: TorchLlmArgs.disable_overlap_scheduler default False (the PyTorch "
             "backend's overlap scheduler is on)",

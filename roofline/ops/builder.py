@@ -110,7 +110,9 @@ def build_ops(
     the pass traverses all layers plus (pp − 1) activation hand-offs. The lm_head runs
     on the last position of each sequence only: m = B. A decode step of a scenario with
     ``cuda_graphs`` replays as one CUDA graph: every op gets ``launch="graph"``, and ``uncaptured`` = 1 where the
-    batch is beyond the engine's captured sizes (those steps launch eagerly). Each op's ``engine_kernels`` is
+    batch is beyond the engine's captured sizes (those steps launch eagerly); a prefill pass of an engine that replays
+    piecewise graphs for non-uniform steps (``EngineConfig.mixed_graphs``, vLLM V1) gets them on every op but
+    attention, ``uncaptured`` = 1 beyond the captured token counts. Each op's ``engine_kernels`` is
     what the scenario's engine launches for it (:mod:`roofline.engine.inventory`; -1 without an inventory).
     """
     c = BuildContext.create(model, sc, hw, phase, batch, new_tokens, past)
@@ -137,7 +139,9 @@ def build_ops(
     graph: dict[str, object] = {}
     if phase == "decode" and sc.cuda_graphs:
         graph = {"launch": "graph", "uncaptured": _uncaptured(sc, c.batch)}
-    return [_finished(c, inventory, op, checkpoint, graph) for op in ops]
+        return [_finished(c, inventory, op, checkpoint, graph) for op in ops]
+    pieces = _piecewise(sc, c.tokens) if phase == "prefill" else {}
+    return [_finished(c, inventory, op, checkpoint, pieces if op.kind != "attention" else {}) for op in ops]
 
 
 def _finished(
@@ -160,6 +164,19 @@ def _uncaptured(sc: Scenario, batch: np.ndarray) -> float | np.ndarray:
     if bool(np.all(replays)):
         return 0.0
     return np.where(replays, 0.0, 1.0)
+
+
+def _piecewise(sc: Scenario, tokens: np.ndarray) -> dict[str, object]:
+    """The launch fields of a prefill pass's non-attention ops where the engine replays piecewise graphs for steps of
+    ``tokens`` tokens (:meth:`roofline.engine.config.EngineConfig.piecewise_replays`; attention between the pieces
+    stays eager): ``launch`` graph, ``uncaptured`` 1 where the step is beyond the capture; {} where no step is."""
+    eng = sc.engine
+    if eng is None or not (eng.cuda_graphs and eng.mixed_graphs):
+        return {}
+    replays = eng.piecewise_replays(tokens)
+    if not bool(np.any(replays)):
+        return {}
+    return {"launch": "graph", "uncaptured": 0.0 if bool(np.all(replays)) else np.where(replays, 0.0, 1.0)}
 
 
 def module_group(op: Op) -> str | None:

@@ -5,7 +5,8 @@ Data: ``shared/validation/serving/blis_vllm_groundtruth.csv`` (see its SOURCES.m
 (inference-perf) at each stage's rate, TTFT / ITL / E2E mean and P99 per stage.
 
 Each run is simulated with ``roofline.simulate`` and the vLLM preset with the run's recorded engine options:
-``max_num_batched_tokens`` = its chunk size, ``gpu_memory_utilization`` from the notes, ``max_num_seqs`` 128,
+``max_num_batched_tokens`` = its chunk size, ``gpu_memory_utilization`` from the notes, ``max_num_seqs`` 128 (so
+CUDA graphs, full for decode and piecewise for prefill/mixed steps, captured up to min(2 x 128, 512) = 256 tokens),
 chunked prefill and prefix caching on (the preset's), asynchronous scheduling on (vLLM's default from v0.14,
 release notes #27614), weights and KV in fp16. ASSUMED, since the per-request traces are not public: prompt and
 output lengths at the stated means (``--cv`` > 0 draws them lognormal with that coefficient of variation instead,
@@ -109,6 +110,7 @@ def simulate_run(
         "max_num_batched_tokens": int(row["chunk_size"]),
         "gpu_memory_utilization": float(row["gpu_mem_util"]),
         "max_num_seqs": 128,
+        "cuda_graph_max_batch": 256,  # vLLM's capture sizes up to min(2 x max_num_seqs, 512) (presets.VLLM_GRAPHS)
         "async_scheduling": True,
         **(extra or {}),
     }

@@ -395,4 +395,3 @@ class StepModel:
         if hosted:  # eager decode steps: the host's run-ahead launches floor each step's GPU time
             return FlooredStretch(const, lines, floor, self.cpu_overhead_s, self.async_cpu)
         return DecodeStretch(const, lines, self.cpu_overhead_s, self.async_cpu)
-
