@@ -17,6 +17,15 @@ simulated alone from an empty engine (a later stage of a multi-stage run starts 
 ``--max-requests`` requests per stage (rate × duration otherwise); CPU KV offload (on in some runs) not modelled.
 Runs whose stage rates are not published ("general-lite", whole run) are left out and counted.
 
+Arrivals (``--arrival``): Poisson at each stage's rate, as the data's SOURCES.md entry states, by default. The
+study's own harness may have sent them at a constant rate: inference-perf's ``LoadConfig.type`` defaults to
+``constant`` (kubernetes-sigs/inference-perf ``inference_perf/config.py``: ``type: LoadType = LoadType.CONSTANT``),
+and the study's inference-perf pipeline design (tekton sample ``blis-inference-perf``, its ``values.yaml``
+profileTemplate) sets ``load: type: constant`` with the 8 → 20 req/s stages of the "general" workload (and its
+data: 9 shared 100-token system prompts × 5 users, 447-token questions, 248 output tokens, multi-turn chat; not
+modelled here). ``--arrival constant`` simulates evenly spaced sends instead (writes ``*_constant.csv``); the
+headline figures stay Poisson until the runs' own profile files say which.
+
 Nothing is fitted: the simulator runs physics only (no request overhead, no output lag), so every row is out of
 sample and the per-family figures are held-out figures. Writes ``validation/results/serving_blis.csv`` and prints
 the median |error| per model family and metric.
@@ -98,6 +107,7 @@ def simulate_run(
     max_requests: int,
     engine_kernels: bool = False,
     seed: int = 0,
+    arrival: str = "poisson",
     extra: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """The run's simulated TTFT/ITL/E2E (ms) under its recorded engine options (module docstring); ``extra``:
@@ -121,6 +131,7 @@ def simulate_run(
         tp,
         ep=tp if "Mixtral" in str(row["model"]) else 1,
         qps=float(row["qps"]),
+        arrival=arrival,
         prompt_len=prompt,
         output_len=output,
         num_requests=n,
@@ -171,6 +182,12 @@ def main() -> None:
         help=f"simulate every stage at each front-end latency of {FRONTEND_GRID_S} s (default profile) and write "
         f"{FRONTEND_PASSES.name}",
     )
+    ap.add_argument(
+        "--arrival",
+        choices=("poisson", "constant"),
+        default="poisson",
+        help="the client's arrival process (module docstring; constant writes a _constant file)",
+    )
     a = ap.parse_args()
     wide, skipped = runs()
     if a.frontend_passes:
@@ -178,15 +195,20 @@ def main() -> None:
         print(f"{len(wide)} stages at {len(FRONTEND_GRID_S)} front-end latencies -> {FRONTEND_PASSES}")
         return
     engine = a.profile == "engine"
-    sims = pd.DataFrame([simulate_run(r, a.cv, a.max_requests, engine) for _, r in wide.iterrows()])
+    sims = pd.DataFrame([simulate_run(r, a.cv, a.max_requests, engine, arrival=a.arrival) for _, r in wide.iterrows()])
     res = pd.concat([wide.drop(columns=["qps_or_concurrency"]), sims], axis=1)
     res["family"] = [MODELS[m][1] for m in res["model"]]
     for m in METRICS:
         res[f"err_{m}"] = res[f"sim_{m}"] / res[m] - 1.0
     out = OUT.with_name("serving_blis_engine.csv") if engine else OUT
+    if a.arrival != "poisson":
+        out = out.with_name(f"{out.stem}_{a.arrival}.csv")
     res.to_csv(out, index=False, float_format="%.6g")
     shape = "fixed at the stated means" if a.cv == 0 else f"lognormal, CV {a.cv:g}"
-    print(f"{len(res)} stages simulated ({skipped} left out: stage rates not published); lengths {shape}")
+    print(
+        f"{len(res)} stages simulated ({skipped} left out: stage rates not published); lengths {shape}, "
+        f"{a.arrival} arrivals"
+    )
     print(f"{'family':8s} {'tp':>3s} {'n':>3s} " + " ".join(f"{m:>10s}" for m in METRICS))
     for (fam, tp), g in res.groupby(["family", "tp"]):
         cells = " ".join(f"{np.median(np.abs(g[f'err_{m}'])) * 100:9.1f}%" for m in METRICS)
