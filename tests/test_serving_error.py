@@ -5,6 +5,7 @@ committed validation results, and the coverage they promise measured with whole 
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 
@@ -81,9 +82,8 @@ def test_shipped_residuals_are_rederived() -> None:
 
 def test_shipped_intervals_cover_held_out_families() -> None:
     """The promise measured: at 80 % every engine's TTFT, TPOT and E2E intervals, built without a model family,
-    hold 65–95 % of that family's rows (measured 74–81 %), and vLLM's TTFT, physics only (its preset has no
-    front-end latency: roofline.published.frontend), runs short: its upper factor exceeds its lower one's inverse.
-    With their fitted front-end latencies SGLang's and TensorRT-LLM's TTFT intervals are no longer one-sided."""
+    hold 65–95 % of that family's rows (measured 67–81 %), and each engine's TTFT interval brackets the median of its
+    residuals (the simulator runs 11–17 % long on the median under the run-ahead eager launch, short before)."""
     doc = load_serving_error()
     assert set(doc["engines"]) == {"sglang", "trtllm", "vllm"}
     for pool, figs in serving_coverage(0.8).items():
@@ -92,6 +92,7 @@ def test_shipped_intervals_cover_held_out_families() -> None:
     for eng in doc["engines"]:
         iv = serving_interval("ttft_p99_s", 1.0, engine=eng)
         assert iv.supported and iv.high > 1.0 > iv.low
-        assert eng != "vllm" or iv.high > 1.0 / iv.low > 1.0
+        med = statistics.median(r for fam in doc["engines"][eng].values() for r in fam["ttft"])
+        assert iv.low < math.exp(med) < iv.high
         assert serving_upper_factor("ttft_s", 0.8, eng) == pytest.approx(iv.high)
     assert serving_upper_factor("ttft_s", 0.9, "vllm") > serving_upper_factor("ttft_s", 0.8, "vllm")
