@@ -15,8 +15,8 @@ from roofline.specs.library import hardware
 
 def test_shipped_front_end_latency_is_the_fit() -> None:
     """The presets carry each engine's adopted value: the grid value fitted at concurrency ≤ 8 where it lowers the
-    held-out error (SGLang 320 ms), else 0 (TensorRT-LLM's 160 ms raises it); vLLM's 10 ms lowers it but the
-    independent vLLM 0.15.1 runs (BLIS), an independent source, get worse with it, so it is not adopted."""
+    held-out error (SGLang 320 ms, TensorRT-LLM 160 ms), else 0; vLLM's 20 ms lowers it but the independent vLLM
+    0.15.1 runs (BLIS), an independent source, get worse with it, so it is not adopted."""
     fits = fit_frontend()
     assert set(fits) == {"sglang", "trtllm", "vllm"}
     hw = hardware("h100-sxm")
@@ -29,11 +29,9 @@ def test_shipped_front_end_latency_is_the_fit() -> None:
         if f.adopted_s:
             assert f.held_out_low_fitted < f.held_out_low_physics
             assert "roofline/published/frontend.py" in preset.sources["request_overhead_s"]
-    assert (fits["sglang"].adopted_s, fits["trtllm"].adopted_s, fits["vllm"].adopted_s) == (0.32, 0.0, 0.0)
-    t = fits["trtllm"]  # its fitted 160 ms does not generalise to the families held out
-    assert t.fitted_s == 0.16 and t.held_out_low_fitted > t.held_out_low_physics
+    assert (fits["sglang"].adopted_s, fits["trtllm"].adopted_s, fits["vllm"].adopted_s) == (0.32, 0.16, 0.0)
     v = fits["vllm"]  # its 10 ms helps its own held-out families but not the BLIS runs, a whole source apart
-    assert v.fitted_s == 0.01 and v.held_out_low_fitted < v.held_out_low_physics
+    assert v.fitted_s == 0.02 and v.held_out_low_fitted < v.held_out_low_physics
     assert v.independent_rows == 36 and v.independent_fitted > v.independent_physics
 
 

@@ -17,14 +17,14 @@ KW = {"qps": 8.0, "num_requests": 300, "prompt_len": 512, "output_len": 64}
 
 def test_single_run_latency_interval_is_the_engines_serving_error() -> None:
     """GIVEN one vLLM run WHEN asked for the TTFT p99 interval THEN it is exactly the serving interval of vLLM's
-    public rows scaled to that value (no replica spread), around the value; a throughput keeps the static throughput
-    regime."""
+    public rows scaled to that value (no replica spread), above the value (the simulated TTFT runs short); a
+    throughput keeps the static throughput regime."""
     s = roofline.simulate("llama-3.1-8b", "h100-sxm", seed=0, **KW)
     v = s.summary["ttft_p99_s"]
     lo, hi = s.interval("ttft_p99_s")
     ref = serving_interval("ttft_p99_s", v, engine="vllm")
     assert ref.pool == "vllm" and (lo, hi) == pytest.approx((ref.low, ref.high), rel=1e-12) and lo < v < hi
-    assert hi / v > 1.5 and v / lo > 1.5  # a wide TTFT interval on both sides (vLLM: x0.42 - x1.94 at 80 %)
+    assert hi / v > 2.0 > v / lo  # asymmetric: measured TTFT is mostly longer than simulated
     t = s.summary["output_throughput_tok_s"]
     ref_t = figure_interval("throughput_tok_s", t)
     assert s.interval("output_throughput_tok_s") == pytest.approx((ref_t.low, ref_t.high), rel=1e-12)

@@ -3,7 +3,7 @@
 **Residuals.** Every closed-loop row of the public serving sample (``validation/serving/aic_silicon_agg.csv``:
 TensorRT-LLM, vLLM and SGLang, 8 model families, H100/H200/B200) was simulated with the engine's own preset,
 which is what :func:`roofline.simulate` runs by default, its front-end latency included where the preset carries
-one (SGLang 320 ms; TensorRT-LLM and vLLM adopt none: :mod:`roofline.published.frontend`; the saved pass at that latency in
+one (SGLang 320 ms, TensorRT-LLM 160 ms: :mod:`roofline.published.frontend`; the saved pass at that latency in
 ``PASSES_CSV``) (``validation/serving/validate_simulator.py --engine-options preset``, results in
 ``SOURCE_CSV``). For the mean TTFT, TPOT and E2E of each row the residual is
 
