@@ -482,6 +482,9 @@ def test_row15_sigint_during_calibration_exits_130_with_a_resume_command(tmp_pat
         "            os.kill(os.getpid(), signal.SIGINT)\n"
         "    return rec\n"
         "Runner._measure = measure\n"
+        # Python turns SIGINT into KeyboardInterrupt only where it was not ignored at start-up, and a background job
+        # of a non-interactive shell starts with it ignored: install the terminal's handler, as a user's shell has
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         f"sys.argv = {args!r}\n"
         "from roofline.cli.app import main\n"
         "main()\n"
