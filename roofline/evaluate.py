@@ -14,7 +14,8 @@ Ceilings come from the CalibrationProfile: GEMMs use the dtype's large-GEMM ceil
 the efficiency curve at their M (× the K curve ``profile.gemm_k`` where measured); attention
 kernels use the attention multipliers;
 memory traffic uses the HBM ceiling × the transfer-size curve; the grouped expert GEMMs of a MoE
-layer (``Op.grouped``) take ``profile.grouped_gemm``'s factors on both sides. Communication ops use
+layer (``Op.grouped``) take ``profile.grouped_gemm``'s factors on both sides, or, on a layer shape its tables
+measured, ceilings that make the op's time its share of the measured layer time (its bound kept). Communication ops use
 the bandwidth of the path their group takes (:func:`roofline.specs.topology.comm_path`) × link
 efficiency, plus the latency of that path's link kind. The bound is whichever term is largest.
 """
@@ -29,7 +30,7 @@ import numpy as np
 from roofline.ops.expert_parallel import exchange_bandwidth_bytes_per_s
 from roofline.ops.records import Op, f64, ndim
 from roofline.profile import CalibrationProfile
-from roofline.profile_moe import format_key
+from roofline.profile_moe import format_key, layer_share
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.topology import comm_path
 
@@ -74,9 +75,15 @@ def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.
     size_curve = profile.memory_size_efficiency
     bw = memory * size_curve(op.memory_bytes) if size_curve is not None else memory + 0 * op.m
     if op.grouped:  # grouped expert GEMM (m rows per expert): below a dense GEMM on both sides
-        fmt = format_key(op.dtype, op.weight_element_bytes)
-        c = c * profile.grouped_gemm.compute_factor(hw.name, op.m, fmt)
-        bw = bw * profile.grouped_gemm.memory_factor(hw.name, op.m, op.n * op.k, fmt)
+        fmt, gg = format_key(op.dtype, op.weight_element_bytes), profile.grouped_gemm
+        layer_s = gg.layer_seconds(hw.name, fmt, op.expert_shape, op.flops / (2.0 * op.n * op.k))
+        if layer_s is not None:  # this exact layer shape was measured: the op takes its share of the layer's time
+            own_s = layer_share(op.name, op.expert_shape) * layer_s
+            roof_s = np.maximum(op.flops / c, op.memory_bytes / bw)  # its roofline time at the dense ceilings
+            f = np.where(roof_s > 0, roof_s / np.maximum(own_s, 1e-30), 1.0)  # 1 where there is no work (M = 0)
+            return np.asarray(c * f), np.asarray(bw * f)
+        c = c * gg.compute_factor(hw.name, op.m, fmt)
+        bw = bw * gg.memory_factor(hw.name, op.m, op.n * op.k, fmt)
     return np.asarray(c), np.asarray(bw)
 
 

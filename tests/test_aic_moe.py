@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,12 +12,23 @@ import pytest
 from typer.testing import CliRunner
 
 from calibrate.aic.compare import table_rows
-from calibrate.aic.moe import GroupedFit, fit_grouped, fit_table, moe_ops_for_rows, moe_rows, moe_table, with_grouped
+from calibrate.aic.moe import (
+    GroupedFit,
+    fit_grouped,
+    fit_rows,
+    fit_table,
+    moe_ops_for_rows,
+    moe_rows,
+    moe_table,
+    with_grouped,
+)
 from calibrate.aic.tables import list_tables, load_table
 from roofline.cli.app import app
 from roofline.errors import CalibrationError
-from roofline.ops.ffn import routed_rows
+from roofline.evaluate import op_time
+from roofline.ops.ffn import grouped_rows, routed_rows
 from roofline.profile import GroupedGemm, default_profile
+from roofline.profile_moe import LayerTimes, layer_shape, layer_share
 from roofline.specs.library import hardware
 
 HW = hardware("h100-sxm")
@@ -182,3 +194,61 @@ def test_cli_compare_accepts_op_moe() -> None:
     records = json.loads(res.output)
     assert {r["op"] for r in records} == {"moe"} and {"bfloat16", "fp8", "fp8_block"} <= {r["dtype"] for r in records}
     assert any(t.kind == "moe" for t in list_tables(gpu="h100_sxm", op="moe"))
+
+
+def test_layer_times_read_log_log_and_grow_with_the_work_beyond_the_last_knot() -> None:
+    """Hand-derived: knots (8, 100 µs), (32, 400 µs); at 16 the log-log midpoint 200 µs; below the first knot its
+    time; beyond the last, time ∝ assignments (64 → 800 µs); the stored string round-trips."""
+    t = LayerTimes(x=(8.0, 32.0), y=(100e-6, 400e-6))
+    np.testing.assert_allclose(t(np.array([1.0, 8.0, 16.0, 32.0, 64.0])), [100e-6, 100e-6, 200e-6, 400e-6, 800e-6])
+    assert t.text() == "8:0.0001 32:0.0004" and LayerTimes.parse(t.text()) == t
+    with pytest.raises(ValueError, match="non-decreasing"):
+        LayerTimes(x=(8.0, 32.0), y=(400e-6, 100e-6))
+    with pytest.raises(ValueError, match=r"'8-0\.1' is not a knot"):
+        LayerTimes.parse("8-0.1")
+    assert layer_share("moe.experts_gate_up", "h1.i1.e8.k2.gated") == pytest.approx(2 / 3)
+    assert layer_share("moe.experts_down", "h1.i1.e8.k2.gated") == pytest.approx(1 / 3)
+    assert layer_share("moe.experts_down", "h1.i1.e8.k2.plain") == 0.5
+
+
+def test_a_measured_layer_prices_each_gemm_at_its_share_of_the_layer_time() -> None:
+    """An op of a measured shape takes its share of T(a) (a = FLOPs / 2nk) plus its launch overhead, the bound of
+    its roofline kept; another shape keeps the generic factors."""
+    from roofline.ops.records import gemm
+
+    shape = layer_shape(4096, 7168, 8, 2, True)
+    assert shape == "h4096.i7168.e8.k2.gated"
+    times = LayerTimes(x=(2.0, 64.0), y=(160e-6, 500e-6))
+    grouped = GroupedGemm(devices=("h100-sxm",), layers={f"bf16:2.0|{shape}": times})
+    prof = default_profile().model_copy(update={"grouped_gemm": grouped})
+    touched, _, rows = routed_rows(8, 2, 1, np.array([32.0]))  # 64 assignments
+    op = grouped_rows(
+        gemm("moe.experts_gate_up", "moe", "x", 1, "bf16", rows, 2 * 7168, 4096, 2.0, 2.0, touched), touched
+    )
+    measured, other = replace(op, expert_shape=shape), replace(op, expert_shape="h1.i1.e1.k1.gated")
+    t = op_time(measured, HW, prof)
+    assert float((t.time_s - t.overhead_s)[0]) == pytest.approx(2 / 3 * 500e-6, rel=1e-12)
+    assert t.bound[0] == op_time(op, HW, default_profile()).bound[0] == "memory"
+    assert float(op_time(other, HW, prof).time_s[0]) == pytest.approx(float(op_time(op, HW, prof).time_s[0]))
+
+
+def test_layer_fit_recovers_the_kernel_seconds_and_never_lets_them_fall(tmp_path: Path) -> None:
+    """The synthetic table's Mixtral-like shapes (12 hidden sizes, 7 token counts each): each knot is its row's
+    measured time − act − launch overheads, at a = M·k; priced back through the fitted profile every row is exact;
+    a row made faster than the one before it is lifted to it (the layer never gets cheaper with more tokens)."""
+    path = _synthetic(tmp_path)
+    df = pd.read_parquet(path)
+    dip = (df["hidden_size"] == 4096) & (df["num_tokens"] == 64) & (df["moe_dtype"] == "bfloat16")
+    dip &= df["distribution"] == "balanced"
+    before = float(df.loc[(df["hidden_size"] == 4096) & (df["num_tokens"] == 32), "latency"].iloc[0])
+    df.loc[dip, "latency"] = 0.5 * before
+    df.to_parquet(path, index=False)
+    table = moe_table("h100_sxm", "vllm", root=tmp_path)
+    fit = fit_grouped(load_table(table), HW, default_profile(), table.label)
+    layers = fit.grouped.layers
+    assert len(layers) == len(HIDDEN) and all(k.startswith("bf16:2.0|h") for k in layers)
+    t = layers["bf16:2.0|h4096.i14336.e8.k2.gated"]
+    assert t.x == tuple(2.0 * m for m in (*TOKENS, BIG_M)) and t.y[TOKENS.index(64)] == t.y[TOKENS.index(32)]
+    rows = moe_rows(fit_rows(load_table(table)), HW, with_grouped(default_profile(), fit))
+    ok = ~((rows["measured_s"] < 0.6 * before * 1e-3) & (rows["measured_s"] > 0.4 * before * 1e-3))
+    np.testing.assert_allclose(rows.loc[ok, "ratio"], 1.0, rtol=5e-4)  # knots rounded to 4 significant digits

@@ -13,7 +13,8 @@ the parameter describes, and subtracts what the earlier steps priced (formulas i
    kernel): layer-shaped compute-bound GEMM rows (:mod:`calibrate.aic.fit`);
 6. ``grouped_gemm``: memory- and compute-bound balanced MoE rows (:func:`calibrate.aic.moe.fit_grouped`), the 16-bit
    kernel's rates and each quantised kernel's own (``by_format``: fp8, 4-bit weight-only, NVFP4), each from the
-   newest table that holds that format.
+   newest table that holds that format; and every layer shape the 16-bit rows measure as its own measured seconds
+   (``layers``, :func:`calibrate.aic.moe.layer_curves`, :data:`LAYER_FITS`).
 
 Each (GPU, engine) uses the newest version of each table kind the engine has on that GPU (the version is recorded
 per step). A step whose table is missing, or has too few rows in its regime, keeps the default's value and says so
@@ -141,6 +142,14 @@ MOE_FITS: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("nvfp4",),),
 )
 WEIGHT_ONLY_FIT: tuple[tuple[str, ...], ...] = (("int4_wo", "w4a16_mxfp4"),)
+#: The fits whose measured layer shapes ship as ``grouped_gemm.layers`` (the shape's own kernel seconds): the
+#: 16-bit fused kernel only. The quantised MoE kernels change between engine versions and launchers (vLLM's
+#: MXFP4 path, TensorRT-LLM's fp8-block backends), so one version's table of them is not what a deployment of
+#: another runs: on the public closed-loop sample (438 rows, physics only, engine profiles) every format's layers
+#: took TPOT from 13.5 to 14.9 % (vLLM 9.5 -> 17.0 %: gpt-oss MXFP4 on H100/H200 +6 -> +18 % signed, Kimi int4 +9
+#: -> +19 %; TensorRT-LLM DeepSeek fp8 +12 -> +26 %; SGLang 18.0 -> 13.1 %) while TTFT went 37.7 -> 33.3 %. The
+#: 16-bit layers: Mixtral on the BLIS vLLM 0.15.1 runs, ITL 24.2 -> 15.3 %.
+LAYER_FITS: tuple[tuple[str, ...], ...] = (("bfloat16",),)
 
 
 def _first_fit(
@@ -193,7 +202,8 @@ def _moe(
                 compute_efficiency_by_rows=gg.compute_efficiency_by_rows,
                 sources=gg.sources,
             )
-    grouped = top[2].grouped.model_copy(update={"by_format": by_format})
+    layers = {k: v for _, formats, g in fits if formats in LAYER_FITS for k, v in g.grouped.layers.items()}
+    grouped = top[2].grouped.model_copy(update={"by_format": by_format, "layers": layers})
     return prof.model_copy(update={"grouped_gemm": grouped})
 
 

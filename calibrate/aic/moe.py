@@ -44,13 +44,14 @@ import numpy as np
 import pandas as pd
 
 from calibrate.aic.compare import ROW_COLUMNS, gemm_formats
-from calibrate.aic.knots import knot_medians, knot_of
+from calibrate.aic.moe_curves import MIN_ROWS, compute_curve, memory_curves
 from calibrate.aic.tables import AIC_VERSION, AicTable, list_tables, load_table, tables_newest_first
 from roofline.errors import CalibrationError
 from roofline.evaluate import OpTiming, op_time
 from roofline.ops.ffn import grouped_rows, routed_rows
 from roofline.ops.records import Op, elementwise, gemm
 from roofline.profile import CalibrationProfile, Curve, GroupedGemm, default_profile
+from roofline.profile_moe import LayerTimes, format_key, layer_shape
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.library import hardware
 
@@ -58,11 +59,10 @@ from roofline.specs.library import hardware
 MOE_FORMATS = ("bfloat16", "fp8", "fp8_block", "nvfp4", "int4_wo", "w4a16_mxfp4")
 #: AIC ``moe_dtype`` with no clean roofline mapping (weight-only int4, MXFP4 with bf16 / fp8 activations).
 SKIPPED_FORMATS = ("w4a8_mxfp4_mxfp8",)
-MIN_ROWS = 10  # rows a memory knot (or the compute fit) needs
-MEMORY_CLAMP = (0.05, 1.5)
 #: A row is used only where its grouped-GEMM term (at factor 1) is ≥ this × the subtracted act + launch terms.
 DOMINANCE = 4.0
-SEPARABLE_PASSES = 4  # alternating-median passes of the separable streaming fit (converged to < 1e-3 by 3)
+#: Token counts a layer shape needs for its measured curve (:func:`layer_curves`); fewer: the generic curves.
+MIN_LAYER_KNOTS = 4
 SHAPE = ["num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
 
 
@@ -102,8 +102,16 @@ def moe_table(gpu: str, framework: str, root: Path | None = None) -> AicTable:
     return plain[0]
 
 
-def moe_ops_for_rows(rows: pd.DataFrame, hw: HardwareSpec, moe_dtype: str, gated: bool = True) -> MoeOps | None:
-    """The routed-expert ops of ``rows`` (one ``moe_dtype``) as roofline prices them (module docstring).
+def moe_ops_for_rows(
+    rows: pd.DataFrame | dict[str, np.ndarray],
+    hw: HardwareSpec,
+    moe_dtype: str,
+    gated: bool = True,
+    shape: str = "",
+) -> MoeOps | None:
+    """The routed-expert ops of ``rows`` (one ``moe_dtype``; a frame or its :data:`SHAPE` columns as arrays) as
+    roofline prices them (module docstring); ``shape``: the rows' one :func:`row_shapes` key, so a profile's
+    measured layer time applies as in predict.
 
     None for a format of :data:`SKIPPED_FORMATS`, an unknown one, or one ``hw`` has no peak for.
     """
@@ -111,14 +119,14 @@ def moe_ops_for_rows(rows: pd.DataFrame, hw: HardwareSpec, moe_dtype: str, gated
     if fmt is None:
         return None
     dt, wb, ab = fmt
-    col = {c: rows[c].to_numpy(np.float64) for c in SHAPE}
+    col = {c: np.asarray(rows[c], dtype=np.float64) for c in SHAPE}
     h, i = col["hidden_size"], col["inter_size"] / col["moe_tp_size"]
     touched, assignments, r = routed_rows(col["num_experts"], col["topk"], col["moe_ep_size"], col["num_tokens"])
     up = (2.0 if gated else 1.0) * i
 
     def g(name: str, n: np.ndarray, k: np.ndarray) -> Op:
         op = gemm(name, "moe", "aic", 1, dt, r, n, k, wb, ab, touched)
-        return replace(grouped_rows(op, touched), launch="graph")
+        return replace(grouped_rows(op, touched, shape), launch="graph")
 
     act = elementwise("moe.experts_act", "moe", "aic", 1, dt, assignments * i, 3.0 if gated else 2.0, ab, 4.0)
     return MoeOps(
@@ -137,21 +145,35 @@ def _groups(df: pd.DataFrame) -> list[tuple[str, bool, pd.DataFrame]]:
     return out
 
 
+def row_shapes(rows: pd.DataFrame, gated: bool) -> np.ndarray:
+    """:func:`roofline.profile_moe.layer_shape` of each row: hidden size, inter_size / moe_tp_size,
+    num_experts / moe_ep_size, topk (the shape roofline's op builder gives the same layer on one GPU)."""
+    cols = ("hidden_size", "inter_size", "moe_tp_size", "num_experts", "moe_ep_size", "topk")
+    h, inter, tp, e, ep, k = (rows[c].to_numpy(np.float64) for c in cols)
+    return np.array([layer_shape(*v, gated) for v in zip(h, inter / tp, e / ep, k, strict=True)], dtype=object)
+
+
 def moe_rows(df: pd.DataFrame, hw: HardwareSpec, profile: CalibrationProfile) -> pd.DataFrame:
-    """Predicted vs measured (:data:`ROW_COLUMNS`, seconds) for a ``moe`` table; skipped formats left out."""
+    """Predicted vs measured (:data:`ROW_COLUMNS`, seconds) for a ``moe`` table; skipped formats left out. Each
+    layer shape is priced on its own (its ops carry the shape), so a measured layer fraction applies as in predict."""
     parts = []
     for dtype, gated, rows in _groups(df):
-        ops = moe_ops_for_rows(rows, hw, dtype, gated)
-        if ops is None:
-            continue
-        t_up, t_act, t_down = ops.timings(hw, profile)
-        measured = rows["time_s"].to_numpy(np.float64)
-        out = rows[["gpu", "framework", "version", "kernel"]].copy()
-        out["op"], out["dtype"], out["regime"] = "moe", dtype, np.broadcast_to(t_up.bound, measured.shape)
-        out["predicted_s"] = np.broadcast_to(t_up.time_s + t_act.time_s + t_down.time_s, measured.shape)
-        out["measured_s"] = measured
-        out["ratio"] = out["predicted_s"] / measured
-        parts.append(out[ROW_COLUMNS])
+        cols = {c: rows[c].to_numpy(np.float64) for c in SHAPE}
+        shapes, predicted, regime = row_shapes(rows, gated), np.zeros(len(rows)), np.empty(len(rows), dtype=object)
+        for shape in sorted(set(shapes)):
+            sel = shapes == shape
+            ops = moe_ops_for_rows({c: v[sel] for c, v in cols.items()}, hw, dtype, gated, str(shape))
+            if ops is None:
+                break
+            t_up, t_act, t_down = ops.timings(hw, profile)
+            predicted[sel] = np.broadcast_to(t_up.time_s + t_act.time_s + t_down.time_s, (int(sel.sum()),))
+            regime[sel] = np.broadcast_to(t_up.bound, (int(sel.sum()),))
+        else:
+            measured = rows["time_s"].to_numpy(np.float64)
+            out = rows[["gpu", "framework", "version", "kernel"]].copy()
+            out["op"], out["dtype"], out["regime"] = "moe", dtype, regime
+            out["predicted_s"], out["measured_s"], out["ratio"] = predicted, measured, predicted / measured
+            parts.append(out[ROW_COLUMNS])
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ROW_COLUMNS)
 
 
@@ -185,59 +207,38 @@ def _terms(rows: pd.DataFrame, ops: MoeOps, hw: HardwareSpec, neutral: Calibrati
     )
 
 
-def memory_curves(
-    expert_elements: np.ndarray, rows_per_expert: np.ndarray, factor: np.ndarray
-) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...], np.ndarray]:
-    """(size knots 4^j, streaming factor per size knot, rows knots 2^q, relative factor per rows knot, rows used)
-    of the streaming fit: factor ≈ s(n·k) × g(rows per expert), separable, by alternating medians.
+def layer_curves(
+    groups: list[tuple[pd.DataFrame, MoeOps]], hw: HardwareSpec, neutral: CalibrationProfile
+) -> dict[str, LayerTimes]:
+    """``'<format key>|<layer shape>'`` → the measured seconds of the engine's kernel on that exact layer shape
+    against token-expert assignments per GPU (``GroupedGemm.layers``), for every shape with at least
+    :data:`MIN_LAYER_KNOTS` token counts:
 
-    Each row sits at the size knot nearest in log4 of its gate_up matrix's n·k and the rows knot nearest in log2
-    of its rows per expert; only rows whose two knots both hold ≥ MIN_ROWS rows are used. Starting from g = 1,
-    :data:`SEPARABLE_PASSES` times: s(j) = median of factor / g over the rows at j, then g(q) = median of factor / s
-    over the rows at q; finally g is divided by its largest knot (1 at the best-filled tiles) and s multiplied by
-    it, so s is the rate of the best tile fill. The rows curve is then made non-increasing: it starts at its best
-    knot (1 below it, where the curve clamps) and each later knot is at most the one before. With the touched
-    experts non-decreasing in the tokens and the rows per expert too, a step's streaming time then never falls
-    as its batch grows (a rise from 1–2 rows to the best knot, 0.80–0.91 → 1 on h100_sxm vllm, let Mixtral's decode
-    step get 1.2 % cheaper from batch 9 to 16; those low knots are partly the tables' balanced routing touching
-    more experts than uniform routing's expectation, which the fit's bytes assume). The size sets how close a
-    matrix gets to the bandwidth; the rows set how well the kernel's tiles are filled (the rate falls towards the
-    compute ridge). Where the rows outgrow the memory regime, the compute factor takes over through the roofline
-    max."""
-    j = knot_of(expert_elements, 4.0, "nearest")
-    q = knot_of(rows_per_expert, 2.0, "nearest")
-    keep = np.ones(factor.shape, dtype=bool)
-    for key in (j, q):
-        ks, counts = np.unique(key[keep], return_counts=True)
-        keep &= np.isin(key, ks[counts >= MIN_ROWS])
-    j, q, f = j[keep], q[keep], factor[keep]
-    sj, gq = np.unique(j), np.unique(q)
-    g = np.ones(f.shape)
-    for _ in range(SEPARABLE_PASSES):
-        s_at = {k: float(np.median(f[j == k] / g[j == k])) for k in sj}
-        s = np.array([s_at[k] for k in j])
-        g_at = {k: float(np.median(f[q == k] / s[q == k])) for k in gq}
-        g = np.array([g_at[k] for k in q])
-    top = max(g_at.values()) if g_at else 1.0
-    s_y = tuple(float(np.clip(s_at[k] * top, *MEMORY_CLAMP)) for k in sj)
-    peak = int(np.argmax([g_at[k] >= top * (1 - 1e-9) for k in gq])) if g_at else 0  # the first best knot
-    g_x = tuple(float(k) for k in gq[peak:])  # the curve starts at its best knot: 1 below it (clamped)
-    g_y = tuple(
-        float(v) for v in np.minimum.accumulate([np.clip(g_at[k] / top, MEMORY_CLAMP[0], 1.0) for k in gq[peak:]])
-    )
-    return tuple(float(k) for k in sj), s_y, g_x, g_y, keep
+        kernel_s(M) = measured − act time − the grouped GEMMs' launch overheads                  (s)
+        T(a)        = max over M' ≤ M of kernel_s(M'),  a = M·k / ep      (never falls as the tokens grow)
 
-
-def compute_curve(rows_per_expert: np.ndarray, factor: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """(rows knots 2^q, compute factor per knot) of the compute-bound rows: the median per knot nearest in log2 of
-    the rows per expert (≥ MIN_ROWS rows), each knot kept ≥ the previous one × its rows ratio so a grouped GEMM's
-    compute time never falls as its rows grow; clamped to (0.05, 1.5]."""
-    xs, ys, _ = knot_medians(rows_per_expert, factor, base=2.0, placement="nearest", min_rows=MIN_ROWS)
-    out: list[float] = []
-    for i, y in enumerate(ys):
-        low = out[-1] * xs[i - 1] / xs[i] if out else MEMORY_CLAMP[0]
-        out.append(float(np.clip(max(y, low), MEMORY_CLAMP[0], 1.5)))
-    return xs, tuple(out)
+    floored at 0.1 µs. ``neutral`` prices the subtracted terms (the profile the fit builds on). The table's
+    routing is ``balanced`` (every expert its even share); predict applies T to uniformly routed tokens, which
+    touch fewer experts at a few tokens (Mixtral, 4 tokens: 5.5 of 8 expected where balanced routing feeds all 8),
+    so a small decode batch there is priced at the table's, not fewer, experts."""
+    out: dict[str, LayerTimes] = {}
+    for rows, ops in groups:
+        gated = ops.gate_up.name == "moe.experts_gate_up"
+        fmt = format_key(ops.gate_up.dtype, ops.gate_up.weight_element_bytes)
+        t = _terms(rows, ops, hw, neutral)
+        shapes = row_shapes(rows, gated)
+        tokens, k, ep = (rows[c].to_numpy(np.float64) for c in ("num_tokens", "topk", "moe_ep_size"))
+        for shape in sorted(set(shapes)):
+            sel = np.flatnonzero(shapes == shape)
+            sel = sel[np.argsort(tokens[sel], kind="stable")]
+            if len(np.unique(tokens[sel])) < MIN_LAYER_KNOTS:
+                continue
+            a = tokens[sel] * k[sel] / ep[sel]
+            xs = np.unique(a)
+            per_a = np.array([np.median(np.maximum(t.kernel_s[sel][a == x], 1e-7)) for x in xs])
+            ys = np.maximum.accumulate([float(f"{v:.4g}") for v in per_a])
+            out[f"{fmt}|{shape}"] = LayerTimes(x=tuple(float(x) for x in xs), y=tuple(float(y) for y in ys))
+    return out
 
 
 def fit_rows(df: pd.DataFrame, formats: tuple[str, ...] = ("bfloat16",)) -> pd.DataFrame:
@@ -304,7 +305,8 @@ def fit_grouped(
     eff = float(min(np.median(c_factor), 1.5)) if n_comp else 1.0
     cx, cy = compute_curve(t.rows_per_expert[comp], c_factor) if n_comp else ((), ())
     what = "/".join(formats)
-    by_rows = f"{src}: {n_mem} memory-bound {what} balanced rows, separable fit (calibrate.aic.moe.memory_curves)"
+    fit_name = "calibrate.aic.moe_curves.memory_curves"
+    by_rows = f"{src}: {n_mem} memory-bound {what} balanced rows, separable fit ({fit_name})"
     grouped = GroupedGemm(
         devices=(hw.name,),
         measured_on=hw.name,
@@ -330,9 +332,19 @@ def fit_grouped(
     used = used_mem | comp
     fitted = base.model_copy(update={"grouped_gemm": grouped})
     predicted = np.concatenate([_predicted(ops, hw, fitted, len(rows)) for rows, ops in groups])
-    ratio = predicted[used] / t.measured_s[used]
+    ratio = predicted[used] / t.measured_s[used]  # the generic curves (the ops carry no layer shape)
     p10, p50, p90 = (float(q) for q in np.quantile(ratio, [0.1, 0.5, 0.9])) if ratio.size else (np.nan,) * 3
+    layers = layer_curves(groups, hw, base.model_copy(update={"grouped_gemm": GroupedGemm()}))
+    grouped = grouped.model_copy(update={"layers": layers, "sources": (*grouped.sources, _layers_source(src, layers))})
     return GroupedFit(grouped, n_mem, n_comp, p10, p50, p90)
+
+
+def _layers_source(src: str, layers: dict[str, LayerTimes]) -> str:
+    """The provenance line of the measured layer fractions."""
+    return (
+        f"{src}: layers: {len(layers)} measured layer shapes (calibrate.aic.moe.layer_curves), each its kernel's "
+        "seconds vs token-expert assignments per GPU, from its balanced rows"
+    )
 
 
 def _predicted(ops: MoeOps, hw: HardwareSpec, profile: CalibrationProfile, n: int) -> np.ndarray:

@@ -17,6 +17,7 @@ from roofline.ops import comm
 from roofline.ops import expert_parallel as ep_phys
 from roofline.ops.context import BuildContext
 from roofline.ops.records import Op, elementwise, gemm
+from roofline.profile_moe import layer_shape
 from roofline.specs.moe_layout import expert_slots
 
 
@@ -90,15 +91,19 @@ def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
         return gemm(name, "moe", layer_kind, count, dt, m, n, k, w_bytes, ab, frac, bias_bytes=bias)
 
     up = (2 if gated else 1) * i
+    slots = expert_slots(c.model, c.sc.redundant_experts)
+    shape = layer_shape(w, i, slots / ep, moe.top_k, gated)
     ops = [g("moe.router", M, moe.num_experts, h, rb, bias=moe.num_experts * rb * moe.router_bias)]
     if moe.latent_size:
         ops.append(g("moe.latent_in", M, moe.latent_size / tp, h, wb))
     ops += [
         grouped_rows(
-            g(f"moe.experts_{'gate_up' if gated else 'up'}", rows, up, w, wb, frac, up * wb * moe.expert_bias), touched
+            g(f"moe.experts_{'gate_up' if gated else 'up'}", rows, up, w, wb, frac, up * wb * moe.expert_bias),
+            touched,
+            shape,
         ),
         elementwise("moe.experts_act", "moe", layer_kind, count, dt, assignments * i, 3.0 if gated else 2.0, ab, 4.0),
-        grouped_rows(g("moe.experts_down", rows, w, i, wb, frac, w / shard * wb * moe.expert_bias), touched),
+        grouped_rows(g("moe.experts_down", rows, w, i, wb, frac, w / shard * wb * moe.expert_bias), touched, shape),
     ]
     if moe.latent_size:
         norm = moe.latent_size * rb * moe.latent_norm  # Kimi-K3 RMSNorm of the latent output, read with latent_out
@@ -161,11 +166,13 @@ def moe_exchange_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     return ops
 
 
-def grouped_rows(op: Op, touched: np.ndarray) -> Op:
+def grouped_rows(op: Op, touched: np.ndarray, shape: str = "") -> Op:
     """Turn a per-expert GEMM (rows = tokens per expert) into the grouped GEMM over touched experts.
 
     FLOPs and activation bytes scale with the number of touched experts; weight bytes
     already carry it (``weight_fraction``). ``m`` stays the per-expert row count, the
-    shape that decides GEMM efficiency.
+    shape that decides GEMM efficiency; ``shape`` is the layer's
+    :func:`roofline.profile_moe.layer_shape` (a measured fraction of the profile applies to it).
     """
-    return Op(**{**op.__dict__, "flops": op.flops * touched, "act_bytes": op.act_bytes * touched, "grouped": True})
+    fields = {**op.__dict__, "flops": op.flops * touched, "act_bytes": op.act_bytes * touched, "grouped": True}
+    return Op(**{**fields, "expert_shape": shape})
