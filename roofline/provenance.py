@@ -44,9 +44,12 @@ def validation_sentence(hardware: str) -> str:
     )
 
 
-def device_evidence(profile: CalibrationProfile, hw: HardwareSpec, moe: bool = False) -> tuple[str, ...]:
-    """One sentence per part of ``profile`` that prices ops on ``hw`` (``moe``: include the grouped-GEMM rates),
-    and one on the public measurements of ``hw`` roofline is validated against (:func:`validation_sentence`)."""
+def device_evidence(
+    profile: CalibrationProfile, hw: HardwareSpec, moe: bool = False, moe_shape: str = ""
+) -> tuple[str, ...]:
+    """One sentence per part of ``profile`` that prices ops on ``hw`` (``moe``: include the grouped-GEMM rates, and
+    with ``moe_shape``, the scenario's :func:`roofline.ops.ffn.moe_layer_shape`, whether a table measured that exact
+    layer), and one on the public measurements of ``hw`` roofline is validated against (:func:`validation_sentence`)."""
     out = [_ceilings(profile, hw), validation_sentence(hw.name)]
     if profile.gemm_k.devices:
         out.append(_scoped("GEMM rate against K", profile.gemm_k, hw, "dense GEMMs at its ceilings at every K"))
@@ -56,7 +59,23 @@ def device_evidence(profile: CalibrationProfile, hw: HardwareSpec, moe: bool = F
             out.append(_scoped("MoE grouped GEMM", gg, hw, "routed experts priced as dense GEMMs at its ceilings"))
         else:
             out.append("MoE grouped GEMM: no measurement in this profile; routed experts priced as dense GEMMs")
+        if moe_shape and gg.layers and hw.name in gg.devices:
+            out.append(_layer_sentence(gg, moe_shape))
     return tuple(out)
+
+
+def _layer_sentence(gg: GroupedGemm, shape: str) -> str:
+    """Whether ``shape``'s own kernel seconds are in the profile's measured layers, and in which kernel formats."""
+    formats = sorted(k.split("|", 1)[0] for k in gg.layers if k.endswith(f"|{shape}"))
+    if formats:
+        return (
+            f"MoE layer {shape}: its own kernel seconds measured on {gg.measured_on} ({', '.join(formats)} kernels), "
+            "the routed experts of those formats priced at them"
+        )
+    return (
+        f"MoE layer {shape}: this profile holds no measured layer of this shape; routed experts priced at the "
+        "grouped curves"
+    )
 
 
 def _engine_kernels(profile: CalibrationProfile, hw: HardwareSpec) -> str:

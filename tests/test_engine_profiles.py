@@ -176,3 +176,32 @@ def test_engine_profile_moe_decode_never_cheaper_with_batch(model: str, hw: str,
         ops = roofline.predict(model, hw, b, 256, 16, tp=tp, engine=engine, calibration=prof, **big).ops
         moe.append(float(ops[(ops["phase"] == "decode") & ops["name"].str.startswith("moe.experts")]["time_s"].sum()))
     assert moe[0] > 0 and all(b >= a * (1 - 1e-12) for a, b in itertools.pairwise(moe))
+
+
+def test_evidence_says_whether_the_models_moe_layer_was_measured() -> None:
+    """The evidence names the scenario's MoE layer shape and whether the profile holds its measured seconds:
+    Mixtral-8x7B (bf16) on H100 vLLM at tp 2 and at tp 4 with ep 2 yes; DeepSeek-V3's fp8 layer on H200 SGLang no
+    (only the 16-bit kernels' layers ship); the default profile holds no layers."""
+    prof = engine_profile_path("h100-sxm", "vllm")
+    yes = roofline.predict("mixtral-8x7b", "h100-sxm", 8, 256, 16, tp=2, engine="vllm", calibration=prof).evidence
+    assert any(
+        e.startswith("MoE layer h4096.i7168.e8.k2.gated: its own kernel seconds measured on h100-sxm (bf16:2.0")
+        for e in yes
+    )
+    off = roofline.predict("mixtral-8x7b", "h100-sxm", 8, 256, 16, tp=4, ep=2, engine="vllm", calibration=prof)
+    assert any("h4096.i14336.e4.k2.gated" in e for e in off.evidence)  # ep 2: whole experts, 4 per GPU: measured
+    ds = roofline.predict(
+        "deepseek-v3",
+        "h200-sxm",
+        8,
+        256,
+        16,
+        tp=8,
+        engine="sglang",
+        calibration=engine_profile_path("h200-sxm", "sglang"),
+    )
+    assert "MoE layer h7168.i256.e256.k8.gated: this profile holds no measured layer of this shape" in "; ".join(
+        ds.evidence
+    )
+    default = roofline.predict("mixtral-8x7b", "h100-sxm", 8, 256, 16, tp=2, engine="vllm").evidence
+    assert not any(e.startswith("MoE layer") for e in default)

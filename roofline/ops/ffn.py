@@ -18,7 +18,9 @@ from roofline.ops import expert_parallel as ep_phys
 from roofline.ops.context import BuildContext
 from roofline.ops.records import Op, elementwise, gemm
 from roofline.profile_moe import layer_shape
+from roofline.specs.model import ModelSpec
 from roofline.specs.moe_layout import expert_slots
+from roofline.specs.scenario import Scenario
 
 
 def expected_distinct_experts(num_experts: int, top_k: int, tokens: np.ndarray) -> np.ndarray:
@@ -79,7 +81,7 @@ def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     assert moe is not None
     h, M, wb, ab, dt = c.model.hidden_size, c.tokens, c.w_bytes, c.a_bytes, c.gemm_dtype
     ep, tp = c.sc.ep, c.tp
-    shard = 1 if ep > 1 else tp * c.sc.dp  # experts distributed (ep) or tp-sharded (over every DP rank's GPUs)
+    shard = expert_shard(c.sc)
     touched, assignments, rows = routed_rows(expert_slots(c.model, c.sc.redundant_experts), moe.top_k, ep, routed(c))
     i = moe.expert_intermediate_size / shard
     w = moe.latent_size or h  # the width the routed experts run at
@@ -91,8 +93,7 @@ def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
         return gemm(name, "moe", layer_kind, count, dt, m, n, k, w_bytes, ab, frac, bias_bytes=bias)
 
     up = (2 if gated else 1) * i
-    slots = expert_slots(c.model, c.sc.redundant_experts)
-    shape = layer_shape(w, i, slots / ep, moe.top_k, gated)
+    shape = moe_layer_shape(c.model, c.sc)
     ops = [g("moe.router", M, moe.num_experts, h, rb, bias=moe.num_experts * rb * moe.router_bias)]
     if moe.latent_size:
         ops.append(g("moe.latent_in", M, moe.latent_size / tp, h, wb))
@@ -113,6 +114,23 @@ def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
         shared = moe.num_shared_experts * moe.shared_intermediate_size
         ops += dense_ffn_ops(c, layer_kind, count, shared, moe.expert_kind, prefix="moe.shared", group="moe")
     return ops
+
+
+def expert_shard(sc: Scenario) -> int:
+    """GPUs one routed expert's matrices are split over: 1 with expert parallelism (ep > 1: whole experts per GPU),
+    else tp × dp (tensor-parallel over every DP rank's GPUs)."""
+    return 1 if sc.ep > 1 else sc.tp * sc.dp
+
+
+def moe_layer_shape(model: ModelSpec, sc: Scenario) -> str:
+    """The :func:`roofline.profile_moe.layer_shape` of ``model``'s routed-expert layer on one GPU of ``sc``: the
+    experts' width (latent size or hidden), intermediate size / :func:`expert_shard`, expert slots / ep, top-k."""
+    moe = model.moe
+    assert moe is not None
+    width = moe.latent_size or model.hidden_size
+    inter = moe.expert_intermediate_size / expert_shard(sc)
+    local = expert_slots(model, sc.redundant_experts) / sc.ep
+    return layer_shape(width, inter, local, moe.top_k, moe.expert_kind == "gated")
 
 
 def routed(c: BuildContext) -> np.ndarray:

@@ -160,7 +160,11 @@ class Replica:
     @property
     def evidence(self) -> tuple[str, ...]:
         """Which measured evidence this replica's step times rest on (:func:`roofline.provenance.device_evidence`)."""
-        return device_evidence(self.profile, self.hardware, moe=self.model.moe is not None)
+        from roofline.ops.ffn import moe_layer_shape
+
+        moe = self.model.moe is not None
+        shape = moe_layer_shape(self.model, self.scenario) if moe else ""
+        return device_evidence(self.profile, self.hardware, moe=moe, moe_shape=shape)
 
 
 @dataclass(frozen=True)
