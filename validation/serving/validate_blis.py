@@ -101,6 +101,19 @@ def lengths(prompt_mean: float, output_mean: float, cv: float, n: int, seed: int
     return p, np.maximum(np.minimum(o, MAX_MODEL_LEN - p), 1)
 
 
+#: The "general" workload's system prompts (the study's inference-perf sample data: 9 shared 100-token system
+#: prompts before 447-token questions, module docstring): with prefix caching on, a prompt's first 100 tokens are a
+#: cache hit once its system prompt has been seen (9 distinct ones: the first few requests).
+GENERAL_SYSTEM_PROMPT_TOKENS = 100
+
+
+def general_prefix_share(row: pd.Series) -> float:
+    """The share of a stage's mean prompt that is a cached system prompt: 100 / mean prompt for the "general"
+    workload, 0 for the others (codegen, roleplay, reasoning: no shared prefix stated)."""
+    general = str(row["workload"]).startswith("general")
+    return GENERAL_SYSTEM_PROMPT_TOKENS / float(row["prompt_mean"]) if general else 0.0
+
+
 def simulate_run(
     row: pd.Series,
     cv: float,
@@ -109,9 +122,11 @@ def simulate_run(
     seed: int = 0,
     arrival: str = "poisson",
     extra: dict[str, float] | None = None,
+    shared_prefix: bool = False,
 ) -> dict[str, float]:
     """The run's simulated TTFT/ITL/E2E (ms) under its recorded engine options (module docstring); ``extra``:
-    further engine options (a front-end latency candidate)."""
+    further engine options (a front-end latency candidate); ``shared_prefix``: a "general" stage's prompts open with
+    a cached system prompt of :data:`GENERAL_SYSTEM_PROMPT_TOKENS` (module docstring)."""
     model, _ = MODELS[str(row["model"])]
     tp = int(row["tp"])
     n = int(min(max_requests, row["qps"] * row["duration_s"]))
@@ -140,6 +155,7 @@ def simulate_run(
         kv_dtype="fp16",
         engine_overrides=over,
         calibration=select_profile(None, "h100-sxm", "vllm", engine_kernels=True) if engine_kernels else None,
+        prefix_share=general_prefix_share(row) if shared_prefix else 0.0,
     )
     out = {f"sim_{m}": s.summary[k] * 1e3 for m, k in METRICS.items()}
     out["sim_mean_batch"] = s.summary["mean_batch"]
@@ -183,6 +199,11 @@ def main() -> None:
         f"{FRONTEND_PASSES.name}",
     )
     ap.add_argument(
+        "--shared-prefix",
+        action="store_true",
+        help="the general workload's 100-token system prompts as a cached shared prefix (writes a _prefix file)",
+    )
+    ap.add_argument(
         "--arrival",
         choices=("poisson", "constant"),
         default="poisson",
@@ -195,7 +216,12 @@ def main() -> None:
         print(f"{len(wide)} stages at {len(FRONTEND_GRID_S)} front-end latencies -> {FRONTEND_PASSES}")
         return
     engine = a.profile == "engine"
-    sims = pd.DataFrame([simulate_run(r, a.cv, a.max_requests, engine, arrival=a.arrival) for _, r in wide.iterrows()])
+    sims = pd.DataFrame(
+        [
+            simulate_run(r, a.cv, a.max_requests, engine, arrival=a.arrival, shared_prefix=a.shared_prefix)
+            for _, r in wide.iterrows()
+        ]
+    )
     res = pd.concat([wide.drop(columns=["qps_or_concurrency"]), sims], axis=1)
     res["family"] = [MODELS[m][1] for m in res["model"]]
     for m in METRICS:
@@ -203,6 +229,8 @@ def main() -> None:
     out = OUT.with_name("serving_blis_engine.csv") if engine else OUT
     if a.arrival != "poisson":
         out = out.with_name(f"{out.stem}_{a.arrival}.csv")
+    if a.shared_prefix:
+        out = out.with_name(f"{out.stem}_prefix.csv")
     res.to_csv(out, index=False, float_format="%.6g")
     shape = "fixed at the stated means" if a.cv == 0 else f"lognormal, CV {a.cv:g}"
     print(
