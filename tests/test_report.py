@@ -26,8 +26,8 @@ from roofline.specs.library import spec_path
 MODEL, HARDWARE, PROMPT, OUT = "llama-3.1-70b", ("h100-sxm", "h200-sxm", "a100-80gb-sxm"), 1024, 256
 SECTIONS = ("summary", "inputs", "comparison", "charts", "sensitivity", "evidence", "reproduce")
 CHARTS = ("chart-load-h100-sxm", "chart-pareto", "chart-memory", "chart-roofline")
-#: Hardware that meets the chat SLOs at the upper bound of the serving simulator's 80 % interval (vLLM TTFT ×2.67):
-#: the A100 misses P99 TTFT ≤ 500 ms even at 1 request/s per tp-8 replica (simulated ~224 ms → ~599 ms).
+#: Hardware that meets the chat SLOs at the upper bound of the serving simulator's 80 % interval (vLLM TTFT ×2.40):
+#: the A100 misses P99 TTFT ≤ 500 ms even at 1 request/s per tp-8 replica (simulated ~224 ms → ~538 ms).
 FEASIBLE = ("h100-sxm", "h200-sxm")
 
 

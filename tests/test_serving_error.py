@@ -38,19 +38,31 @@ def test_conformal_ranks_by_hand() -> None:
     for bad in (0.0, 1.0, -0.5, math.nan):
         with pytest.raises(ScenarioError, match="interval level"):
             conformal_bounds(R9, bad)
+    assert conformal_bounds(R9, 0.6, [1.0] * 9) == conformal_bounds(R9, 0.6)  # equal weights: the ranks
+
+
+def test_weighted_bounds_count_each_family_once() -> None:
+    """Five residuals: family A's 0, 1, 2, 3 (weights 1/4) and family B's 9 (weight 1), so F = 1/8, 2/8, 3/8, 4/8, 1.
+    At 50 %: (n+1)/n · α/2 = 6/5 · 0.25 = 0.3 → the lower is 1 (F = 0.25, the largest ≤ 0.3), where equal weights
+    take rank ⌊6 · 0.25⌋ = 1, i.e. 0; 6/5 · 0.75 = 0.9 → the upper is 9 either way (⌈6 · 0.75⌉ = 5)."""
+    r = [0.0, 1.0, 2.0, 3.0, 9.0]
+    assert conformal_bounds(r, 0.5, [0.25] * 4 + [1.0]) == (1.0, 9.0, True)
+    assert conformal_bounds(r, 0.5) == (0.0, 9.0, True)
 
 
 def test_interval_pool_and_spread_by_hand() -> None:
-    """Engine 'a' pools its two families (11 residuals: k = ⌊12·0.2⌋ = 2 → −0.1, ⌈12·0.8⌉ = 10 → 1.5 at 60 %);
-    any other engine pools every row; a spread σ widens each side around the median m = r_(6) = 0.4 by z·σ in
-    quadrature."""
+    """Engine 'a' pools its two families, each weighing 1 (11 residuals: f's nine 1/9 each, g's two 1/2 each, so
+    F = 0.056, 0.111, 0.167 up to 0.0, 0.417 at g's 0.1, 0.472, 0.722 at g's 0.4, 0.778, 0.833, 0.889 at 1.2, …);
+    at 60 %, (n+1)/n · α/2 = 12/11 · 0.2 = 0.218 → the largest F below it is at 0.0, 12/11 · 0.8 = 0.873 → the
+    first F above it is at 1.2; any other engine pools every row; a spread σ widens each side around the weighted
+    median (the first F above 1/2: 0.4) by z·σ in quadrature."""
     iv = serving_interval("ttft_p99_s", 0.2, engine="a", level=0.6, doc=DOC)
     assert (iv.pool, iv.n_rows, iv.n_families) == ("a", 11, 2)
-    assert (iv.low, iv.high) == pytest.approx((0.2 * math.exp(-0.1), 0.2 * math.exp(1.5)), rel=1e-12)
+    assert (iv.low, iv.high) == pytest.approx((0.2 * math.exp(0.0), 0.2 * math.exp(1.2)), rel=1e-12)
     z = 0.8416212335729143  # Φ⁻¹(0.8)
     w = serving_interval("ttft_mean_s", 1.0, engine="a", level=0.6, extra_sigma_log=0.5, doc=DOC)
-    assert w.low == pytest.approx(math.exp(0.4 - math.hypot(0.5, z * 0.5)), rel=1e-12)
-    assert w.high == pytest.approx(math.exp(0.4 + math.hypot(1.1, z * 0.5)), rel=1e-12)
+    assert w.low == pytest.approx(math.exp(0.4 - math.hypot(0.4, z * 0.5)), rel=1e-12)
+    assert w.high == pytest.approx(math.exp(0.4 + math.hypot(0.8, z * 0.5)), rel=1e-12)
     assert engine_pool("ideal", DOC) == POOLED and engine_pool("b 1.0", DOC) == "b"
     assert serving_interval("ttft_p90_s", 1.0, engine="zzz", level=0.5, doc=DOC).n_rows == 12
     assert serving_interval("itl_p90_s", 1.0, engine="a", level=0.5, doc=DOC).n_rows == 2  # TPOT residuals
@@ -82,13 +94,14 @@ def test_shipped_residuals_are_rederived() -> None:
 
 def test_shipped_intervals_cover_held_out_families() -> None:
     """The promise measured: at 80 % every engine's TTFT, TPOT and E2E intervals, built without a model family,
-    hold 65–95 % of that family's rows (measured 67–81 %), and each engine's TTFT interval brackets the median of its
-    residuals (the simulator runs 11–17 % long on the median under the run-ahead eager launch, short before)."""
+    hold 70–90 % of that family's rows (issue #27; measured 71–84 % with each family weighing the same, 67–80 % with
+    each row), and each engine's TTFT interval brackets the median of its residuals (the simulator runs 11–17 % long
+    on the median under the run-ahead eager launch, short before)."""
     doc = load_serving_error()
     assert set(doc["engines"]) == {"sglang", "trtllm", "vllm"}
     for pool, figs in serving_coverage(0.8).items():
         for fig, (hit, n) in figs.items():
-            assert n > 300 and 0.65 <= hit / n <= 0.95, (pool, fig, hit, n)
+            assert n > 300 and 0.70 <= hit / n <= 0.90, (pool, fig, hit, n)
     for eng in doc["engines"]:
         iv = serving_interval("ttft_p99_s", 1.0, engine=eng)
         assert iv.supported and iv.high > 1.0 > iv.low
