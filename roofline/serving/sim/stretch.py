@@ -11,6 +11,7 @@ the same seconds to the last bit; tests/test_simulate_identical.py).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 #: A crossing beyond any step count: the first line of the term wins at every step.
 _NEVER = 1 << 62
@@ -136,14 +137,7 @@ class DecodeStretch(_Bisected):
 
     def _first_gpu_bound(self, k: int) -> int:
         """The first step j < k whose GPU time exceeds the CPU cost (steps only grow), by bisection."""
-        lo, hi = 0, k - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.step(mid) > self.cpu_s:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        return _first_over(self.step, self.cpu_s, k)
 
     def _mixed_async(self, k: int) -> float:
         """GPU time grows with j: steps before the GPU overtakes the CPU cost take cpu_s each."""
@@ -152,6 +146,19 @@ class DecodeStretch(_Bisected):
         for term in self._parts:
             gpu += _split_sum(term, k) - _split_sum(term, lo)
         return lo * self.cpu_s + gpu
+
+
+def _first_over(seconds: Callable[[int], float], threshold: float, k: int) -> int:
+    """The first j in 0 … k − 1 with seconds(j) > threshold, for seconds non-decreasing in j, by bisection
+    (k − 1 when none is: callers that need to know check seconds(k − 1) first)."""
+    lo, hi = 0, k - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if seconds(mid) > threshold:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _split_sum(term: tuple[float, float, float, float, int], k: int) -> float:
@@ -307,11 +314,4 @@ class FlooredStretch(DecodeStretch):
         """The first step j < k whose raw GPU time exceeds the floor (k if none), by bisection (g_j only grows)."""
         if self._raw(k - 1) <= self.floor_s:
             return k
-        lo, hi = 0, k - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._raw(mid) > self.floor_s:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        return _first_over(self._raw, self.floor_s, k)
