@@ -28,7 +28,7 @@ from roofline.serving.sim.policy import policy_for
 
 M, HW = "llama-3.1-8b", "h100-sxm"
 GIB = 2**30
-NOT_OPTIONS = {"name", "version", "scheduler", "sources", "memory_fraction_of"}
+NOT_OPTIONS = {"name", "version", "scheduler", "sources", "memory_fraction_of", "cuda_graph_from_max_num_seqs"}
 FIELDS = sorted(set(EngineConfig.model_fields) - NOT_OPTIONS)
 
 #: a value off the vLLM preset (H100) for each option, and the options its effect needs alongside it
@@ -456,3 +456,19 @@ def test_speculative_predict_refuses_engine_overheads() -> None:
     with pytest.raises(ScenarioError, match="engine option step_overhead_s"):
         roofline.predict(M, HW, 1, speculative="eagle:k=3,alpha=0.7", engine_overrides={"step_overhead_s": 0.005})
     assert roofline.predict(M, HW, 1, speculative="eagle:k=3,alpha=0.7").speculative is not None
+
+
+def test_vllm_capture_follows_a_max_num_seqs_override() -> None:
+    """vLLM captures decode batches up to min(2 x max_num_seqs, 512) (presets.VLLM_GRAPHS): max_num_seqs 64 -> 128,
+    200 -> 400, 1024 -> 512; an explicit cuda_graph_max_batch wins; SGLang's capture does not follow max_num_seqs."""
+    vllm = engine_preset("vllm", roofline.hardware(HW))
+    assert vllm.cuda_graph_max_batch == 512
+    for n, cap in ((64, 128), (200, 400), (1024, 512)):
+        e = vllm.with_overrides({"max_num_seqs": n})
+        assert (
+            e.cuda_graph_max_batch == cap
+            and "derived from the max_num_seqs override" in e.sources["cuda_graph_max_batch"]
+        )
+    assert vllm.with_overrides({"max_num_seqs": 64, "cuda_graph_max_batch": 32}).cuda_graph_max_batch == 32
+    sglang = engine_preset("sglang", roofline.hardware(HW))
+    assert sglang.with_overrides({"max_num_seqs": 16}).cuda_graph_max_batch == sglang.cuda_graph_max_batch

@@ -148,6 +148,11 @@ class EngineConfig(BaseModel):
     max_partial_prefills: int = Field(default=1, ge=1, le=1024)
     cuda_graphs: bool = True
     cuda_graph_max_batch: int | None = Field(default=None, ge=1, le=1_000_000)
+    cuda_graph_from_max_num_seqs: tuple[int, int] | None = Field(
+        default=None,
+        description="(k, cap): the engine derives its largest captured batch as min(k × max_num_seqs, cap), so a "
+        "max_num_seqs override without a cuda_graph_max_batch one re-derives it (vLLM: (2, 512)); None: fixed",
+    )
     cuda_graph_padding: bool = True
     mixed_graphs: bool = False
     prefix_caching: bool = True
@@ -252,6 +257,7 @@ class EngineConfig(BaseModel):
         sources = dict(self.sources)
         for field in update:
             sources[field] = "user override"
+        self._derive_capture(update, sources)
         data = {**self.model_dump(), **update, "sources": sources}
         try:
             return EngineConfig.model_validate(data)
@@ -259,6 +265,24 @@ class EngineConfig(BaseModel):
             err = exc.errors()[0]
             loc = ".".join(str(x) for x in err["loc"])
             raise ScenarioError(f"engine option {loc}: {err['msg']} (got {err.get('input')!r})") from None
+
+    def _derive_capture(self, update: dict[str, Any], sources: dict[str, str]) -> None:
+        """With a ``max_num_seqs`` override and none of ``cuda_graph_max_batch``, the capture the engine derives from
+        it: min(k × max_num_seqs, cap) (``cuda_graph_from_max_num_seqs``); a value that is not a whole number is left
+        for validation to refuse."""
+        rule = self.cuda_graph_from_max_num_seqs
+        if rule is None or "max_num_seqs" not in update or "cuda_graph_max_batch" in update:
+            return
+        try:
+            n = int(update["max_num_seqs"])
+        except (TypeError, ValueError):
+            return
+        k, cap = rule
+        update["cuda_graph_max_batch"] = min(k * n, cap)
+        sources["cuda_graph_max_batch"] = (
+            f"derived from the max_num_seqs override: min({k} x max_num_seqs, {cap}) "
+            f"({self.sources.get('cuda_graph_max_batch', 'the preset')})"
+        )
 
 
 _WHERE = {

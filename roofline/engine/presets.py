@@ -126,6 +126,7 @@ def _vllm(hw: HardwareSpec) -> EngineConfig:
         max_partial_prefills=1,
         cuda_graphs=True,
         cuda_graph_max_batch=512,
+        cuda_graph_from_max_num_seqs=(2, 512),
         mixed_graphs=True,
         prefix_caching=True,
         async_scheduling=False,
@@ -136,6 +137,7 @@ def _vllm(hw: HardwareSpec) -> EngineConfig:
             "memory_fraction": f"{VLLM_ARGS}: --gpu-memory-utilization default 0.9, a fraction of total memory",
             "request_overhead_s": VLLM_FRONTEND,
             "cuda_graph_max_batch": VLLM_GRAPHS,
+            "cuda_graph_from_max_num_seqs": VLLM_GRAPHS,
             "cuda_graph_padding": VLLM_GRAPHS,
             "mixed_graphs": VLLM_MIXED_GRAPHS,
             "kv_block_tokens": "vLLM 0.11.0 vllm/platforms/cuda.py CudaPlatformBase.check_and_update_config: "
