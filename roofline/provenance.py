@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from roofline.profile import CalibrationProfile, GemmK, GroupedGemm
 from roofline.specs.hardware import HardwareSpec
+
+if TYPE_CHECKING:
+    from roofline.specs.model import ModelSpec
+    from roofline.specs.scenario import Scenario
 
 VALIDATION_PATH = Path(__file__).resolve().parent / "data" / "device_validation.yaml"
 
@@ -62,6 +67,17 @@ def device_evidence(
         if moe_shape and gg.layers and hw.name in gg.devices:
             out.append(_layer_sentence(gg, moe_shape))
     return tuple(out)
+
+
+def scenario_evidence(
+    profile: CalibrationProfile, hw: HardwareSpec, model: ModelSpec, scenario: Scenario
+) -> tuple[str, ...]:
+    """:func:`device_evidence` of one scenario: with a MoE model, its layer shape on one GPU of ``scenario``
+    (:func:`roofline.ops.ffn.moe_layer_shape`) says whether the profile holds that layer's measured seconds."""
+    from roofline.ops.ffn import moe_layer_shape
+
+    moe = model.moe is not None
+    return device_evidence(profile, hw, moe=moe, moe_shape=moe_layer_shape(model, scenario) if moe else "")
 
 
 def _layer_sentence(gg: GroupedGemm, shape: str) -> str:

@@ -153,13 +153,10 @@ class PredictionResult:
     @property
     def evidence(self) -> tuple[str, ...]:
         """Which measured evidence this prediction's op times rest on, on this hardware
-        (:func:`roofline.provenance.device_evidence`)."""
-        from roofline.ops.ffn import moe_layer_shape
-        from roofline.provenance import device_evidence
+        (:func:`roofline.provenance.scenario_evidence`)."""
+        from roofline.provenance import scenario_evidence
 
-        moe = self.model.moe is not None
-        shape = moe_layer_shape(self.model, self.scenario) if moe else ""
-        return device_evidence(self.profile, self.hardware, moe=moe, moe_shape=shape)
+        return scenario_evidence(self.profile, self.hardware, self.model, self.scenario)
 
     @property
     def link_notes(self) -> list[str]:

@@ -158,23 +158,35 @@ def moe_rows(df: pd.DataFrame, hw: HardwareSpec, profile: CalibrationProfile) ->
     layer shape is priced on its own (its ops carry the shape), so a measured layer fraction applies as in predict."""
     parts = []
     for dtype, gated, rows in _groups(df):
-        cols = {c: rows[c].to_numpy(np.float64) for c in SHAPE}
-        shapes, predicted, regime = row_shapes(rows, gated), np.zeros(len(rows)), np.empty(len(rows), dtype=object)
-        for shape in sorted(set(shapes)):
-            sel = shapes == shape
-            ops = moe_ops_for_rows({c: v[sel] for c, v in cols.items()}, hw, dtype, gated, str(shape))
-            if ops is None:
-                break
-            t_up, t_act, t_down = ops.timings(hw, profile)
-            predicted[sel] = np.broadcast_to(t_up.time_s + t_act.time_s + t_down.time_s, (int(sel.sum()),))
-            regime[sel] = np.broadcast_to(t_up.bound, (int(sel.sum()),))
-        else:
-            measured = rows["time_s"].to_numpy(np.float64)
-            out = rows[["gpu", "framework", "version", "kernel"]].copy()
-            out["op"], out["dtype"], out["regime"] = "moe", dtype, regime
-            out["predicted_s"], out["measured_s"], out["ratio"] = predicted, measured, predicted / measured
-            parts.append(out[ROW_COLUMNS])
+        priced = _priced_by_shape(rows, hw, profile, dtype, gated)
+        if priced is None:
+            continue
+        predicted, regime = priced
+        measured = rows["time_s"].to_numpy(np.float64)
+        out = rows[["gpu", "framework", "version", "kernel"]].copy()
+        out["op"], out["dtype"], out["regime"] = "moe", dtype, regime
+        out["predicted_s"], out["measured_s"], out["ratio"] = predicted, measured, predicted / measured
+        parts.append(out[ROW_COLUMNS])
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ROW_COLUMNS)
+
+
+def _priced_by_shape(
+    rows: pd.DataFrame, hw: HardwareSpec, profile: CalibrationProfile, dtype: str, gated: bool
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(predicted seconds, regime) of ``rows`` (one format and gating), each layer shape priced with its ops
+    carrying the shape; None for a format roofline does not price (:func:`moe_ops_for_rows`)."""
+    cols = {c: rows[c].to_numpy(np.float64) for c in SHAPE}
+    shapes, predicted, regime = row_shapes(rows, gated), np.zeros(len(rows)), np.empty(len(rows), dtype=object)
+    for shape in sorted(set(shapes)):
+        sel = shapes == shape
+        ops = moe_ops_for_rows({c: v[sel] for c, v in cols.items()}, hw, dtype, gated, str(shape))
+        if ops is None:  # the format, not the shape: every shape of the group is unpriced
+            return None
+        t_up, t_act, t_down = ops.timings(hw, profile)
+        n = int(sel.sum())
+        predicted[sel] = np.broadcast_to(t_up.time_s + t_act.time_s + t_down.time_s, (n,))
+        regime[sel] = np.broadcast_to(t_up.bound, (n,))
+    return predicted, regime
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
+import numpy as np
+
 from roofline.errors import ScenarioError
 from roofline.published.frontend import PASSES_CSV as PASSES
 from roofline.published.uncertainty import check_level, combine
@@ -233,26 +235,23 @@ def conformal_bounds(r: list[float], level: float, w: list[float] | None = None)
         raise ScenarioError("no serving residuals to build an interval from (roofline/data/serving_error.json)")
     cdf = _cdf(n, w)
     p_lo, p_hi = (n + 1) / n * a / 2, (n + 1) / n * (1 - a / 2)
-    k_lo = sum(1 for c in cdf if c <= p_lo + 1e-12)  # F non-decreasing: the count is the largest such rank
-    k_hi = next((k + 1 for k, c in enumerate(cdf) if c >= p_hi - 1e-12), n + 1)
+    k_lo = int(np.searchsorted(cdf, p_lo + 1e-12, side="right"))  # F non-decreasing: the largest rank with F ≤ p_lo
+    k_hi = int(np.searchsorted(cdf, p_hi - 1e-12, side="left")) + 1  # n + 1 when no rank reaches p_hi
     ok = k_lo >= 1 and k_hi <= n
     return r[max(k_lo, 1) - 1], r[min(k_hi, n) - 1], ok
 
 
-def _cdf(n: int, w: list[float] | None) -> list[float]:
+def _cdf(n: int, w: list[float] | None) -> np.ndarray:
     """F(k), k = 1 … n: the weighted share of the n sorted residuals up to the k-th (equal weights: k / n)."""
     if w is None:
-        return [k / n for k in range(1, n + 1)]
-    total, acc, out = sum(w), 0.0, []
-    for x in w:
-        acc += x
-        out.append(acc / total)
-    return out
+        return np.arange(1, n + 1, dtype=np.float64) / n
+    acc = np.cumsum(np.asarray(w, dtype=np.float64))
+    return acc / acc[-1]
 
 
 def weighted_median(r: list[float], w: list[float] | None = None) -> float:
     """The smallest sorted residual with F(k) > 1/2 (equal weights: r[n // 2])."""
-    return next(x for x, c in zip(r, _cdf(len(r), w), strict=True) if c > 0.5 + 1e-12)
+    return r[int(np.searchsorted(_cdf(len(r), w), 0.5 + 1e-12, side="right"))]
 
 
 def serving_interval(

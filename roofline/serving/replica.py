@@ -23,7 +23,7 @@ from roofline.memory import kv_bytes_per_sequence_per_gpu, memory_budget
 from roofline.pipeline import pipeline_lanes
 from roofline.prediction import HardwareArg, ModelArg, ProfileArg, resolve
 from roofline.profile import CalibrationProfile
-from roofline.provenance import device_evidence
+from roofline.provenance import scenario_evidence
 from roofline.serving.sim.engine import EngineSim
 from roofline.serving.sim.policy import Policy, policy_for
 from roofline.serving.sim.ranks import ranked_step
@@ -159,12 +159,8 @@ class Replica:
 
     @property
     def evidence(self) -> tuple[str, ...]:
-        """Which measured evidence this replica's step times rest on (:func:`roofline.provenance.device_evidence`)."""
-        from roofline.ops.ffn import moe_layer_shape
-
-        moe = self.model.moe is not None
-        shape = moe_layer_shape(self.model, self.scenario) if moe else ""
-        return device_evidence(self.profile, self.hardware, moe=moe, moe_shape=shape)
+        """Which measured evidence this replica's step times rest on (:func:`roofline.provenance.scenario_evidence`)."""
+        return scenario_evidence(self.profile, self.hardware, self.model, self.scenario)
 
 
 @dataclass(frozen=True)
