@@ -1,8 +1,16 @@
 """The serving simulator against real vLLM 0.15.1 runs with their engine options recorded (BLIS sim-to-real study).
 
 Data: ``shared/validation/serving/blis_vllm_groundtruth.csv`` (see its SOURCES.md entry): H100 SXM, Llama-3.1-8B
-(tp 1, 2), Qwen3-14B (tp 1), Mixtral-8x7B (tp 2, 4; expert parallel = tp), FP16, an open-loop Poisson client
-(inference-perf) at each stage's rate, TTFT / ITL / E2E mean and P99 per stage.
+(tp 1, 2), Qwen3-14B (tp 1), Mixtral-8x7B (tp 2, 4), FP16, an open-loop Poisson client (inference-perf) at each
+stage's rate, TTFT / ITL / E2E mean and P99 per stage.
+
+Mixtral's experts are tensor-sharded (each GPU holds 1/tp of every expert), vLLM's default: expert parallelism is
+opt-in (``ParallelConfig.enable_expert_parallel: bool = False``, "Use expert parallelism instead of tensor
+parallelism for MoE layers", ``vllm/config/parallel.py``; ``--enable-expert-parallel``), and the study's run
+configuration records ``tensor_parallelism`` and ``dp`` only (``experiment/ground_truth.py`` of the study @ dcec3fd
+reads ``exp-config.yaml``'s ``tensor_parallelism``; its figures name expert parallelism only for a dp 2 run,
+``experiment/figures.py`` ``_derive_config_tag``: "ep=4" = dp × tp, which is not among these runs). The data's
+SOURCES.md note says "MoE EP = TP"; ``--expert-parallel`` simulates that reading instead (writes ``*_ep.csv``).
 
 Each run is simulated with ``roofline.simulate`` and the vLLM preset with the run's recorded engine options:
 ``max_num_batched_tokens`` = its chunk size, ``gpu_memory_utilization`` from the notes, ``max_num_seqs`` 128 (so
@@ -123,10 +131,12 @@ def simulate_run(
     arrival: str = "poisson",
     extra: dict[str, float] | None = None,
     shared_prefix: bool = False,
+    expert_parallel: bool = False,
 ) -> dict[str, float]:
     """The run's simulated TTFT/ITL/E2E (ms) under its recorded engine options (module docstring); ``extra``:
     further engine options (a front-end latency candidate); ``shared_prefix``: a "general" stage's prompts open with
-    a cached system prompt of :data:`GENERAL_SYSTEM_PROMPT_TOKENS` (module docstring)."""
+    a cached system prompt of :data:`GENERAL_SYSTEM_PROMPT_TOKENS` (module docstring); ``expert_parallel``: an MoE
+    model's experts split whole over the tp GPUs (ep = tp) instead of tensor-sharded."""
     model, _ = MODELS[str(row["model"])]
     tp = int(row["tp"])
     n = int(min(max_requests, row["qps"] * row["duration_s"]))
@@ -144,7 +154,7 @@ def simulate_run(
         "h100-sxm",
         "vllm",
         tp,
-        ep=tp if "Mixtral" in str(row["model"]) else 1,
+        ep=tp if expert_parallel and "Mixtral" in str(row["model"]) else 1,
         qps=float(row["qps"]),
         arrival=arrival,
         prompt_len=prompt,
@@ -204,6 +214,12 @@ def main() -> None:
         help="the general workload's 100-token system prompts as a cached shared prefix (writes a _prefix file)",
     )
     ap.add_argument(
+        "--expert-parallel",
+        action="store_true",
+        help="Mixtral's experts split whole over the tp GPUs (ep = tp) instead of vLLM's default tensor sharding "
+        "(writes an _ep file)",
+    )
+    ap.add_argument(
         "--arrival",
         choices=("poisson", "constant"),
         default="poisson",
@@ -218,7 +234,15 @@ def main() -> None:
     engine = a.profile == "engine"
     sims = pd.DataFrame(
         [
-            simulate_run(r, a.cv, a.max_requests, engine, arrival=a.arrival, shared_prefix=a.shared_prefix)
+            simulate_run(
+                r,
+                a.cv,
+                a.max_requests,
+                engine,
+                arrival=a.arrival,
+                shared_prefix=a.shared_prefix,
+                expert_parallel=a.expert_parallel,
+            )
             for _, r in wide.iterrows()
         ]
     )
@@ -231,18 +255,29 @@ def main() -> None:
         out = out.with_name(f"{out.stem}_{a.arrival}.csv")
     if a.shared_prefix:
         out = out.with_name(f"{out.stem}_prefix.csv")
+    if a.expert_parallel:
+        out = out.with_name(f"{out.stem}_ep.csv")
     res.to_csv(out, index=False, float_format="%.6g")
     shape = "fixed at the stated means" if a.cv == 0 else f"lognormal, CV {a.cv:g}"
     print(
         f"{len(res)} stages simulated ({skipped} left out: stage rates not published); lengths {shape}, "
         f"{a.arrival} arrivals"
     )
+    print_table(res, out.name)
+
+
+def print_table(res: pd.DataFrame, name: str) -> None:
+    """Median |error| per (family, tp), per family (the held-out unit) and over all stages."""
+
+    def cells(g: pd.DataFrame) -> str:
+        return " ".join(f"{np.median(np.abs(g[f'err_{m}'])) * 100:9.1f}%" for m in METRICS)
+
     print(f"{'family':8s} {'tp':>3s} {'n':>3s} " + " ".join(f"{m:>10s}" for m in METRICS))
     for (fam, tp), g in res.groupby(["family", "tp"]):
-        cells = " ".join(f"{np.median(np.abs(g[f'err_{m}'])) * 100:9.1f}%" for m in METRICS)
-        print(f"{fam:8s} {tp:3d} {len(g):3d} {cells}")
-    cells = " ".join(f"{np.median(np.abs(res[f'err_{m}'])) * 100:9.1f}%" for m in METRICS)
-    print(f"{'all':8s} {'':3s} {len(res):3d} {cells}   (median |error|; signed medians in {out.name})")
+        print(f"{fam:8s} {tp:3d} {len(g):3d} {cells(g)}")
+    for fam, g in res.groupby("family"):
+        print(f"{fam:8s} {'all':>3s} {len(g):3d} {cells(g)}")
+    print(f"{'all':8s} {'':3s} {len(res):3d} {cells(res)}   (median |error|; signed medians in {name})")
 
 
 if __name__ == "__main__":
