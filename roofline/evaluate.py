@@ -143,7 +143,10 @@ def step_host_launch_s(ops: list[Op], profile: CalibrationProfile) -> float | np
     total: float | np.ndarray = 0.0
     for op in ops:
         h = host_launch_s(op, profile)
-        if np.any(np.asarray(h) > 0):
+        if isinstance(h, float):  # the common case (an eager op, or a graph op captured everywhere): no numpy call
+            if h > 0.0:
+                total = total + op.count * h
+        elif np.any(h > 0):
             total = total + op.count * h
     return total
 

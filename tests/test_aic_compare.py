@@ -125,3 +125,29 @@ def test_cli_compare_json_and_bad_names() -> None:
     assert unmapped.exit_code == 2 and "no roofline hardware spec" in unmapped.output
     listing = runner.invoke(app, ["calibrate", "import-aiconfigurator", "--gpu", "rtx_pro_6000_server"])
     assert listing.exit_code == 0 and "unmapped" in listing.output
+
+
+def test_engine_profiles_price_each_table_under_its_gpu_and_engine_profile() -> None:
+    """--engine-profiles: the h100_sxm vLLM fixture table's rows are the rows table_rows gives under the shipped
+    h100-sxm vLLM engine-kernel profile; NCCL's own tables (no engine profile) keep the default profile's."""
+    from roofline.engine.profiles import shipped_engine_profile
+    from roofline.profile import default_profile
+
+    fixtures = list_tables(FIXTURES, gpu="h100_sxm")
+    engine = shipped_engine_profile("h100-sxm", "vllm")
+    assert engine is not None
+    rows = compare(fixtures, op="gemm", engine_profiles=True)
+    pd.testing.assert_frame_equal(rows, table_rows(_table("gemm"), engine), check_dtype=False)
+    nccl = compare(fixtures, framework="nccl", engine_profiles=True)
+    pd.testing.assert_frame_equal(nccl, table_rows(_table("nccl"), default_profile()), check_dtype=False)
+    assert not np.allclose(rows["predicted_s"], table_rows(_table("gemm"), default_profile())["predicted_s"])
+
+
+def test_cli_engine_profiles_needs_compare() -> None:
+    res = runner.invoke(app, ["calibrate", "import-aiconfigurator", "--engine-profiles"])
+    assert res.exit_code == 2 and "add --compare" in res.output
+    ok = runner.invoke(
+        app,
+        ["calibrate", "import-aiconfigurator", "--compare", "--engine-profiles", "--gpu", "h100_sxm", "--op", "gemm"],
+    )
+    assert ok.exit_code == 0 and "engine-kernel profile" in ok.output

@@ -241,10 +241,22 @@ def compare(
     framework: str | None = None,
     op: str | None = None,
     profile: CalibrationProfile | None = None,
+    engine_profiles: bool = False,
 ) -> pd.DataFrame:
-    """Per-row comparison over the selected tables (default: every installed table); times in seconds."""
+    """Per-row comparison over the selected tables (default: every installed table); times in seconds.
+
+    ``engine_profiles``: each table priced under the shipped engine-kernel profile of its (GPU, engine)
+    (:func:`roofline.engine.profiles.shipped_engine_profile`), the default profile where none ships (NCCL's own
+    tables, an engine or GPU without one); ``profile`` is then ignored."""
     chosen = comparable_tables(list_tables() if tables is None else tables, gpu, framework, op)
-    return _concat([table_rows(t, profile) for t in chosen])
+    return _concat([table_rows(t, _engine_profile(t) if engine_profiles else profile) for t in chosen])
+
+
+def _engine_profile(table: AicTable) -> CalibrationProfile | None:
+    """The shipped engine-kernel profile of the table's (GPU, engine); None (the default profile) where none ships."""
+    from roofline.engine.profiles import shipped_engine_profile
+
+    return shipped_engine_profile(table.hardware, table.framework) if table.hardware is not None else None
 
 
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:

@@ -21,9 +21,12 @@ def known_values(tables: list[AicTable]) -> dict[str, list[str]]:
     return {"--gpu": sorted({t.gpu for t in tables}), "--framework": list(FRAMEWORKS), "--op": list(OP_KINDS)}
 
 
-def comparison_summary(tables: list[AicTable], gpu: str | None, framework: str | None, op: str | None) -> pd.DataFrame:
-    """The summary of :func:`calibrate.aic.compare.summarise` with measured and predicted medians (s) added."""
-    rows = compare(tables, gpu=gpu, framework=framework, op=op)
+def comparison_summary(
+    tables: list[AicTable], gpu: str | None, framework: str | None, op: str | None, engine_profiles: bool = False
+) -> pd.DataFrame:
+    """The summary of :func:`calibrate.aic.compare.summarise` with measured and predicted medians (s) added, under
+    the default profile or (``engine_profiles``) each table's shipped engine-kernel profile."""
+    rows = compare(tables, gpu=gpu, framework=framework, op=op, engine_profiles=engine_profiles)
     summary = summarise(rows)
     if summary.empty:
         return summary
@@ -53,12 +56,13 @@ def _us(x: float) -> str:
     return f"{x * 1e6:,.1f}" if np.isfinite(x) else ""
 
 
-def summary_table(summary: pd.DataFrame) -> Table:
+def summary_table(summary: pd.DataFrame, engine_profiles: bool = False) -> Table:
     """The rich table of the comparison summary: rows, predicted / measured median (p10–p90), medians in µs."""
     from rich.table import Table
 
+    which = "each table's engine-kernel profile" if engine_profiles else "default profile"
     t = Table(
-        title=f"roofline (default profile) vs AIConfigurator {AIC_VERSION} kernel tables: predicted / measured",
+        title=f"roofline ({which}) vs AIConfigurator {AIC_VERSION} kernel tables: predicted / measured",
         title_justify="left",
     )
     heads = (*GROUP_KEY, "rows", "median", "p10", "p90", "measured µs", "predicted µs")

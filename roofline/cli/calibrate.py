@@ -106,6 +106,14 @@ def calibrate_import_aiconfigurator(
         str | None, typer.Option("--framework", help="vllm, sglang, trtllm or nccl (NCCL's own tables).")
     ] = None,
     op: Annotated[str | None, typer.Option("--op", help="gemm, allreduce, attention or moe.")] = None,
+    engine_profiles: Annotated[
+        bool,
+        typer.Option(
+            "--engine-profiles",
+            help="--compare under each table's shipped engine-kernel profile (its GPU and engine) instead of the "
+            "default profile.",
+        ),
+    ] = False,
     json: Annotated[bool, typer.Option("--json", help="Print JSON (units in the field names).")] = False,
     fit: Annotated[
         bool, typer.Option("--fit", help="Fit the engine-kernel profile of --gpu/--framework; needs -o.")
@@ -122,7 +130,8 @@ def calibrate_import_aiconfigurator(
     """AIConfigurator 0.12.0's kernel tables (needs `pip install -e ".[aic]"`): list them, --compare or --fit.
 
     --compare reports, per (gpu, framework, version, op, dtype, regime), the rows and the median,
-    p10 and p90 of roofline's predicted / measured time under the default profile. --fit -o FILE
+    p10 and p90 of roofline's predicted / measured time under the default profile (--engine-profiles: under
+    each table's shipped engine-kernel profile). --fit -o FILE
     writes the profile of one engine's kernels on one GPU (per-kernel graph cost, decode attention floor,
     custom all-reduce latency, GEMM compute efficiency per format, MoE grouped-GEMM rates; each parameter
     from its own regime's rows); --ship --force re-fits every profile roofline ships and selects by
@@ -144,6 +153,8 @@ def calibrate_import_aiconfigurator(
     if ship:
         _ship(force, json)
         return
+    if engine_profiles and not compare:
+        raise OptionError("--engine-profiles prices --compare's rows; add --compare")
     if not compare:
         chosen = [t for t in tables if gpu in (None, t.gpu) and framework in (None, t.framework)]
         if json:
@@ -156,11 +167,11 @@ def calibrate_import_aiconfigurator(
         raise OptionError(
             f"--gpu {gpu} has no roofline hardware spec, so it is not compared; mapped: {', '.join(mapped)}"
         )
-    summary = render.comparison_summary(tables, gpu, framework, op)
+    summary = render.comparison_summary(tables, gpu, framework, op, engine_profiles)
     if json:
         typer.echo(dumps(render.summary_records(summary)))
     else:
-        console().print(render.summary_table(summary))
+        console().print(render.summary_table(summary, engine_profiles))
 
 
 def _write_fit(
