@@ -1,8 +1,8 @@
 """The serving simulator against real vLLM 0.15.1 runs with their engine options recorded (BLIS sim-to-real study).
 
 Data: ``shared/validation/serving/blis_vllm_groundtruth.csv`` (see its SOURCES.md entry): H100 SXM, Llama-3.1-8B
-(tp 1, 2), Qwen3-14B (tp 1), Mixtral-8x7B (tp 2, 4), FP16, an open-loop Poisson client (inference-perf) at each
-stage's rate, TTFT / ITL / E2E mean and P99 per stage.
+(tp 1, 2), Qwen3-14B (tp 1), Mixtral-8x7B (tp 2, 4), FP16, an open-loop client (inference-perf) at each stage's
+rate, TTFT / ITL / E2E mean and P99 per stage.
 
 Mixtral's experts are tensor-sharded (each GPU holds 1/tp of every expert), vLLM's default: expert parallelism is
 opt-in (``ParallelConfig.enable_expert_parallel: bool = False``, "Use expert parallelism instead of tensor
@@ -25,14 +25,22 @@ simulated alone from an empty engine (a later stage of a multi-stage run starts 
 ``--max-requests`` requests per stage (rate × duration otherwise); CPU KV offload (on in some runs) not modelled.
 Runs whose stage rates are not published ("general-lite", whole run) are left out and counted.
 
-Arrivals (``--arrival``): Poisson at each stage's rate, as the data's SOURCES.md entry states, by default. The
-study's own harness may have sent them at a constant rate: inference-perf's ``LoadConfig.type`` defaults to
-``constant`` (kubernetes-sigs/inference-perf ``inference_perf/config.py``: ``type: LoadType = LoadType.CONSTANT``),
-and the study's inference-perf pipeline design (tekton sample ``blis-inference-perf``, its ``values.yaml``
-profileTemplate) sets ``load: type: constant`` with the 8 → 20 req/s stages of the "general" workload (and its
-data: 9 shared 100-token system prompts × 5 users, 447-token questions, 248 output tokens, multi-turn chat; not
-modelled here). ``--arrival constant`` simulates evenly spaced sends instead (writes ``*_constant.csv``); the
-headline figures stay Poisson until the runs' own profile files say which.
+Arrivals (``--arrival``, default ``constant``): evenly spaced sends at each stage's rate, as the study's harness
+sent them. inference-perf's ``LoadConfig.type`` defaults to ``constant`` (kubernetes-sigs/inference-perf
+``inference_perf/config.py``: ``type: LoadType = LoadType.CONSTANT``); the study's inference-perf pipeline
+(tekton sample ``blis-inference-perf``, its ``values.yaml`` profileTemplate) sets ``load: type: constant``; the
+study's own copy of a run's ``profile.yaml`` (``tests/test_ground_truth.py`` of
+inference-sim/sim-to-real-accuracy-validation @ dcec3fd) holds ``"load": {"stages": ..., "type": "constant"}``; and
+its simulator adapters replay the runs with "constant-rate spacing (matching inference-perf's type: constant)"
+(``docs/superpowers/specs/2026-03-24-llmservingsim-adapter-design.md``). The data's SOURCES.md entry says Poisson;
+``--arrival poisson`` simulates that reading (writes ``*_poisson.csv``).
+
+Shared system prompts (on by default, ``--no-shared-prefix`` off, writes ``*_noprefix.csv``): the same profile
+copy and the tekton sample generate the prompts with inference-perf's ``shared_prefix`` data type, a 100-token system
+prompt shared by each group of users ahead of each question (:data:`SHARED_PREFIX_WORKLOADS`: "general" 447 + 100
+tokens, "codegen" 466 + 100), and the runs had prefix caching on, so those stages' prompts open with a cached share
+100 / mean prompt (``prefix_share``); roleplay and reasoning state none. Multi-turn context (the profiles enable
+``enable_multi_turn_chat``) is not modelled: the stated mean prompts (~547, ~566) are single-round lengths.
 
 Nothing is fitted: the simulator runs physics only (no request overhead, no output lag), so every row is out of
 sample and the per-family figures are held-out figures. Writes ``validation/results/serving_blis.csv`` and prints
@@ -113,13 +121,19 @@ def lengths(prompt_mean: float, output_mean: float, cv: float, n: int, seed: int
 #: prompts before 447-token questions, module docstring): with prefix caching on, a prompt's first 100 tokens are a
 #: cache hit once its system prompt has been seen (9 distinct ones: the first few requests).
 GENERAL_SYSTEM_PROMPT_TOKENS = 100
+#: The workloads whose prompts open with a shared system prompt of that many tokens, and where that is stated.
+SHARED_PREFIX_WORKLOADS = {
+    "general": "the study's tekton sample values.yaml (data: shared_prefix, system_prompt_len 100, 9 x 5 users)",
+    "codegen": "the study's profile fixture (tests/test_ground_truth.py: data type shared_prefix, system_prompt_len "
+    "100, question_len 466, output_len 247, 11 x 4 users, stages 5 -> 10 req/s: the codegen runs' shape)",
+}
 
 
 def general_prefix_share(row: pd.Series) -> float:
-    """The share of a stage's mean prompt that is a cached system prompt: 100 / mean prompt for the "general"
-    workload, 0 for the others (codegen, roleplay, reasoning: no shared prefix stated)."""
-    general = str(row["workload"]).startswith("general")
-    return GENERAL_SYSTEM_PROMPT_TOKENS / float(row["prompt_mean"]) if general else 0.0
+    """The share of a stage's mean prompt that is a cached system prompt: 100 / mean prompt for the workloads of
+    :data:`SHARED_PREFIX_WORKLOADS`, 0 for the others (roleplay, reasoning: no shared prefix stated)."""
+    shared = str(row["workload"]).split(" ")[0] in SHARED_PREFIX_WORKLOADS
+    return GENERAL_SYSTEM_PROMPT_TOKENS / float(row["prompt_mean"]) if shared else 0.0
 
 
 def simulate_run(
@@ -128,15 +142,15 @@ def simulate_run(
     max_requests: int,
     engine_kernels: bool = False,
     seed: int = 0,
-    arrival: str = "poisson",
+    arrival: str = "constant",
     extra: dict[str, float] | None = None,
-    shared_prefix: bool = False,
+    shared_prefix: bool = True,
     expert_parallel: bool = False,
 ) -> dict[str, float]:
     """The run's simulated TTFT/ITL/E2E (ms) under its recorded engine options (module docstring); ``extra``:
-    further engine options (a front-end latency candidate); ``shared_prefix``: a "general" stage's prompts open with
-    a cached system prompt of :data:`GENERAL_SYSTEM_PROMPT_TOKENS` (module docstring); ``expert_parallel``: an MoE
-    model's experts split whole over the tp GPUs (ep = tp) instead of tensor-sharded."""
+    further engine options (a front-end latency candidate); ``shared_prefix``: a "general" or "codegen" stage's
+    prompts open with a cached system prompt of :data:`GENERAL_SYSTEM_PROMPT_TOKENS` (module docstring);
+    ``expert_parallel``: an MoE model's experts split whole over the tp GPUs (ep = tp) instead of tensor-sharded."""
     model, _ = MODELS[str(row["model"])]
     tp = int(row["tp"])
     n = int(min(max_requests, row["qps"] * row["duration_s"]))
@@ -209,9 +223,10 @@ def main() -> None:
         f"{FRONTEND_PASSES.name}",
     )
     ap.add_argument(
-        "--shared-prefix",
-        action="store_true",
-        help="the general workload's 100-token system prompts as a cached shared prefix (writes a _prefix file)",
+        "--no-shared-prefix",
+        dest="shared_prefix",
+        action="store_false",
+        help="no cached 100-token system prompts on the general and codegen stages (writes a _noprefix file)",
     )
     ap.add_argument(
         "--expert-parallel",
@@ -221,9 +236,9 @@ def main() -> None:
     )
     ap.add_argument(
         "--arrival",
-        choices=("poisson", "constant"),
-        default="poisson",
-        help="the client's arrival process (module docstring; constant writes a _constant file)",
+        choices=("constant", "poisson"),
+        default="constant",
+        help="the client's arrival process (module docstring; poisson writes a _poisson file)",
     )
     a = ap.parse_args()
     wide, skipped = runs()
@@ -251,17 +266,17 @@ def main() -> None:
     for m in METRICS:
         res[f"err_{m}"] = res[f"sim_{m}"] / res[m] - 1.0
     out = OUT.with_name("serving_blis_engine.csv") if engine else OUT
-    if a.arrival != "poisson":
+    if a.arrival != "constant":
         out = out.with_name(f"{out.stem}_{a.arrival}.csv")
-    if a.shared_prefix:
-        out = out.with_name(f"{out.stem}_prefix.csv")
+    if not a.shared_prefix:
+        out = out.with_name(f"{out.stem}_noprefix.csv")
     if a.expert_parallel:
         out = out.with_name(f"{out.stem}_ep.csv")
     res.to_csv(out, index=False, float_format="%.6g")
     shape = "fixed at the stated means" if a.cv == 0 else f"lognormal, CV {a.cv:g}"
     print(
         f"{len(res)} stages simulated ({skipped} left out: stage rates not published); lengths {shape}, "
-        f"{a.arrival} arrivals"
+        f"{a.arrival} arrivals, {'shared system prompts cached' if a.shared_prefix else 'no shared prefix'}"
     )
     print_table(res, out.name)
 
