@@ -75,7 +75,7 @@ def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.
     size_curve = profile.memory_size_efficiency
     bw = memory * size_curve(op.memory_bytes) if size_curve is not None else memory + 0 * op.m
     if op.grouped:  # grouped expert GEMM (m rows per expert): below a dense GEMM on both sides
-        fmt, gg = format_key(op.dtype, op.weight_element_bytes), profile.grouped_gemm
+        fmt, gg = format_key(op.dtype, op.weight_element_bytes, op.weight_format), profile.grouped_gemm
         layer_s = gg.layer_seconds(hw.name, fmt, op.expert_shape, op.flops / (2.0 * op.n * op.k)) if gg.layers else None
         if layer_s is not None:  # this exact layer shape was measured: the op takes its share of the layer's time
             own_s = layer_share(op.name, op.expert_shape) * layer_s

@@ -9,13 +9,29 @@ from pydantic import Field, field_serializer, field_validator, model_validator
 from roofline.profile_curve import Curve
 from roofline.specs._base import Frozen
 
+#: Weight formats whose checkpoints the engines route to a MoE kernel family of their own within a format key:
+#: format key -> {weight format: suffix}. MXFP4 checkpoints (gpt-oss, ``quant_method: mxfp4``) run the engine's
+#: native MXFP4 kernel (vLLM ``Mxfp4MoEMethod``: OpenAI's Triton ``matmul_ogs`` on Hopper, the tables'
+#: ``gptossmxfp4moe_triton_oaitriton*`` rows), not the Marlin kernel integer 4-bit (GPTQ / AWQ / compressed-tensors
+#: WNA16) checkpoints run (the tables' ``*marlin*`` rows).
+KERNEL_FAMILIES: dict[str, dict[str, str]] = {"bf16:0.5": {"mxfp4": "mxfp4"}}
 
-def format_key(compute_dtype: str, weight_element_bytes: float) -> str:
+
+def format_key(compute_dtype: str, weight_element_bytes: float, weight_format: str = "") -> str:
     """The key of a grouped GEMM's kernel format: its compute format and weight bytes per element (to 0.5 B),
-    e.g. ``bf16:2.0`` (16-bit), ``fp8:1.0`` (fp8 W8A8, per-tensor or block scales), ``bf16:0.5`` (4-bit weight-only:
-    int4 / MXFP4 dequantised to bf16), ``fp4:0.5`` (NVFP4 W4A4); fp16 compute keys as bf16 (same kernels)."""
+    e.g. ``bf16:2.0`` (16-bit), ``fp8:1.0`` (fp8 W8A8, per-tensor or block scales), ``bf16:0.5`` (4-bit weight-only
+    integer: Marlin), ``bf16:0.5/mxfp4`` (4-bit weight-only MXFP4 checkpoints: the engine's MXFP4 kernel,
+    :data:`KERNEL_FAMILIES`), ``fp4:0.5`` (NVFP4 W4A4); fp16 compute keys as bf16 (same kernels)."""
     dtype = "bf16" if compute_dtype == "fp16" else compute_dtype  # the two 16-bit floats run the same kernels
-    return f"{dtype}:{round(weight_element_bytes * 2.0) / 2.0:.1f}"  # block scales do not change the class
+    key = f"{dtype}:{round(weight_element_bytes * 2.0) / 2.0:.1f}"  # block scales do not change the class
+    family = KERNEL_FAMILIES.get(key, {}).get(weight_format)
+    return f"{key}/{family}" if family else key
+
+
+def base_format(key: str) -> str:
+    """The format key without its kernel family (``bf16:0.5/mxfp4`` -> ``bf16:0.5``): where a profile holds no
+    rates of the family, the format's own apply."""
+    return key.split("/", 1)[0]
 
 
 def layer_shape(width: float, inter: float, local_experts: float, top_k: float, gated: bool) -> str:
@@ -163,8 +179,14 @@ class GroupedGemm(Frozen):
         token-expert pairs per GPU (both grouped GEMMs), or None where no table measured that shape there."""
         if not shape or hardware not in self.devices:
             return None
-        times = self.layers.get(f"{fmt}|{shape}")
+        times = self.layers.get(f"{fmt}|{shape}") or self.layers.get(f"{base_format(fmt)}|{shape}")
         return None if times is None else times(assignments)
+
+    def rates(self, fmt: str) -> GroupedRates | None:
+        """The rates of kernel format ``fmt``: its family's where listed, else its format's (:func:`base_format`),
+        else None (the top-level rates apply)."""
+        own = self.by_format.get(fmt)
+        return own if own is not None else self.by_format.get(base_format(fmt))
 
     def memory_factor(
         self, hardware: str, rows_per_expert: ArrayLike, expert_elements: ArrayLike = 1.0, fmt: str = ""
@@ -174,7 +196,7 @@ class GroupedGemm(Frozen):
         it has a size curve."""
         if hardware not in self.devices:
             return 1.0
-        own = self.by_format.get(fmt)
+        own = self.rates(fmt)
         src: GroupedRates | GroupedGemm = own if own is not None and own.memory_efficiency_by_size else self
         by_size, by_rows = src.memory_efficiency_by_size, src.memory_efficiency
         size = 1.0 if by_size is None else by_size(expert_elements)
@@ -185,7 +207,7 @@ class GroupedGemm(Frozen):
         ``rows_per_expert`` where set, else the scalar; the format's own where listed."""
         if hardware not in self.devices:
             return 1.0
-        own = self.by_format.get(fmt)
+        own = self.rates(fmt)
         src: GroupedRates | GroupedGemm = own if own is not None else self
         curve = src.compute_efficiency_by_rows
         return src.compute_efficiency if curve is None else curve(rows_per_expert)

@@ -154,6 +154,40 @@ def test_quantised_moe_kernels_take_their_own_rates() -> None:
         assert float(bw) == pytest.approx(expect, rel=1e-12)
 
 
+def test_mxfp4_checkpoints_take_the_native_mxfp4_kernel_and_integer_4_bit_marlin() -> None:
+    """Two kernel families under one format key (``bf16:0.5``): an MXFP4 checkpoint's experts (gpt-oss) take the
+    rates fitted to the engine's native MXFP4 rows (``bf16:0.5/mxfp4``), an integer 4-bit checkpoint's the Marlin
+    int4 rows (``bf16:0.5``); a profile without the family falls back to the format's rates; hand-derived compute
+    ceilings."""
+    from roofline.evaluate import ceilings
+    from roofline.ops.ffn import grouped_rows
+    from roofline.ops.records import gemm, with_fields
+    from roofline.profile_moe import base_format, format_key
+
+    assert (
+        format_key("bf16", 0.53125, "mxfp4") == "bf16:0.5/mxfp4" and format_key("bf16", 0.53125, "int4") == "bf16:0.5"
+    )
+    assert format_key("fp8", 1.0, "mxfp4") == "fp8:1.0" and base_format("bf16:0.5/mxfp4") == "bf16:0.5"
+    hw, prof = hardware("h100-sxm"), shipped_engine_profile("h100-sxm", "vllm")
+    assert prof is not None
+    gg = prof.grouped_gemm
+    native, marlin = gg.by_format["bf16:0.5/mxfp4"], gg.by_format["bf16:0.5"]
+    assert any("w4a16_mxfp4" in s for s in native.sources) and any("int4_wo" in s for s in marlin.sources)
+    m, n, k = 1024.0, 2 * 2048.0, 4096.0  # 128 rows per expert over 8 touched experts: compute-bound
+    base = grouped_rows(gemm("moe.experts_gate_up", "moe", "x", 1, "bf16", m, n, k, 0.53125, 2.0, 8.0), 8.0)
+    dense = prof.compute_ceiling(hw, "bf16") * float(prof.gemm_curve("bf16", "")(base.m))
+    dense *= float(prof.gemm_k.factor(hw.name, "bf16", k))
+    for fmt, rates in (("mxfp4", native), ("int4", marlin)):
+        c, _ = ceilings(with_fields(base, weight_format=fmt), hw, prof)
+        assert rates.compute_efficiency_by_rows is not None
+        assert float(c) == pytest.approx(dense * float(rates.compute_efficiency_by_rows(base.m)), rel=1e-12)
+    assert float(native.compute_efficiency_by_rows(base.m)) > 1.5 * float(marlin.compute_efficiency_by_rows(base.m))
+    pooled = prof.model_copy(update={"grouped_gemm": gg.model_copy(update={"by_format": {"bf16:0.5": marlin}})})
+    c_fallback, _ = ceilings(with_fields(base, weight_format="mxfp4"), hw, pooled)
+    c_int4, _ = ceilings(with_fields(base, weight_format="int4"), hw, prof)
+    assert float(c_fallback) == pytest.approx(float(c_int4), rel=1e-12)
+
+
 @pytest.mark.parametrize(
     ("model", "hw", "engine", "tp"),
     [

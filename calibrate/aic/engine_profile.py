@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from calibrate.aic import attention, latency
-from calibrate.aic.compare import gemm_formats
+from calibrate.aic.compare import GEMM_FORMATS, gemm_formats
 from calibrate.aic.fit import fit_format, fit_record, fittable, with_efficiency
 from calibrate.aic.moe import GroupedFit, fit_grouped, fit_rows
 from calibrate.aic.tables import AIC_HARDWARE, AIC_VERSION, AicTable, load_table, tables_newest_first
@@ -130,18 +130,26 @@ def _gemm_and_moe(
 
 #: The MoE kernel formats fitted, each a list of alternatives (the first with enough rows wins; formats of one
 #: alternative are pooled): 16-bit; fp8 W8A8 (block scales, as the DeepSeek/Qwen3/GLM/MiniMax fp8 checkpoints,
-#: else per-tensor); NVFP4 W4A4 (Blackwell). Not fitted: the 4-bit weight-only tables (int4_wo, w4a16_mxfp4),
-#: because roofline's 4-bit formats stand for several kernel families the tables cannot tell apart (Marlin int4,
-#: MXFP4 W4A16, and on Blackwell the W4A4 / W4A8 kernels engines run for those checkpoints): on a sample of the
-#: public closed-loop rows their W4A16 rates made B200 gpt-oss and DeepSeek-FP4 TPOT 2.4x the measured one.
-#: Where the GPU has no fp4 tensor cores, W4A16 is the only kernel family there is, and they are fitted
-#: (:data:`WEIGHT_ONLY_FIT`); elsewhere those formats take the 16-bit kernel's rates.
+#: else per-tensor); NVFP4 W4A4 (Blackwell). Not fitted on GPUs with fp4 tensor cores: the 4-bit weight-only
+#: tables, because there roofline's 4-bit formats stand for the W4A4 / W4A8 kernels engines run for those
+#: checkpoints: on a sample of the public closed-loop rows W4A16 rates made B200 gpt-oss and DeepSeek-FP4 TPOT 2.4x
+#: the measured one. Where the GPU has no fp4 tensor cores W4A16 is what runs, fitted per kernel family
+#: (:data:`WEIGHT_ONLY_FITS`); elsewhere those formats take the 16-bit kernel's rates.
 MOE_FITS: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("bfloat16",),),
     (("fp8_block",), ("fp8",)),
     (("nvfp4",),),
 )
-WEIGHT_ONLY_FIT: tuple[tuple[str, ...], ...] = (("int4_wo", "w4a16_mxfp4"),)
+#: The 4-bit weight-only fits, one per kernel family (:data:`roofline.profile_moe.KERNEL_FAMILIES`): integer 4-bit
+#: checkpoints run Marlin (the int4_wo rows: vLLM ``CompressedTensorsWNA16MarlinMoEMethod``, SGLang ``marlin_moe``),
+#: MXFP4 checkpoints the engine's native MXFP4 kernel (the w4a16_mxfp4 rows of kernels other than Marlin,
+#: :data:`NOT_NATIVE`). Pooled into one fit before 2026-12-02, the Marlin rows (compute 0.24-0.26 of the dense
+#: ceiling at 64-256 rows per expert on H100/H200 vLLM) and the native ones (0.55-0.66) gave both 0.29-0.63.
+WEIGHT_ONLY_FITS: tuple[tuple[tuple[str, ...], ...], ...] = ((("int4_wo",),), (("w4a16_mxfp4",),))
+#: Per AIC ``moe_dtype``: the kernel-name fragment of rows that are not the checkpoint format's native kernel
+#: (w4a16_mxfp4 rows timed through Marlin are the compressed-tensors MXFP4 path, not gpt-oss's ``quant_method:
+#: mxfp4`` one), left out of that format's fit.
+NOT_NATIVE: dict[str, str] = {"w4a16_mxfp4": "marlin"}
 #: The fits whose measured layer shapes ship as ``grouped_gemm.layers`` (the shape's own kernel seconds): the
 #: 16-bit fused kernel only. The quantised MoE kernels change between engine versions and launchers (vLLM's
 #: MXFP4 path, TensorRT-LLM's fp8-block backends), so one version's table of them is not what a deployment of
@@ -160,7 +168,9 @@ def _first_fit(
 ) -> tuple[AicTable, tuple[str, ...], GroupedFit] | None:
     """The fit of the first alternative that the newest table holding it supports (None: no table has it)."""
     for formats in alternatives:
-        for t, df in tables:
+        for t, all_rows in tables:
+            other = NOT_NATIVE.get(formats[0])
+            df = all_rows if other is None else all_rows[~all_rows["kernel"].astype(str).str.contains(other)]
             if len(fit_rows(df, formats)) < MIN_MOE_ROWS:
                 continue
             try:
@@ -175,7 +185,7 @@ def _moe(
 ) -> CalibrationProfile:
     """Step 6 (module docstring): the 16-bit grouped rates, and each quantised kernel's own (``by_format``)."""
     tables = [(t, load_table(t)) for t in tables_newest_first(gpu, eng, "moe", root)]
-    wanted = MOE_FITS if hw.peak_flops_per_s("fp4") else (*MOE_FITS, WEIGHT_ONLY_FIT)
+    wanted = MOE_FITS if hw.peak_flops_per_s("fp4") else (*MOE_FITS, *WEIGHT_ONLY_FITS)
     fits = [f for alts in wanted if (f := _first_fit(tables, alts, hw, prof)) is not None]
     top = next((f for f in fits if f[1] == ("bfloat16",)), None)
     if top is None:
@@ -211,7 +221,7 @@ def _format_key(aic_dtype: str, hw: HardwareSpec) -> str:
     fmt = gemm_formats(aic_dtype, hw)
     if fmt is None:
         raise CalibrationError(f"{aic_dtype} does not map on {hw.name}")
-    return format_key(fmt[0], fmt[1])
+    return format_key(fmt[0], fmt[1], GEMM_FORMATS[aic_dtype][0].value)
 
 
 def fit_engine_profile(gpu: str, engine: str, root: Path | None = None) -> CalibrationProfile:

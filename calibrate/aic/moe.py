@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from calibrate.aic.compare import ROW_COLUMNS, gemm_formats
+from calibrate.aic.compare import GEMM_FORMATS, ROW_COLUMNS, gemm_formats
 from calibrate.aic.moe_curves import MIN_ROWS, compute_curve, memory_curves
 from calibrate.aic.tables import AIC_VERSION, AicTable, list_tables, load_table, tables_newest_first
 from roofline.errors import CalibrationError
@@ -124,9 +124,11 @@ def moe_ops_for_rows(
     touched, assignments, r = routed_rows(col["num_experts"], col["topk"], col["moe_ep_size"], col["num_tokens"])
     up = (2.0 if gated else 1.0) * i
 
+    weights = GEMM_FORMATS[moe_dtype][0].value  # the checkpoint format whose kernel family prices it (format_key)
+
     def g(name: str, n: np.ndarray, k: np.ndarray) -> Op:
         op = gemm(name, "moe", "aic", 1, dt, r, n, k, wb, ab, touched)
-        return replace(grouped_rows(op, touched, shape), launch="graph")
+        return replace(grouped_rows(op, touched, shape), launch="graph", weight_format=weights)
 
     act = elementwise("moe.experts_act", "moe", "aic", 1, dt, assignments * i, 3.0 if gated else 2.0, ab, 4.0)
     return MoeOps(
@@ -236,7 +238,7 @@ def layer_curves(
     out: dict[str, LayerTimes] = {}
     for rows, ops in groups:
         gated = ops.gate_up.name == "moe.experts_gate_up"
-        fmt = format_key(ops.gate_up.dtype, ops.gate_up.weight_element_bytes)
+        fmt = format_key(ops.gate_up.dtype, ops.gate_up.weight_element_bytes, ops.gate_up.weight_format)
         t = _terms(rows, ops, hw, neutral)
         shapes = row_shapes(rows, gated)
         tokens, k, ep = (rows[c].to_numpy(np.float64) for c in ("num_tokens", "topk", "moe_ep_size"))

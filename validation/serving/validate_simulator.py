@@ -99,7 +99,11 @@ MAX_REQUESTS = 20_000
 
 
 def weight_dtype(row: pd.Series) -> str:
-    """The library's format for the row's precision (fp4 without an fp4 tensor core = 4-bit weight-only)."""
+    """The library's format for the row's precision (fp4 without an fp4 tensor core = 4-bit weight-only): gpt-oss's
+    fp4 is its own MXFP4 checkpoint (``quant_method: mxfp4`` experts, 16-bit attention), which the engines run with
+    their MXFP4 MoE kernel; the other 4-bit rows integer weight-only throughout."""
+    if row.precision == "fp4" and row.family == "gpt-oss" and row.hardware != "b200":
+        return "checkpoint"
     if row.precision in ("fp4", "int4") and row.hardware != "b200":
         return "int4"
     return "bf16" if row.precision == "bf16" else str(row.precision)
