@@ -179,7 +179,7 @@ class GroupedGemm(Frozen):
         token-expert pairs per GPU (both grouped GEMMs), or None where no table measured that shape there."""
         if not shape or hardware not in self.devices:
             return None
-        times = self.layers.get(f"{fmt}|{shape}") or self.layers.get(f"{base_format(fmt)}|{shape}")
+        times = self.layers.get(f"{fmt}|{shape}")  # a layer is one kernel's measurement: no family fallback
         return None if times is None else times(assignments)
 
     def rates(self, fmt: str) -> GroupedRates | None:
