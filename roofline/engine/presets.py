@@ -105,7 +105,7 @@ TRTLLM_FRONTEND = FRONTEND_FIT.format(rows="174 of 560 rows, TensorRT-LLM 1.0rc3
 VLLM_FRONTEND = (
     "0: the same fit on vLLM's 268 closed-loop rows at concurrency <= 8 (vLLM 0.11.2-0.19.0 and a nightly) gives "
     "20 ms, which lowers their held-out median |ln error| only from 0.378 to 0.343 and raises it on the independent "
-    "vLLM 0.15.1 runs (BLIS, 36 stages) from 0.097 to 0.482, so the rule does not adopt it "
+    "vLLM 0.15.1 runs (BLIS, 36 stages) from 0.098 to 0.539, so the rule does not adopt it "
     "(roofline/published/frontend.py INDEPENDENT); --engine-set request_overhead_s=0.02 --engine-set "
     "request_overhead_cv=1 carries it"
 )

@@ -10,7 +10,7 @@ An explicit ``calibration`` always wins; pass a shipped file (``--calibration
 roofline/data/engine_profiles/h100-sxm_vllm.yaml``) to use one.
 
 :data:`BY_DEFAULT` is off, by measurement: on the held-out vLLM 0.15.1 runs of the BLIS study the engine profiles
-cut median |ITL error| per family (Llama-3.1-8B 3.3 → 5.9 %, Mixtral-8x7B 44.5 → 7.8 %, Qwen3-14B 9.7 → 4.5 %),
+cut median |ITL error| per family (Llama-3.1-8B 4.3 → 5.2 %, Mixtral-8x7B 44.7 → 8.1 %, Qwen3-14B 10.6 → 5.4 %),
 and on a 438-row sample of the public closed-loop rows (large fp8/fp4 MoE models, H100/H200/B200) median |TPOT
 error| 14.9 → 13.1 %, but that sample's TTFT goes 29.6 → 42.6 % (their fused-MoE prefill rates are below what the
 deployments reach): they do not generalise yet (docs/accuracy.md §15).

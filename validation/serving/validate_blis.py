@@ -25,15 +25,15 @@ simulated alone from an empty engine (a later stage of a multi-stage run starts 
 ``--max-requests`` requests per stage (rate × duration otherwise); CPU KV offload (on in some runs) not modelled.
 Runs whose stage rates are not published ("general-lite", whole run) are left out and counted.
 
-Arrivals (``--arrival``, default ``constant``): evenly spaced sends at each stage's rate, as the study's harness
-sent them. inference-perf's ``LoadConfig.type`` defaults to ``constant`` (kubernetes-sigs/inference-perf
-``inference_perf/config.py``: ``type: LoadType = LoadType.CONSTANT``); the study's inference-perf pipeline
-(tekton sample ``blis-inference-perf``, its ``values.yaml`` profileTemplate) sets ``load: type: constant``; the
-study's own copy of a run's ``profile.yaml`` (``tests/test_ground_truth.py`` of
-inference-sim/sim-to-real-accuracy-validation @ dcec3fd) holds ``"load": {"stages": ..., "type": "constant"}``; and
-its simulator adapters replay the runs with "constant-rate spacing (matching inference-perf's type: constant)"
-(``docs/superpowers/specs/2026-03-24-llmservingsim-adapter-design.md``). The data's SOURCES.md entry says Poisson;
-``--arrival poisson`` simulates that reading (writes ``*_poisson.csv``).
+Arrivals (``--arrival``, default ``poisson``): the study's harness sends with inference-perf's load type
+``constant`` (its default, ``inference_perf/config.py``; the study's tekton sample ``values.yaml`` and its own copy of
+a run's ``profile.yaml``, ``tests/test_ground_truth.py`` of inference-sim/sim-to-real-accuracy-validation @ dcec3fd:
+``"load": {"stages": ..., "type": "constant"}``), and that type is not evenly spaced: ``ConstantLoadTimer`` draws
+rate × duration exponential gaps and rescales them to sum to the stage duration
+(``inference_perf/loadgen/load_timer.py``; ``roofline/data/clients.yaml`` ``inference-perf``), a Poisson stream
+conditioned on its count, which is what the data's SOURCES.md entry says. ``--arrival constant`` simulates evenly
+spaced sends instead (writes ``*_constant.csv``; the study's own simulator adapters replayed the runs that way,
+``docs/superpowers/specs/2026-03-24-llmservingsim-adapter-design.md``, which is not what inference-perf sent).
 
 Shared system prompts (on by default, ``--no-shared-prefix`` off, writes ``*_noprefix.csv``): the same profile
 copy and the tekton sample generate the prompts with inference-perf's ``shared_prefix`` data type, a 100-token system
@@ -142,7 +142,7 @@ def simulate_run(
     max_requests: int,
     engine_kernels: bool = False,
     seed: int = 0,
-    arrival: str = "constant",
+    arrival: str = "poisson",
     extra: dict[str, float] | None = None,
     shared_prefix: bool = True,
     expert_parallel: bool = False,
@@ -236,9 +236,9 @@ def main() -> None:
     )
     ap.add_argument(
         "--arrival",
-        choices=("constant", "poisson"),
-        default="constant",
-        help="the client's arrival process (module docstring; poisson writes a _poisson file)",
+        choices=("poisson", "constant"),
+        default="poisson",
+        help="the client's arrival process (module docstring; constant, evenly spaced, writes a _constant file)",
     )
     a = ap.parse_args()
     wide, skipped = runs()
@@ -266,7 +266,7 @@ def main() -> None:
     for m in METRICS:
         res[f"err_{m}"] = res[f"sim_{m}"] / res[m] - 1.0
     out = OUT.with_name("serving_blis_engine.csv") if engine else OUT
-    if a.arrival != "constant":
+    if a.arrival != "poisson":
         out = out.with_name(f"{out.stem}_{a.arrival}.csv")
     if not a.shared_prefix:
         out = out.with_name(f"{out.stem}_noprefix.csv")
