@@ -42,7 +42,7 @@ from roofline.evaluate import OpTiming, op_time
 from roofline.ops.attention import attention_kernel
 from roofline.ops.comm import CUSTOM_AR_MAX_BYTES, all_reduce, all_reduce_wire_and_hops
 from roofline.ops.context import BuildContext
-from roofline.ops.records import Op, arr, gemm
+from roofline.ops.records import Op, arr, gemm, with_fields
 from roofline.profile import CalibrationProfile, default_profile
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.library import hardware
@@ -109,10 +109,18 @@ def gemm_formats(aic_dtype: str, hw: HardwareSpec) -> tuple[ComputeDtype, float,
     return compute, sc.weight_dtype.bytes_per_element, sc.activation_memory_bytes_per_element
 
 
+#: Activation formats a GEMM row's forward quantises its 16-bit input to first, in a kernel of its own.
+QUANTISED_ACTIVATIONS = frozenset({Precision.FP8, Precision.NVFP4, Precision.INT8})
+
+
 def gemm_op(rows: pd.DataFrame, aic_dtype: str, hw: HardwareSpec) -> Op | None:
     """The roofline GEMM of ``rows`` (one AIC ``gemm_dtype``), launched in a graph; None where not expressible.
 
-    Formats, bytes and peak from :func:`gemm_formats`.
+    Formats, bytes and peak from :func:`gemm_formats`. The collectors time a linear layer's forward on a 16-bit
+    input (AIConfigurator ``collector/vllm/collect_gemm.py``: ``RowParallelLinear.forward(x)``, x bf16; TensorRT-LLM
+    ``Linear.forward``), so a row of a quantised activation format (:data:`QUANTISED_ACTIVATIONS`) is two kernels,
+    the activation quantisation and the GEMM, and both launches are priced (the fits and the comparison alike; the
+    quantisation's ~3 bytes per input element stay in the fitted rate).
     """
     fmt = gemm_formats(aic_dtype, hw)
     if fmt is None:
@@ -120,7 +128,9 @@ def gemm_op(rows: pd.DataFrame, aic_dtype: str, hw: HardwareSpec) -> Op | None:
     compute, w_bytes, a_bytes = fmt
     m, n, k = (rows[c].to_numpy(np.float64) for c in ("m", "n", "k"))
     op = gemm("aic.gemm", "aic", "aic", 1, compute, m, n, k, w_bytes, a_bytes)
-    return _graph(replace(op, weight_format=GEMM_FORMATS[aic_dtype][0].value))
+    weights, activations = GEMM_FORMATS[aic_dtype]
+    kernels = 2 if activations in QUANTISED_ACTIVATIONS else 1  # the activation quantisation, then the GEMM
+    return _graph(with_fields(op, weight_format=weights.value, kernels=kernels, engine_kernels=kernels))
 
 
 def gemm_rows(df: pd.DataFrame, hw: HardwareSpec, profile: CalibrationProfile) -> pd.DataFrame:
