@@ -10,11 +10,11 @@ from roofline.profile_curve import Curve
 from roofline.specs._base import Frozen
 
 #: Weight formats whose checkpoints the engines route to a MoE kernel family of their own within a format key:
-#: format key -> {weight format: suffix}. MXFP4 checkpoints (gpt-oss, ``quant_method: mxfp4``) run the engine's
-#: native MXFP4 kernel (vLLM ``Mxfp4MoEMethod``: OpenAI's Triton ``matmul_ogs`` on Hopper, the tables'
-#: ``gptossmxfp4moe_triton_oaitriton*`` rows), not the Marlin kernel integer 4-bit (GPTQ / AWQ / compressed-tensors
-#: WNA16) checkpoints run (the tables' ``*marlin*`` rows).
-KERNEL_FAMILIES: dict[str, dict[str, str]] = {"bf16:0.5": {"mxfp4": "mxfp4"}}
+#: format key -> those weight formats (the key gets ``/<weight format>``). MXFP4 checkpoints (gpt-oss,
+#: ``quant_method: mxfp4``) run the engine's native MXFP4 kernel (vLLM ``Mxfp4MoEMethod``: OpenAI's Triton
+#: ``matmul_ogs`` on Hopper, the tables' ``gptossmxfp4moe_triton_oaitriton*`` rows), not the Marlin kernel integer
+#: 4-bit (GPTQ / AWQ / compressed-tensors WNA16) checkpoints run (the tables' ``*marlin*`` rows).
+KERNEL_FAMILIES: dict[str, frozenset[str]] = {"bf16:0.5": frozenset({"mxfp4"})}
 
 
 def format_key(compute_dtype: str, weight_element_bytes: float, weight_format: str = "") -> str:
@@ -24,8 +24,7 @@ def format_key(compute_dtype: str, weight_element_bytes: float, weight_format: s
     :data:`KERNEL_FAMILIES`), ``fp4:0.5`` (NVFP4 W4A4); fp16 compute keys as bf16 (same kernels)."""
     dtype = "bf16" if compute_dtype == "fp16" else compute_dtype  # the two 16-bit floats run the same kernels
     key = f"{dtype}:{round(weight_element_bytes * 2.0) / 2.0:.1f}"  # block scales do not change the class
-    family = KERNEL_FAMILIES.get(key, {}).get(weight_format)
-    return f"{key}/{family}" if family else key
+    return f"{key}/{weight_format}" if weight_format in KERNEL_FAMILIES.get(key, ()) else key
 
 
 def base_format(key: str) -> str:
