@@ -158,6 +158,22 @@ def fixed_overhead_s(op: Op, profile: CalibrationProfile) -> float | np.ndarray:
     return launch_overhead_s(op, profile) + floor
 
 
+def comm_bandwidth_bytes_per_s(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> float | np.ndarray:
+    """Achieved per-direction bandwidth (bytes/s) of a comm op's wire bytes: the path's bandwidth × the profile's
+    ``comm.link_efficiency``; for an all-reduce inside one node where the profile measured the engine's all-reduce
+    (``comm.allreduce_efficiency`` for the op's launch, nearest GPU count), × that curve at the message size
+    (``op.m``, bytes) instead; an expert dispatch or combine at its kernel family's measured bandwidth
+    (:func:`roofline.ops.expert_parallel.exchange_bandwidth_bytes_per_s`, already achieved)."""
+    path = comm_path(hw, op.group_size)
+    if op.exchange_kernel:
+        return exchange_bandwidth_bytes_per_s(hw, op.exchange_kernel, op.exchange_direction, op.group_size)  # type: ignore[arg-type]
+    if op.collective == "all_reduce" and path.nodes <= 1 and profile.comm.allreduce_efficiency:
+        curve = profile.comm.allreduce_curve(op.launch, op.group_size)
+        if curve is not None:
+            return path.bandwidth_bytes_per_s * curve(op.m)
+    return path.bandwidth_bytes_per_s * profile.comm.link_efficiency
+
+
 def comm_time_s(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> np.ndarray:
     """Communication time of one instance: wire bytes / path bandwidth + latency.
 
@@ -166,15 +182,13 @@ def comm_time_s(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> np.nda
     domain; across domains (nodes − 1)/(p − 1) of them on the network (:meth:`CommPath.hop_links`).
     Where the engine runs its custom all-reduce kernel (``op.custom_collective``) and the profile
     measured that kernel (``comm.custom_allreduce_latency_s`` at the nearest GPU count), that
-    measured latency replaces the base and hop terms. An expert dispatch or combine (``op.exchange_kernel``) runs at
-    its kernel family's measured bandwidth (:func:`roofline.ops.expert_parallel.exchange_bandwidth_bytes_per_s`).
+    measured latency replaces the base and hop terms. The bandwidth is :func:`comm_bandwidth_bytes_per_s` (an
+    expert dispatch or combine at its kernel family's; an all-reduce at the engine's measured curve, if any).
     """
     if op.kind != "comm":
         return 0.0 * op.comm_bytes
     path = comm_path(hw, op.group_size)
-    bw = path.bandwidth_bytes_per_s * profile.comm.link_efficiency
-    if op.exchange_kernel:  # an expert dispatch/combine: the kernel family's measured bandwidth (already achieved)
-        bw = exchange_bandwidth_bytes_per_s(hw, op.exchange_kernel, op.exchange_direction, op.group_size)  # type: ignore[arg-type]
+    bw = comm_bandwidth_bytes_per_s(op, hw, profile)
     lat = op.collectives * profile.comm.latency_s + 0 * op.comm_hops
     for link, hops in path.hop_links(op.comm_hops):
         lat = lat + hops * profile.comm.hop_latency(link)

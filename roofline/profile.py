@@ -175,7 +175,22 @@ class Comm(Frozen):
         description="GPU count -> latency (s) of one engine custom (one-/two-shot) all-reduce kernel, replacing "
         "latency_s + hops x hop latency for those ops; the nearest listed count is used; empty: not measured",
     )
+    allreduce_efficiency: dict[str, dict[int, Curve]] = Field(
+        default_factory=dict,
+        description="launch ('graph', 'eager') -> GPU count -> fraction of the path bandwidth the engine's own "
+        "all-reduce reaches against the message size (bytes), on the wire roofline plans for it (one-shot, "
+        "two-shot or ring); the nearest listed count is used, 'graph' where a launch is not listed; replaces "
+        "link_efficiency for all-reduces inside one node; empty: not measured",
+    )
     sources: tuple[str, ...] = ()
+
+    def allreduce_curve(self, launch: str, gpus: int) -> Curve | None:
+        """The measured all-reduce efficiency curve for ``launch`` over ``gpus`` GPUs (nearest measured count; the
+        graph curves where ``launch`` has none), None when not measured."""
+        curves = self.allreduce_efficiency.get(launch) or self.allreduce_efficiency.get("graph")
+        if not curves:
+            return None
+        return curves[min(curves, key=lambda p: (abs(p - gpus), p))]
 
     def hop_latency(self, link: str) -> float:
         """Per-hop latency (s) of ``link``; 0 when the profile does not list it."""

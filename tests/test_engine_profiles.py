@@ -19,12 +19,13 @@ from roofline.engine.profiles import (
     shipped_engine_profile,
     shipped_engine_profiles,
 )
-from roofline.evaluate import comm_time_s, op_time
+from roofline.evaluate import comm_bandwidth_bytes_per_s, comm_time_s, op_time
 from roofline.ops.builder import decode_ops
-from roofline.ops.comm import all_reduce
+from roofline.ops.comm import all_gather, all_reduce
 from roofline.profile import default_profile
 from roofline.specs.library import hardware, model
 from roofline.specs.scenario import Scenario
+from roofline.specs.topology import comm_path
 
 
 def _dump(p: roofline.CalibrationProfile) -> dict[str, object]:
@@ -74,18 +75,42 @@ def test_simulate_and_predict_use_the_same_profile() -> None:
 
 
 def test_custom_allreduce_latency_replaces_base_and_hops_only_where_the_custom_kernel_runs() -> None:
-    """Hand-derived: H100 tp 2, 16 KiB one-shot: wire 16 KiB / link + custom latency; 64 MiB: NCCL ring terms."""
+    """Hand-derived: H100 tp 2, 16 KiB one-shot: wire 16 KiB / (path × the engine's measured efficiency at 16 KiB)
+    + custom latency; 64 MiB: NCCL ring latency terms, the same measured curve at 64 MiB."""
     hw, prof = hardware("h100-sxm"), shipped_engine_profile("h100-sxm", "vllm")
     assert prof is not None
     lat2 = prof.comm.custom_allreduce_latency_s[2]
-    bw = prof.link_bytes_per_s(hw, 2)
+    path_bw = comm_path(hw, 2).bandwidth_bytes_per_s
     small = all_reduce("ar", "comm", "x", 1, "bf16", 16384.0, 2, hw)
     assert float(small.custom_collective) == 1.0
+    curve = prof.comm.allreduce_curve(small.launch, 2)
+    assert curve is not None
+    bw = path_bw * float(curve(16384.0))
     assert float(comm_time_s(small, hw, prof)) == pytest.approx(16384.0 / bw + lat2, rel=1e-12)
     big = all_reduce("ar", "comm", "x", 1, "bf16", 64 * 2**20, 2, hw)
     assert float(big.custom_collective) == 0.0  # above vLLM's 8 MiB cap: NCCL's ring
     ring_lat = prof.comm.latency_s + 2 * prof.comm.hop_latency("nvlink")
+    bw = path_bw * float(curve(64 * 2**20))
     assert float(comm_time_s(big, hw, prof)) == pytest.approx(float(big.comm_bytes) / bw + ring_lat, rel=1e-12)
+
+
+def test_allreduce_curve_applies_inside_one_node_only() -> None:
+    """The measured all-reduce efficiency replaces link_efficiency for all-reduces within a node; tp 16 across two
+    H100 nodes keeps the link efficiency on its path; other collectives never take the curve."""
+    hw, prof = hardware("h100-sxm"), shipped_engine_profile("h100-sxm", "vllm")
+    assert prof is not None and prof.comm.allreduce_efficiency
+    msg = 4.0 * 2**20
+    inside = all_reduce("ar", "comm", "x", 1, "bf16", msg, 8, hw)
+    curve = prof.comm.allreduce_curve(inside.launch, 8)
+    assert curve is not None
+    assert float(comm_bandwidth_bytes_per_s(inside, hw, prof)) == comm_path(hw, 8).bandwidth_bytes_per_s * float(
+        curve(msg)
+    )
+    across = all_reduce("ar", "comm", "x", 1, "bf16", msg, 16, hw)
+    assert comm_path(hw, 16).nodes == 2
+    assert comm_bandwidth_bytes_per_s(across, hw, prof) == prof.link_bytes_per_s(hw, 16)
+    gather = all_gather("ag", "comm", "x", 1, "bf16", msg, 8)
+    assert comm_bandwidth_bytes_per_s(gather, hw, prof) == prof.link_bytes_per_s(hw, 8)
 
 
 def test_decode_floor_is_added_to_decode_attention_only() -> None:

@@ -10,10 +10,13 @@ collected in CUDA-graph replay, except the custom all-reduce rows stored as eage
   of :data:`GEMM_FORMATS` and the bytes and peak a :class:`~roofline.specs.scenario.Scenario`
   of those formats gives (activations ≥ 2 bytes, outputs 16-bit). Formats the GPU has no peak for
   are skipped. ``regime`` = the op's bound (compute, memory or overhead).
-* **All-reduce**: ``allreduce-custom`` (``-eager``) rows are priced as the custom kernel
-  :func:`roofline.ops.comm.all_reduce` picks up to its 8 MiB cap (one-shot / two-shot) and, above
-  it, as the two-shot kernel at the cap (the tables time the custom kernel past vLLM's default
-  cap); ``allreduce-nccl`` rows (NCCL ``all_reduce``) as NCCL's ring: wire 2(p−1)/p·S, 2(p−1) hops.
+* **All-reduce**: ``allreduce-custom`` (``-eager``) rows are priced as roofline builds an engine's
+  all-reduce (:func:`allreduce_op`): the custom kernel :func:`roofline.ops.comm.all_reduce` picks up
+  to its 8 MiB cap (one-shot / two-shot), NCCL's ring above it — the collector
+  (``collector/collect_all_reduce.py``) calls the engine's own entry point (vLLM
+  ``tensor_model_parallel_all_reduce``, TensorRT-LLM ``AllReduce`` with strategy AUTO), which falls back
+  past the cap; ``allreduce-nccl`` rows (NCCL ``all_reduce``) as NCCL's ring at every size: wire
+  2(p−1)/p·S, 2(p−1) hops.
   The bound of a collective is always communication, so ``regime`` splits it instead into
   ``latency`` (the latency + launch terms exceed wire bytes / link bandwidth) and ``bandwidth``.
 * **Attention** (``attention-prefill`` / ``attention-decode``):
@@ -38,11 +41,11 @@ import pandas as pd
 
 from calibrate.aic.tables import AicTable, list_tables, load_table
 from roofline.errors import CalibrationError, ScenarioError
-from roofline.evaluate import OpTiming, op_time
+from roofline.evaluate import OpTiming, comm_bandwidth_bytes_per_s, op_time
 from roofline.ops.attention import attention_kernel
-from roofline.ops.comm import CUSTOM_AR_MAX_BYTES, all_reduce, all_reduce_wire_and_hops
+from roofline.ops.comm import all_reduce
 from roofline.ops.context import BuildContext
-from roofline.ops.records import Op, arr, gemm, with_fields
+from roofline.ops.records import Launch, Op, arr, gemm, with_fields
 from roofline.profile import CalibrationProfile, default_profile
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.library import hardware
@@ -147,15 +150,14 @@ def gemm_rows(df: pd.DataFrame, hw: HardwareSpec, profile: CalibrationProfile) -
 
 def _comm_regime(op: Op, timing: OpTiming, hw: HardwareSpec, profile: CalibrationProfile) -> np.ndarray:
     """``bandwidth`` where wire bytes / link bandwidth exceed the rest of the time, else ``latency``."""
-    wire_s = op.comm_bytes / profile.link_bytes_per_s(hw, op.group_size)
+    wire_s = op.comm_bytes / comm_bandwidth_bytes_per_s(op, hw, profile)
     return np.where(wire_s > timing.time_s - wire_s, "bandwidth", "latency")
 
 
-def custom_wire_and_hops(hw: HardwareSpec, message_bytes: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
-    """(wire bytes, hops) of the custom all-reduce: roofline's choice up to the cap, the cap's kernel above."""
-    wire, hops = all_reduce_wire_and_hops(hw, message_bytes, p)
-    _, hops_cap = all_reduce_wire_and_hops(hw, CUSTOM_AR_MAX_BYTES, p)
-    return wire, np.where(message_bytes > CUSTOM_AR_MAX_BYTES, hops_cap, hops)
+def allreduce_op(hw: HardwareSpec, message_bytes: np.ndarray, p: int, launch: Launch) -> Op:
+    """The all-reduce of ``message_bytes`` over p GPUs exactly as roofline builds it for an engine
+    (:func:`roofline.ops.comm.all_reduce`: its custom kernel up to the cap, NCCL's ring above), launched ``launch``."""
+    return with_fields(all_reduce("aic.all_reduce", "aic", "aic", 1, "bf16", message_bytes, p, hw), launch=launch)
 
 
 def allreduce_rows(df: pd.DataFrame, kind: str, hw: HardwareSpec, profile: CalibrationProfile) -> pd.DataFrame:
@@ -165,14 +167,13 @@ def allreduce_rows(df: pd.DataFrame, kind: str, hw: HardwareSpec, profile: Calib
     for (_, launch), rows in rows_ar.groupby(["gpus", "launch"], sort=True):
         p = int(rows["gpus"].iloc[0])
         s = rows["message_bytes"].to_numpy(np.float64)
-        op = all_reduce("aic.all_reduce", "aic", "aic", 1, "bf16", s, p, hw)
-        if kind == "nccl":
+        op = allreduce_op(hw, s, p, "graph" if launch == "graph" else "eager")
+        if kind == "nccl":  # NCCL's own all_reduce: its ring at every size
             wire, hops = 2.0 * (p - 1) / p * s, 2.0 * (p - 1) + 0 * s
+            op = replace(op, comm_bytes=arr(wire), comm_hops=arr(hops), custom_collective=0 * s)
             name = "allreduce-nccl"
         else:
-            wire, hops = custom_wire_and_hops(hw, s, p)
             name = "allreduce-custom" if launch == "graph" else "allreduce-custom-eager"
-        op = replace(op, comm_bytes=arr(wire), comm_hops=arr(hops), launch="graph" if launch == "graph" else "eager")
         timing = op_time(op, hw, profile)
         dtypes = rows["dtype"].to_numpy()
         parts.append(_rows(rows, name, dtypes, _comm_regime(op, timing, hw, profile), timing))

@@ -6,7 +6,9 @@ the parameter describes, and subtracts what the earlier steps priced (formulas i
 1. ``overheads.per_kernel_graph_s``: latency-bound bf16 GEMM rows (:func:`calibrate.aic.latency.fit_per_kernel`);
 2. ``attention.decode_fixed_s``: latency-bound decode attention rows (:func:`~calibrate.aic.latency.fit_decode_floor`);
 3. ``comm.custom_allreduce_latency_s``: latency-bound custom all-reduce rows per GPU count
-   (:func:`~calibrate.aic.latency.fit_custom_allreduce`);
+   (:func:`~calibrate.aic.latency.fit_custom_allreduce`); then ``comm.allreduce_efficiency``: the engine's
+   all-reduce against message size per launch and GPU count from the bandwidth-bound rows of the same table
+   (:func:`calibrate.aic.allreduce.fit_allreduce_efficiency`);
 4. ``attention.prefill_compute_efficiency``: each head dim's prefill curve from the context-attention rows
    (:func:`calibrate.aic.attention.fit_prefill`);
 5. the GEMM rates per format (large-GEMM efficiency and its curve against M, and each weight format's dispatched
@@ -30,13 +32,13 @@ from typing import Any
 
 import pandas as pd
 
-from calibrate.aic import attention, latency
+from calibrate.aic import allreduce, attention, latency
 from calibrate.aic.compare import GEMM_FORMATS, gemm_formats
 from calibrate.aic.fit import fit_format, fit_record, fittable, with_efficiency
 from calibrate.aic.moe import GroupedFit, fit_grouped, fit_rows
 from calibrate.aic.tables import AIC_HARDWARE, AIC_VERSION, AicTable, load_table, tables_newest_first
 from roofline.errors import CalibrationError
-from roofline.profile import CalibrationProfile, GroupedRates, default_profile
+from roofline.profile import CalibrationProfile, Curve, GroupedRates, default_profile
 from roofline.profile_moe import format_key
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.library import hardware
@@ -91,7 +93,24 @@ def _latencies(
         notes["fits"]["custom_allreduce_latency_s"] = {str(p): x.record() for p, x in fc.items()}
     else:
         notes["kept"].append("comm latency (no custom all-reduce table): NCCL's base and per-hop latency")
-    return prof
+    return _allreduce_curves(t, hw, prof, notes)
+
+
+def _allreduce_curves(
+    t: AicTable | None, hw: HardwareSpec, prof: CalibrationProfile, notes: dict[str, Any]
+) -> CalibrationProfile:
+    """Step 3b: the engine's all-reduce efficiency against message size per launch and GPU count
+    (:mod:`calibrate.aic.allreduce`) from the custom all-reduce table ``t``, after its latency."""
+    fits = allreduce.fit_allreduce_efficiency(load_table(t), hw, prof, t.label) if t is not None else []
+    if not fits:
+        notes["kept"].append("comm.link_efficiency for all-reduces (no bandwidth-bound all-reduce rows)")
+        return prof
+    curves: dict[str, dict[int, Curve]] = {}
+    for f in fits:
+        curves.setdefault(f.launch, {})[f.gpus] = f.curve
+    src = f"allreduce_efficiency: {SOURCE} {fits[0].table}, each bandwidth-bound message size per launch and GPU count"
+    notes["fits"]["allreduce_efficiency"] = {f"{f.launch}:{f.gpus}": f.record() for f in fits}
+    return allreduce.with_allreduce_efficiency(prof, curves, src)
 
 
 def _prefill_attention(
@@ -278,7 +297,7 @@ def summary_lines(profile: CalibrationProfile) -> list[str]:
     fits = profile.provenance.get("fits", {})
     lines = []
     for key, rec in fits.items():
-        recs = rec.items() if key == "custom_allreduce_latency_s" else [("", rec)]
+        recs = rec.items() if key in ("custom_allreduce_latency_s", "allreduce_efficiency") else [("", rec)]
         for sub, r in recs:
             name = f"{key}[{sub}]" if sub else key
             value = r.get("value_s", r.get("efficiency"))

@@ -26,13 +26,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from calibrate.aic.compare import KV_FORMATS, custom_wire_and_hops, gemm_op, placeholder_model
+from calibrate.aic.compare import KV_FORMATS, allreduce_op, gemm_op, placeholder_model
 from roofline.errors import CalibrationError
 from roofline.evaluate import op_time
 from roofline.ops.attention import attention_kernel
-from roofline.ops.comm import all_reduce, all_reduce_plan
+from roofline.ops.comm import all_reduce_plan
 from roofline.ops.context import BuildContext
-from roofline.ops.records import Op, arr
+from roofline.ops.records import Op
 from roofline.profile import CalibrationProfile
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.scenario import Scenario
@@ -145,14 +145,6 @@ def with_decode_floor(profile: CalibrationProfile, value_s: float, source: str) 
     )
 
 
-def _custom_op(rows: pd.DataFrame, hw: HardwareSpec) -> Op:
-    p = int(rows["gpus"].iloc[0])
-    s = rows["message_bytes"].to_numpy(np.float64)
-    wire, hops = custom_wire_and_hops(hw, s, p)
-    op = all_reduce("aic.all_reduce", "aic", "aic", 1, "bf16", s, p, hw)
-    return replace(op, comm_bytes=arr(wire), comm_hops=arr(hops), launch="graph", custom_collective=arr(1.0) + 0 * s)
-
-
 def fit_custom_allreduce(
     ar: pd.DataFrame, hw: HardwareSpec, base: CalibrationProfile, table: str
 ) -> dict[int, LatencyFit]:
@@ -166,7 +158,7 @@ def fit_custom_allreduce(
         p = int(rows["gpus"].iloc[0])
         if p < 2:
             continue
-        op = _custom_op(rows, hw)
+        op = allreduce_op(hw, rows["message_bytes"].to_numpy(np.float64), p, "graph")
         if not np.any(all_reduce_plan(hw, rows["message_bytes"].to_numpy(np.float64), p)[2]):
             continue  # roofline runs NCCL's ring at this GPU count on hw (no full scale-up fabric): not applied
         measured = rows["time_s"].to_numpy(np.float64)

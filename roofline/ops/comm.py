@@ -46,6 +46,7 @@ def _comm(
     wire: np.ndarray,
     hops: object,
     p: int,
+    collective: str = "",
 ) -> Op:
     m = arr(message)
     return Op(
@@ -63,6 +64,7 @@ def _comm(
         collectives=1,
         comm_hops=arr(hops) + 0 * m,
         group_size=p,
+        collective=collective,
     )
 
 
@@ -107,7 +109,7 @@ def all_reduce(
 ) -> Op:
     """All-reduce of ``message_bytes`` over p GPUs with the algorithm engines pick at that size."""
     wire, hops, custom = all_reduce_plan(hw, message_bytes, p)
-    op = _comm(name, group, layer_kind, count, dtype, arr(message_bytes), wire, hops, p)
+    op = _comm(name, group, layer_kind, count, dtype, arr(message_bytes), wire, hops, p, "all_reduce")
     return with_fields(op, custom_collective=custom) if np.any(custom) else op
 
 

@@ -104,6 +104,7 @@ class Op:
     grouped: bool = False  # one grouped GEMM over the touched MoE experts (profile.grouped_gemm applies)
     expert_shape: str = ""  # a grouped GEMM's layer shape (roofline.profile_moe.layer_shape); "" otherwise
     custom_collective: np.ndarray = field(default_factory=_zero)  # 1: engine custom all-reduce kernel
+    collective: str = ""  # "all_reduce" for an all-reduce (its engine-measured efficiency curve applies); "" else
     weight_element_bytes: float = 0.0  # bytes per weight element of a GEMM (its format: 2 bf16, 1 fp8, ~0.5 4-bit)
     weight_format: str = ""  # the weight GEMM's storage format (Precision value, e.g. "fp8-block"); "" otherwise
     uncaptured: float | np.ndarray = 0.0  # 1 where a "graph" op's step is outside the engine's CUDA-graph capture
