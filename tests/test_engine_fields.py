@@ -55,6 +55,7 @@ VALUES: dict[str, tuple[Any, dict[str, Any]]] = {
     "async_scheduling": (True, {"step_overhead_s": 0.02}),  # overlap needs a CPU part to hide
     "mixed_chunk": (False, {}),
     "pipeline_micro_batches": (1, {}),  # one batch at a time instead of a micro-batch per stage
+    "dp_load_balance": ("pooled", {}),  # one pooled running set instead of vLLM's per-rank balancer
 }
 #: refusals the table does not hold: vLLM's scheduler always mixes decodes into a prefill step
 SCHEDULER_REFUSES = {("mixed_chunk", "simulate")}
@@ -193,6 +194,16 @@ def _short(entry: str, over: tuple[tuple[str, Any], ...], slow: bool = False) ->
     return (s.summary["ttft_mean_s"], s.summary["tpot_mean_s"])
 
 
+@functools.cache
+def _data_parallel(entry: str, over: tuple[tuple[str, Any], ...], slow: bool = False) -> tuple[float, ...]:
+    """The simulator on an attention-DP replica (Qwen3-30B-A3B, dp 2), where the DP balancer can show."""
+    kw: dict[str, Any] = {"qps": 20.0, "prompt_len": "lognormal:1024:0.5", "output_len": 64, "num_requests": 40}
+    s = roofline.simulate("qwen3-30b-a3b", HW, dp=2, engine_overrides=dict(over), **kw)
+    return (s.summary["ttft_mean_s"], s.summary["tpot_mean_s"])
+
+
+#: options that only an attention-DP replica shows in the simulator, walked there (:func:`_data_parallel`)
+DP_ONLY = {"dp_load_balance"}
 #: options that only short prompts show (prefill steps inside the piecewise capture), walked there (:func:`_short`)
 SHORT_PROMPTS = {"mixed_graphs"}
 #: options that only a pipeline-parallel replica shows, walked there (:func:`_pipelined`)
@@ -227,6 +238,8 @@ def test_every_field_is_honoured_or_refused_by_name(field: str, entry: str) -> N
         run = _predict_at_40
     if field in PIPELINE_ONLY:
         run = functools.partial(_pipelined, entry)
+    if field in DP_ONLY:
+        run = functools.partial(_data_parallel, entry)
     if field in SHORT_PROMPTS:
         run = functools.partial(_short, entry)
     slow = field in GRAPH_FIELDS

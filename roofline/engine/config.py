@@ -77,6 +77,11 @@ ENGINE_OPTION_SCOPE: dict[str, tuple[frozenset[EntryPoint], str]] = {
     "prefix_caching": (_SIM, "prices a static batch with no shared prefix"),
     "async_scheduling": (_TIMED, _MEMORY_ONLY),
     "mixed_chunk": (_SIM, "prices a static batch whose prefill and decode never share a step"),
+    "dp_load_balance": (
+        _SIM,
+        "prices attention-DP ranks evenly loaded (the busiest holds ⌈batch / dp⌉ rows), as any balancer leaves a "
+        "static batch",
+    ),
     "pipeline_micro_batches": (
         _PIPELINED,
         "has no pipeline-parallel replica to run it on (plan sizes tp-only replicas; max_batch counts the "
@@ -109,7 +114,11 @@ ALIASES = {
     "enable_padding": "cuda_graph_padding",
     "max_concurrent_batches": "pipeline_micro_batches",
     "pp_micro_batches": "pipeline_micro_batches",
+    "load_balance_method": "dp_load_balance",
 }
+
+#: How an attention-DP replica hands new requests to its ranks (:mod:`roofline.serving.sim.dpranks`).
+DPLoadBalance = Literal["round_robin", "shortest_queue", "waiting_weighted", "fewest_tokens", "pooled"]
 
 _TRUE, _FALSE = ("true", "on", "1"), ("false", "off", "0")
 
@@ -131,7 +140,9 @@ class EngineConfig(BaseModel):
     piecewise graphs: every op but attention captured, attention launched eagerly between the pieces; off: such
     steps launch every kernel eagerly).
     Pipeline parallelism: ``pipeline_micro_batches`` micro-batches in flight (None: one per stage, every engine's
-    default; :mod:`roofline.pipeline`).
+    default; :mod:`roofline.pipeline`). Attention data parallelism: ``dp_load_balance``, how new requests are handed
+    to the ranks (each its own scheduler and KV pool; ``pooled``: one running set of dp budgets, every rank evenly
+    loaded; :mod:`roofline.serving.sim.dpranks`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -166,6 +177,7 @@ class EngineConfig(BaseModel):
     request_overhead_cv: float = Field(default=0.0, ge=0, le=10)
     output_lag_steps: float = Field(default=0.0, ge=0, le=1000)
     pipeline_micro_batches: int | None = Field(default=None, ge=1, le=1024)
+    dp_load_balance: DPLoadBalance = "round_robin"
     sources: dict[str, str] = Field(default_factory=dict)
 
     @field_validator(

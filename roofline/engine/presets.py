@@ -28,6 +28,24 @@ RUNTIME_RESERVE_SOURCE = (
 )
 
 VLLM_ARGS = "vLLM v0.11 engine arguments (docs.vllm.ai/en/v0.11.0/configuration/engine_args)"
+#: How each engine hands a new request to one of its attention data-parallel ranks.
+VLLM_DP_BALANCE = (
+    "vLLM vllm/v1/engine/core_client.py DPLBAsyncMPClient.get_core_engine_for_request: the engine with the lowest "
+    "4 x waiting + running requests (its counts refreshed from the coordinator every 100 ms, the chosen one's "
+    "waiting count raised at once)"
+)
+SGLANG_DP_BALANCE = (
+    "SGLang python/sglang/srt/server_args.py --load-balance-method default round_robin "
+    "(managers/data_parallel_controller.py LoadBalanceMethod.ROUND_ROBIN: request k to rank k mod dp; "
+    "shortest_queue counts running + waiting requests per rank)"
+)
+TRTLLM_DP_BALANCE = (
+    "TensorRT-LLM tensorrt_llm/_torch/pyexecutor/executor_request_queue.py _balance_requests_across_ranks: a heap "
+    "of (active tokens, active requests, rank) over the ranks below ceil((active + new) / dp) requests; each new "
+    "request (longest prompt first) to the rank with the fewest active tokens"
+)
+IDEAL_DP_BALANCE = "ideal engine: every attention-DP rank evenly loaded (one pooled running set)"
+
 VLLM_DEFAULTS = (
     "vLLM v0.11 vllm/engine/arg_utils.py EngineArgs._set_default_args: for `vllm serve` on GPUs with >= 70 GiB "
     "(H100/H200/MI300X class, A100 excluded) max_num_batched_tokens 8192 and max_num_seqs 1024, otherwise 2048 / 256"
@@ -132,8 +150,10 @@ def _vllm(hw: HardwareSpec) -> EngineConfig:
         async_scheduling=False,
         mixed_chunk=True,
         runtime_reserve_bytes=RUNTIME_RESERVE_BYTES,
+        dp_load_balance="waiting_weighted",
         sources={
             "pipeline_micro_batches": VLLM_PIPELINE,
+            "dp_load_balance": VLLM_DP_BALANCE,
             "memory_fraction": f"{VLLM_ARGS}: --gpu-memory-utilization default 0.9, a fraction of total memory",
             "request_overhead_s": VLLM_FRONTEND,
             "cuda_graph_max_batch": VLLM_GRAPHS,
@@ -190,8 +210,10 @@ def _sglang(hw: HardwareSpec) -> EngineConfig:
         runtime_reserve_bytes=RUNTIME_RESERVE_BYTES,
         request_overhead_s=0.32,
         request_overhead_cv=1.0,
+        dp_load_balance="round_robin",
         sources={
             "pipeline_micro_batches": SGLANG_PIPELINE,
+            "dp_load_balance": SGLANG_DP_BALANCE,
             "request_overhead_s": SGLANG_FRONTEND,
             "request_overhead_cv": SGLANG_FRONTEND,
             "memory_fraction": f"{SGLANG_FRACTION}; the static pool holds weights + KV",
@@ -236,8 +258,10 @@ def _trtllm(hw: HardwareSpec) -> EngineConfig:
         runtime_reserve_bytes=RUNTIME_RESERVE_BYTES,
         request_overhead_s=0.16,
         request_overhead_cv=1.0,
+        dp_load_balance="fewest_tokens",
         sources={
             "pipeline_micro_batches": TRTLLM_PIPELINE,
+            "dp_load_balance": TRTLLM_DP_BALANCE,
             "request_overhead_s": TRTLLM_FRONTEND,
             "request_overhead_cv": TRTLLM_FRONTEND,
             "memory_fraction": f"{TRTLLM_ARGS}: KvCacheConfig.free_gpu_memory_fraction default 0.9 of the memory "
@@ -276,8 +300,10 @@ def _ideal(hw: HardwareSpec) -> EngineConfig:
         async_scheduling=False,
         mixed_chunk=True,
         runtime_reserve_bytes=0.0,
+        dp_load_balance="pooled",
         sources={
             "pipeline_micro_batches": VLLM_PIPELINE,
+            "dp_load_balance": IDEAL_DP_BALANCE,
             "memory_fraction": "ideal engine: all of the memory software sees",
             "prefix_caching": IDEAL_POLICY,
             "async_scheduling": IDEAL_POLICY,

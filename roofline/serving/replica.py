@@ -26,7 +26,7 @@ from roofline.profile import CalibrationProfile
 from roofline.provenance import scenario_evidence
 from roofline.serving.sim.engine import EngineSim
 from roofline.serving.sim.policy import Policy, policy_for
-from roofline.serving.sim.ranks import ranked_step
+from roofline.serving.sim.ranks import DPStepModel, ranked_step
 from roofline.serving.sim.steptime import StepModel
 from roofline.serving.workload.trace import HashChain
 from roofline.specs.disagg import Pool
@@ -103,16 +103,7 @@ class Replica:
             jitter = np.random.default_rng([overhead_seed, 1]).gamma(k, y / k, len(prompt)) - y
         sm = self.step if step is None else step
         ranks = int(getattr(sm, "ranks", 1))  # batches a step runs at once, each with its own budget (sim.ranks)
-        return cls(
-            sm,
-            self.policy if policy is None else policy,
-            block_tokens=e.kv_block_tokens,
-            total_blocks=self.kv_blocks,
-            max_tokens=e.max_num_batched_tokens * ranks,
-            max_seqs=rows * (ranks if getattr(sm, "own_pools", False) else 1),
-            chunked=e.chunked_prefill,
-            max_partial=e.max_partial_prefills * ranks,
-            max_chunk=e.max_num_batched_tokens,
+        common = dict(
             prompt=prompt,
             output=output,
             hashes=hashes,
@@ -123,6 +114,34 @@ class Replica:
             entry_extra_s=jitter,
             saturation_queue=max(2000, 2 * rows),
             **extra,
+        )
+        if cls is EngineSim and isinstance(sm, DPStepModel) and e.dp_load_balance != "pooled":
+            from roofline.serving.sim.dpranks import DPReplicaSim  # each rank its own scheduler and KV pool
+
+            return DPReplicaSim(
+                sm,
+                self.policy if policy is None else policy,
+                balance=e.dp_load_balance,
+                block_tokens=e.kv_block_tokens,
+                total_blocks=self.kv_blocks // ranks,
+                max_tokens=e.max_num_batched_tokens,
+                max_seqs=rows,
+                chunked=e.chunked_prefill,
+                max_partial=e.max_partial_prefills,
+                max_chunk=e.max_num_batched_tokens,
+                **common,
+            )
+        return cls(
+            sm,
+            self.policy if policy is None else policy,
+            block_tokens=e.kv_block_tokens,
+            total_blocks=self.kv_blocks,
+            max_tokens=e.max_num_batched_tokens * ranks,
+            max_seqs=rows * (ranks if getattr(sm, "own_pools", False) else 1),
+            chunked=e.chunked_prefill,
+            max_partial=e.max_partial_prefills * ranks,
+            max_chunk=e.max_num_batched_tokens,
+            **common,
         )
 
     def run_config(self, sim: EngineSim, *, policy: Policy, wall_s: float, seed: int, workload: str) -> dict[str, Any]:

@@ -196,7 +196,7 @@ class EngineSim(DecodeStretches):
                 span = i + 1
         self.arrived, self.span = a, span
         if a == self.n and a > a0:  # the last request arrived (with those before it)
-            self.last_send = (now, len(waiting), self._work())
+            self.last_send = (now, self._queued(), self._work())
 
     def _next_entry(self) -> float:
         if self.closed:
@@ -269,7 +269,15 @@ class EngineSim(DecodeStretches):
         return chunks, need, self.d_count if with_decodes else 0
 
     def _general(self, now: float) -> float:
-        """One step of any composition (:meth:`_compose`) from ``now``; its end (s)."""
+        """One step of any composition (:meth:`_compose`) from ``now``; its end (s): :meth:`_plan_step`, its
+        seconds (:meth:`_price_step`) and :meth:`_apply_step`."""
+        chunks, need, d, span = self._plan_step()
+        dt, tokens = self._price_step(d, span, chunks)
+        return self._apply_step(now, dt, chunks, need, d, tokens)
+
+    def _plan_step(self) -> tuple[list[tuple[Req, int]], int, int, tuple[float, ...]]:
+        """(prefill chunks, KV blocks allocated for them, decode rows, the decode rows' attended spans) of the next
+        step, its blocks taken (:meth:`_compose`; decodes first with no partial prefill: without its calls)."""
         pol, pool = self.pol, self.pool
         d = self.d_count
         need = self.cnt[(1 - self.G) % self.bs] if d and not pol.reserve_full else 0  # the decodes' new blocks
@@ -286,24 +294,29 @@ class EngineSim(DecodeStretches):
                 "the engine has even when idle; raise gpu_memory_utilization / max_num_batched_tokens or shorten it"
             )
         if not d:
-            span = (0.0,) * len(self.step.windows)
-        else:  # one line: _spans()[0] without the call
-            span = (float(self.d_sumoff + d * self.G),) if self.line else self._spans()[0]
+            return chunks, need, d, (0.0,) * len(self.step.windows)
+        # one line: _spans()[0] without the call
+        return chunks, need, d, (float(self.d_sumoff + d * self.G),) if self.line else self._spans()[0]
+
+    def _price_step(self, d: int, span: tuple[float, ...], chunks: list[tuple[Req, int]]) -> tuple[float, int]:
+        """(seconds, prefill tokens) of a step of ``d`` decode rows at ``span`` and the prefill ``chunks``."""
         if chunks and self.chunk_fast:
             if len(chunks) == 1:
                 r0, tokens = chunks[0]
-                dt = self.step.chunk_step_s(d, span, ((r0.computed, tokens),))
-            else:
-                tokens = sum(c for _, c in chunks)
-                dt = self.step.chunk_step_s(d, span, [(r.computed, c) for r, c in chunks])
-        else:
-            new = [c for _, c in chunks]
-            tokens = sum(new)
-            dt = (
-                self.step.step_time(d, span, new, [r.computed for r, _ in chunks])
-                if chunks
-                else self.step.step_time(d, span)
-            )
+                return self.step.chunk_step_s(d, span, ((r0.computed, tokens),)), tokens
+            tokens = sum(c for _, c in chunks)
+            return self.step.chunk_step_s(d, span, [(r.computed, c) for r, c in chunks]), tokens
+        new = [c for _, c in chunks]
+        if chunks:
+            return self.step.step_time(d, span, new, [r.computed for r, _ in chunks]), sum(new)
+        return self.step.step_time(d, span), 0
+
+    def _apply_step(
+        self, now: float, dt: float, chunks: list[tuple[Req, int]], need: int, d: int, tokens: int
+    ) -> float:
+        """Run the planned step (:meth:`_plan_step`) of ``dt`` seconds from ``now``: its decode tokens, gaps and
+        finishes, the chunks' progress, the run's integrals and timeline row; its end (s)."""
+        pool = self.pool
         end = now + dt
         self._cut = now
         self.last_step_s = dt  # before the chunks complete: a one-token request lags k of this step

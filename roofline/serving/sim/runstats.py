@@ -64,9 +64,16 @@ class RunStats:
 
     def _tl_row(self, end: float, used: int, prefill_tokens: int, steps: int) -> None:
         """Record the timeline row of the event ending at ``end`` (one kept in ``tl_stride``: this one)."""
+        self._tl_values(end, len(self.running), len(self.waiting), used, self.d_count, prefill_tokens, steps)
+
+    def _tl_values(
+        self, end: float, running: int, waiting: int, used: int, decode_rows: int, prefill_tokens: int, steps: int
+    ) -> None:
+        """Append one timeline row of these values (:data:`TIMELINE_COLUMNS`), halving the rows kept past
+        ``tl_rows``."""
         self.tl_skip = 0
         flat = self.tl_flat
-        flat.extend((end, len(self.running), len(self.waiting), used, self.d_count, prefill_tokens, steps))
+        flat.extend((end, running, waiting, used, decode_rows, prefill_tokens, steps))
         self.tl_count += 1
         if len(flat) >= _TL_BLOCK_VALUES:
             self._tl_flush()
@@ -94,6 +101,10 @@ class RunStats:
         rows = self._tl_table()
         return tuple(rows[:, i].copy() for i in range(len(TIMELINE_COLUMNS)))
 
+    def _queued(self) -> int:
+        """Requests waiting to be scheduled (an attention-DP replica: over all its ranks)."""
+        return len(self.waiting)
+
     def _work(self) -> float:
         """Output tokens emitted so far (decode-row steps + prefill completions); never recomputed."""
         return float(self.decode_tokens + self.prefill_completions)
@@ -119,8 +130,9 @@ class RunStats:
         if done - d0 < SAT_WINDOW or now <= t0:
             return False
         offered, served = (arrived - a0) / (now - t0), (work - w0) / (now - t0) / self.work_per_req
-        if len(self.waiting) >= self.sat_queue and offered > 1.05 * served:
-            self.saturated = self._statement(offered, served, now, len(self.waiting), early=True)
+        queued = self._queued()
+        if queued >= self.sat_queue and offered > 1.05 * served:
+            self.saturated = self._statement(offered, served, now, queued, early=True)
             return True
         self.sat_mark = (now, work, arrived, done, True)
         return False
