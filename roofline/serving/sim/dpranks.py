@@ -141,7 +141,8 @@ class DPReplicaSim(EngineSim):
                     break
                 now = self._cut = max(now, nxt)
                 continue
-            now = self._step(now, active)
+            end = self._decode_stretch(now, active, lag)
+            now = self._step(now, active) if end is None else end
             if progress is not None and self.completed - last >= tick:
                 last = self.completed
                 progress(self.completed)  # type: ignore[operator]
@@ -152,6 +153,77 @@ class DPReplicaSim(EngineSim):
                     break
         self.final_check()
         self.now = now
+
+    def _stretch_steps(self, active: Sequence[RankSim]) -> int:
+        """Decode-only steps every rank may run before one of its rows finishes or its KV runs out (0: none, as
+        some rank has a queue or a partial prefill, or the model has a sliding window)."""
+        if self.dp_step.has_window:
+            return 0
+        k = 1 << 62
+        for rank in active:
+            if rank.waiting or rank.prefilling or not rank.d_count:
+                return 0
+            k = min(k, rank._kv_steps(rank._top_gfin() - rank.G))
+        return k
+
+    def _decode_stretch(self, now: float, active: Sequence[RankSim], lag: bool) -> float | None:
+        """Run decode-only steps of every rank in one go while nothing else can happen (no queue, no partial
+        prefill, no finish, no KV shortage, no arrival that could join); their end (s), or None when fewer than two
+        steps may run. Step j lasts max over ranks of the rank's stretch step j (:meth:`StepModel.decode_affine` of
+        its rows, the experts at all ranks' rows added to each: finish(max own + experts) = max of finish(own +
+        experts)); every gap goes to the replica's histogram exactly."""
+        k_max = self._stretch_steps(active)
+        if k_max < 2:
+            return None
+        nxt = self._next_entry()
+        if lag and nxt <= now:
+            return None  # it arrived during the last step: the step now starting was formed before it
+        rows = sum(rank.d_count for rank in active)
+        extra = self.dp_step._shared_s(rows, False)
+        lines = []
+        for rank in active:
+            span, slope, _ = rank._spans()
+            lines.append(StepModel.decode_affine(self.dp_step, rank.d_count, span, slope, extra_s=extra))
+        gaps: list[float] = []
+        total, target = 0.0, nxt - now
+        while len(gaps) < k_max:
+            j = len(gaps)
+            dt = max(line.step(j) for line in lines)
+            gaps.append(dt)
+            total += dt
+            if total >= target:  # it reaches the queue by this step's end: it joins the next (async: the one after)
+                if lag and len(gaps) < k_max:
+                    dt = max(line.step(j + 1) for line in lines)
+                    gaps.append(dt)
+                    total += dt
+                break
+        if len(gaps) < 2:
+            return None
+        return self._run_stretch(now, active, gaps, total, rows)
+
+    def _run_stretch(self, now: float, active: Sequence[RankSim], gaps: list[float], total: float, rows: int) -> float:
+        """Apply k = len(gaps) decode-only steps of these durations to every active rank; their end (s)."""
+        k, end, hist = len(gaps), now + total, self.hist
+        used0 = self.pool.used
+        for rank in active:
+            d = rank.d_count
+            grow = rank._blocks_for(k)
+            if grow:
+                rank.pool.allocate(grow)
+            for key, c in rank.keys.items():
+                hist.add(now + gaps[0] - key, c)
+            rank.keys, rank.dec_time = {end: d}, end
+            rank.G += k
+            rank.decode_tokens += d * k
+            rank.last_step_s, rank._cut = gaps[-1], end - gaps[-1]
+        for dt in gaps[1:]:
+            hist.add(dt, rows)
+        for rank in active:
+            if rank.heap[0][0] <= rank.G:
+                rank._finish_decodes(end)
+        self._account_ranks(end, total, rows, used0, 0, steps=k)
+        self._cut, self.last_step_s = end - gaps[-1], gaps[-1]
+        return end
 
     def _step(self, now: float, active: Sequence[RankSim]) -> float:
         """One step of every rank with work (module docstring); its end (s)."""
@@ -165,16 +237,19 @@ class DPReplicaSim(EngineSim):
             prefill = prefill or bool(chunks)
         dt = self.dp_step.finish(own_s + self.dp_step._shared_s(tokens, prefill))
         used0 = sum(rank.pool.used for rank in self.ranks) - sum(p[1] for p in plans)
-        rows = 0
+        rows = prefill_tokens = 0
         for rank, (chunks, need, d, _) in zip(active, plans, strict=True):
             rows += d + len(chunks)
-            rank._apply_step(now, dt, chunks, need, d, sum(c for _, c in chunks))
-        self._account_ranks(now + dt, dt, rows, used0, tokens)
+            new_tokens = sum(c for _, c in chunks)
+            prefill_tokens += new_tokens
+            rank._apply_step(now, dt, chunks, need, d, new_tokens)
+        self._account_ranks(now + dt, dt, rows, used0, prefill_tokens)
         self._cut, self.last_step_s = now, dt
         return now + dt
 
-    def _account_ranks(self, end: float, dt: float, rows: int, used0: int, tokens: int) -> None:
-        """The replica's integrals, counters and timeline row after a step: its ranks' sums."""
+    def _account_ranks(self, end: float, dt: float, rows: int, used0: int, prefill: int, steps: int = 1) -> None:
+        """The replica's integrals, counters and timeline row after a step of ``rows`` rows and ``prefill`` prefill
+        tokens (or ``steps`` decode-only steps of ``dt`` seconds in all): its ranks' sums."""
         ranks = self.ranks
         used = self.pool.used = sum(rank.pool.used for rank in ranks)
         self.completed = sum(rank.completed for rank in ranks)
@@ -192,4 +267,4 @@ class DPReplicaSim(EngineSim):
             self.tl_skip = skip
             return
         running = sum(len(rank.running) for rank in ranks)
-        self._tl_values(end, running, self._queued(), used, d, tokens - d, 1)
+        self._tl_values(end, running, self._queued(), used, d, prefill, steps)
