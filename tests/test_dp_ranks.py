@@ -131,3 +131,20 @@ def test_decode_stretches_across_ranks_are_the_steps_one_by_one(monkeypatch: pyt
         assert np.allclose(a.requests[col], b.requests[col], rtol=1e-9, atol=0.0)
     assert a.summary["itl_p99_s"] == pytest.approx(b.summary["itl_p99_s"], rel=1e-9)
     assert len(a.timeline) < len(b.timeline)
+
+
+def test_disaggregated_dp_pools_run_per_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prefill and decode pools of attention-DP workers: both run rank by rank (the decode ranks take requests with
+    their transferred KV cached, DecodeSideSim's rule), every request finishes, and the decode side's ranks did run."""
+    built: list[str] = []
+    real = DPReplicaSim.__init__
+
+    def spy(self: DPReplicaSim, *a: object, **kw: object) -> None:
+        real(self, *a, **kw)  # type: ignore[arg-type]
+        built.append(type(self.ranks[0]).__name__)
+
+    monkeypatch.setattr(DPReplicaSim, "__init__", spy)
+    pools = "prefill=h100-sxm:tp1dp2ep2x1,decode=h100-sxm:tp1dp2ep2x1"
+    s = simulate(M, disagg=pools, qps=6.0, num_requests=40, prompt_len=1024, output_len=48, seed=2)
+    assert np.isfinite(s.requests["finish_s"]).all()
+    assert {"RankSim", "DecodeSideSimRank"} <= set(built)

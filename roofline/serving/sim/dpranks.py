@@ -70,12 +70,36 @@ class RankSim(EngineSim):
         self.owner._freed(t, rid)
 
 
+_RANK_CLASSES: dict[str, type[RankSim]] = {}
+
+
+def rank_class(engine_cls: type[EngineSim]) -> type[RankSim]:
+    """The rank scheduler of an engine variant (e.g. a disaggregated decode pool's
+    :class:`~roofline.serving.sim.disagg.DecodeSideSim`): :class:`RankSim` before it in the method order (one class
+    per variant, made once)."""
+    if engine_cls is EngineSim:
+        return RankSim
+    key = f"{engine_cls.__module__}.{engine_cls.__qualname__}"
+    if key not in _RANK_CLASSES:
+        _RANK_CLASSES[key] = type(f"{engine_cls.__name__}Rank", (RankSim, engine_cls), {})
+    return _RANK_CLASSES[key]
+
+
 class DPReplicaSim(EngineSim):
     """An attention-DP replica of ``step.ranks`` ranks behind a load balancer (module docstring). ``step`` is the
     replica's :class:`DPStepModel`; ``total_blocks``, ``max_tokens``, ``max_seqs`` and ``max_partial`` are each
     rank's (the replica reports their sums)."""
 
-    def __init__(self, step: DPStepModel, policy: Policy, *, balance: DPLoadBalance, **kw: Any) -> None:
+    def __init__(
+        self,
+        step: DPStepModel,
+        policy: Policy,
+        *,
+        balance: DPLoadBalance,
+        rank_cls: type[RankSim] | None = None,
+        rank_kw: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> None:
         if balance not in RANK_BALANCES:
             raise ScenarioError(
                 f"dp_load_balance {balance!r} has no per-rank simulation; give one of {', '.join(RANK_BALANCES)} "
@@ -83,11 +107,12 @@ class DPReplicaSim(EngineSim):
             )
         r = int(step.ranks)
         own = ("block_tokens", "chunked", "prompt", "output", "hashes", "max_chunk", *PER_RANK)
-        rank_kw: dict[str, Any] = {k: kw[k] for k in own if k in kw}
+        ranks_kw: dict[str, Any] = {k: kw[k] for k in own if k in kw} | (rank_kw or {})
         summed = {k: int(kw[k]) * r for k in PER_RANK}
         super().__init__(step, policy, **(kw | summed))
         self.dp_step, self.balance, self.next_rank = step, balance, 0
-        self.ranks = [RankSim(self, step, policy, **rank_kw) for _ in range(r)]
+        cls = rank_cls or RankSim
+        self.ranks = [cls(self, step, policy, **ranks_kw) for _ in range(r)]
 
     # ---- arrivals -----------------------------------------------------------------------------
     def _freed(self, t: float, rid: int) -> None:
