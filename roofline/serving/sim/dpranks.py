@@ -106,8 +106,10 @@ class DPReplicaSim(EngineSim):
                 "(or 'pooled' for one pooled running set)"
             )
         r = int(step.ranks)
-        own = ("block_tokens", "chunked", "prompt", "output", "hashes", "max_chunk", *PER_RANK)
+        own = ("block_tokens", "chunked", "max_chunk", *PER_RANK)
         ranks_kw: dict[str, Any] = {k: kw[k] for k in own if k in kw} | (rank_kw or {})
+        # a rank reads its requests from their Req records (the replica admits them): no per-request arrays of its own
+        ranks_kw |= {"prompt": kw["prompt"][:1], "output": kw["output"][:1], "hashes": None}
         summed = {k: int(kw[k]) * r for k in PER_RANK}
         super().__init__(step, policy, **(kw | summed))
         self.dp_step, self.balance, self.next_rank = step, balance, 0
