@@ -170,14 +170,19 @@ class DPReplicaSim(EngineSim):
                 continue
             end = self._decode_stretch(now, active, lag)
             now = self._step(now, active) if end is None else end
-            if progress is not None and self.completed - last >= tick:
-                last = self.completed
-                progress(self.completed)  # type: ignore[operator]
+            if progress is not None:
+                self._sync_counts()
+                if self.completed - last >= tick:
+                    last = self.completed
+                    progress(self.completed)  # type: ignore[operator]
             if not self.closed:
                 if self._queued() <= half:
                     self.sat_mark = None
-                elif self._saturation(now):
-                    break
+                else:
+                    self._sync_counts()
+                    if self._saturation(now):
+                        break
+        self._sync_counts()
         self.final_check()
         self.now = now
 
@@ -255,21 +260,25 @@ class DPReplicaSim(EngineSim):
     def _step(self, now: float, active: Sequence[RankSim]) -> float:
         """One step of every rank with work (module docstring); its end (s)."""
         plans = [rank._plan_step() for rank in active]
-        own_s, tokens, prefill = 0.0, 0, False
+        own_s, rows, decode_rows, prefill_tokens = 0.0, 0, 0, 0
+        news = []
         for chunks, _, d, span in plans:
-            new = [float(c) for _, c in chunks]
-            gpu = StepModel.gpu_time(self.dp_step, d, span, new or None, [float(q.computed) for q, _ in chunks] or None)
+            if chunks:
+                new = [float(c) for _, c in chunks]
+                gpu = StepModel.gpu_time(self.dp_step, d, span, new, [float(q.computed) for q, _ in chunks])
+                n_new = int(sum(new))
+            else:
+                gpu, n_new = StepModel.gpu_time(self.dp_step, d, span), 0
             own_s = gpu if gpu > own_s else own_s
-            tokens += d + sum(c for _, c in chunks)
-            prefill = prefill or bool(chunks)
-        dt = self.dp_step.finish(own_s + self.dp_step._shared_s(tokens, prefill))
-        used0 = sum(rank.pool.used for rank in self.ranks) - sum(p[1] for p in plans)
-        rows = prefill_tokens = 0
-        for rank, (chunks, need, d, _) in zip(active, plans, strict=True):
+            news.append(n_new)
             rows += d + len(chunks)
-            new_tokens = sum(c for _, c in chunks)
-            prefill_tokens += new_tokens
-            rank._apply_step(now, dt, chunks, need, d, new_tokens)
+            decode_rows += d
+            prefill_tokens += n_new
+        shared = self.dp_step._shared_s(decode_rows + prefill_tokens, prefill_tokens > 0)
+        dt = self.dp_step.finish(own_s + shared)
+        used0 = self.pool.used  # the ranks' blocks at the last step's end (planning allocated the step's own)
+        for rank, (chunks, need, d, _), n_new in zip(active, plans, news, strict=True):
+            rank._apply_step(now, dt, chunks, need, d, n_new)
         self._account_ranks(now + dt, dt, rows, used0, prefill_tokens)
         self._cut, self.last_step_s = now, dt
         return now + dt
@@ -279,13 +288,6 @@ class DPReplicaSim(EngineSim):
         tokens (or ``steps`` decode-only steps of ``dt`` seconds in all): its ranks' sums."""
         ranks = self.ranks
         used = self.pool.used = sum(rank.pool.used for rank in ranks)
-        self.completed = sum(rank.completed for rank in ranks)
-        self.generated = sum(rank.generated for rank in ranks)
-        self.preemptions = sum(rank.preemptions for rank in ranks)
-        self.decode_tokens = sum(rank.decode_tokens for rank in ranks)
-        self.prefill_tokens = sum(rank.prefill_tokens for rank in ranks)
-        self.prefill_completions = sum(rank.prefill_completions for rank in ranks)
-        d = self.d_count = sum(rank.d_count for rank in ranks)
         self.busy_s += dt
         self.batch_int += rows * dt
         self.kv_int += (used0 + used) / 2 * dt
@@ -293,5 +295,19 @@ class DPReplicaSim(EngineSim):
         if skip < self.tl_stride:
             self.tl_skip = skip
             return
-        running = sum(len(rank.running) for rank in ranks)
+        running, d = sum(len(rank.running) for rank in ranks), sum(rank.d_count for rank in ranks)
         self._tl_values(end, running, self._queued(), used, d, prefill, steps)
+
+    def _sync_counts(self) -> None:
+        """The replica's request and token counters: its ranks' sums (read where they are needed, not every step)."""
+        ranks = self.ranks
+        self.completed = sum(rank.completed for rank in ranks)
+        self.generated = sum(rank.generated for rank in ranks)
+        self.preemptions = sum(rank.preemptions for rank in ranks)
+        self.decode_tokens = sum(rank.decode_tokens for rank in ranks)
+        self.prefill_tokens = sum(rank.prefill_tokens for rank in ranks)
+        self.prefill_completions = sum(rank.prefill_completions for rank in ranks)
+        self.d_count = sum(rank.d_count for rank in ranks)
+
+    def _work(self) -> float:
+        return float(sum(rank.decode_tokens + rank.prefill_completions for rank in self.ranks))
