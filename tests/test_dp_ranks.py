@@ -148,3 +148,14 @@ def test_disaggregated_dp_pools_run_per_rank(monkeypatch: pytest.MonkeyPatch) ->
     s = simulate(M, disagg=pools, qps=6.0, num_requests=40, prompt_len=1024, output_len=48, seed=2)
     assert np.isfinite(s.requests["finish_s"]).all()
     assert {"RankSim", "DecodeSideSimRank"} <= set(built)
+
+
+def test_the_cli_reads_a_balancer_by_name_and_refuses_others_kindly() -> None:
+    from roofline.cli.options import OptionError, parse_engine_set
+
+    assert parse_engine_set(["dp_load_balance=Round-Robin", "load_balance_method=shortest_queue"]) == {
+        "dp_load_balance": "round_robin",
+        "load_balance_method": "shortest_queue",
+    }
+    with pytest.raises(OptionError, match="not one of round_robin, shortest_queue"):
+        parse_engine_set(["dp_load_balance=random"])

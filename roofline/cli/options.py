@@ -191,21 +191,29 @@ def _progression(prefix: list[int], hi: int, option: str, text: str) -> list[int
     return values
 
 
-def parse_engine_set(values: Iterable[str] | None, flag: str = "--engine-set") -> dict[str, bool | int | float]:
+def parse_engine_set(values: Iterable[str] | None, flag: str = "--engine-set") -> dict[str, bool | int | float | str]:
     """``--engine-set NAME=VALUE`` pairs (or ``flag``'s) → engine overrides (numbers, true/false, or text).
 
     Names are :class:`roofline.engine.EngineConfig` fields or the engines' own option names
     (``gpu_memory_utilization``, ``max_num_batched_tokens``, ``block_size`` …); counts accept
     SI suffixes (``8k`` = 8000).
     """
+    from roofline.engine.config import ALIASES, TEXT_OPTIONS
     from roofline.units import UnitError, parse_quantity
 
-    out: dict[str, bool | int | float] = {}
+    out: dict[str, bool | int | float | str] = {}
     for item in values or []:
         name, sep, raw = item.partition("=")
         name, raw = name.strip().replace("-", "_"), raw.strip()
         if not sep or not name or not raw:
             raise OptionError(f"{flag}: expected NAME=VALUE such as max_num_seqs=256, got {item!r}")
+        choices = TEXT_OPTIONS.get(ALIASES.get(name, name))
+        if choices is not None:  # a named choice, e.g. dp_load_balance=round_robin
+            text = raw.lower().replace("-", "_")
+            if text not in choices:
+                raise OptionError(f"{flag} {name}: {raw!r} is not one of {', '.join(choices)}")
+            out[name] = text
+            continue
         if raw.lower() in ("true", "false", "on", "off"):
             out[name] = raw.lower() in ("true", "on")
             continue

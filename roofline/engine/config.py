@@ -27,7 +27,7 @@ adds the request overhead y and the output lag k to TTFT and E2E: TTFT = y + pre
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -119,6 +119,8 @@ ALIASES = {
 
 #: How an attention-DP replica hands new requests to its ranks (:mod:`roofline.serving.sim.dpranks`).
 DPLoadBalance = Literal["round_robin", "shortest_queue", "waiting_weighted", "fewest_tokens", "pooled"]
+#: Overridable fields whose value is a name, with the names each accepts (``--engine-set`` reads them as text).
+TEXT_OPTIONS: dict[str, tuple[str, ...]] = {"dp_load_balance": get_args(DPLoadBalance)}
 
 _TRUE, _FALSE = ("true", "on", "1"), ("false", "off", "0")
 
