@@ -21,7 +21,7 @@ from calibrate.measure.env import gpu_slug
 from calibrate.measure.records import Bench, Case, Record
 from calibrate.measure.runner import RunConfig, Runner
 from calibrate.measure.store import measurements_path
-from calibrate.measure.timing import HostTimer, Timing, check_timing
+from calibrate.measure.timing import HOST_METHOD, HostTimer, Timing, check_timing
 from roofline.errors import CalibrationError
 from roofline.profile import CalibrationProfile, load_profile
 
@@ -253,16 +253,16 @@ def test_no_gpu_request_names_the_fix(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -1e-3, 0.0])
 def test_check_timing_rejects_absurd_samples(bad: float) -> None:
-    note = check_timing(Timing((1e-3, bad, 1e-3), 1, "perf_counter"), 1e6, 1e6, 1e12, 1e11)
+    note = check_timing(Timing((1e-3, bad, 1e-3), 1, HOST_METHOD), 1e6, 1e6, 1e12, 1e11)
     assert note is not None and "absurd timing rejected" in note
-    assert check_timing(Timing((1e-3,) * 3, 1, "perf_counter"), 1e6, 1e6, 1e12, 1e11) is None
-    fast = check_timing(Timing((1e-9,) * 3, 1, "perf_counter"), 1e6, 0, 1e12, 1e11)
+    assert check_timing(Timing((1e-3,) * 3, 1, HOST_METHOD), 1e6, 1e6, 1e12, 1e11) is None
+    fast = check_timing(Timing((1e-9,) * 3, 1, HOST_METHOD), 1e6, 0, 1e12, 1e11)
     assert fast is not None and "exceeds the plausible limit" in fast
 
 
 def test_runner_records_rejections_oom_and_unsupported_dtypes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN a timer that returns NaN, a tf32 request on a CPU and a case that runs out of memory
-    monkeypatch.setattr(HostTimer, "measure", lambda self, bench: Timing((math.nan,) * 5, 1, "perf_counter"))
+    monkeypatch.setattr(HostTimer, "measure", lambda self, bench: Timing((math.nan,) * 5, 1, HOST_METHOD))
     cfg = RunConfig(
         device="cpu", budget_s=20, output=tmp_path / "b.yaml", quick=True, dtypes=("tf32",), suites=("overhead", "gemm")
     )

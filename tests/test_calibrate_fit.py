@@ -19,6 +19,7 @@ import roofline
 from calibrate.fitting.build import fitted_profile
 from calibrate.fitting.fit import FitResult, fit, sanitize
 from calibrate.measure.records import Record
+from calibrate.measure.timing import HOST_METHOD
 from roofline.published.monotone import isotonic_increasing, thin_knots
 from roofline.specs.hardware import HardwareSpec
 
@@ -79,7 +80,7 @@ def synthetic(seed: int = 0, g_bf16: Callable[[float], float] = g_true) -> list[
     """Records of every suite from the known model; bf16 GEMMs may follow their own g(M)."""
     rng = np.random.default_rng(seed)
     recs = [
-        _rec("overhead", "o/chain", 0.0, rng, "perf_counter", kind="chain", kernels=8),
+        _rec("overhead", "o/chain", 0.0, rng, HOST_METHOD, kind="chain", kernels=8),
         _rec("overhead", "o/graph_chain", 0.0, rng, kind="graph_chain", kernels=8),
     ]
     for i in range(10):

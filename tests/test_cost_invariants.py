@@ -1,4 +1,4 @@
-"""Invariants and properties of the cost model: conservation, monotonicity, linearity, sharding."""
+"""Invariants and properties of the cost model: conservation, growth with batch and context, linearity, sharding."""
 
 from __future__ import annotations
 

@@ -53,6 +53,10 @@ class Timer(Protocol):
         ...
 
 
+#: The ``method`` a :class:`HostTimer` records (its clock).
+HOST_METHOD = "perf_counter"
+
+
 @dataclass
 class HostTimer:
     """time.perf_counter over n calls per round; ``sync`` (e.g. cuda.synchronize) ends each round."""
@@ -88,7 +92,7 @@ class HostTimer:
                     i += 1
                 self._sync()
                 samples.append((time.perf_counter() - t0) / n)
-        return Timing(tuple(samples), n, "perf_counter", bench.note)
+        return Timing(tuple(samples), n, HOST_METHOD, bench.note)
 
     def _sync(self) -> None:
         if self.sync is not None:
