@@ -32,7 +32,7 @@ from roofline.ops.records import Op, f64, ndim
 from roofline.profile import CalibrationProfile
 from roofline.profile_moe import format_key, layer_share
 from roofline.specs.hardware import HardwareSpec
-from roofline.specs.topology import comm_path
+from roofline.specs.topology import CommPath, comm_path
 
 BOUNDS = np.array(["compute", "memory", "communication", "overhead"])
 
@@ -158,13 +158,17 @@ def fixed_overhead_s(op: Op, profile: CalibrationProfile) -> float | np.ndarray:
     return launch_overhead_s(op, profile) + floor
 
 
-def comm_bandwidth_bytes_per_s(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> float | np.ndarray:
+def comm_bandwidth_bytes_per_s(
+    op: Op, hw: HardwareSpec, profile: CalibrationProfile, path: CommPath | None = None
+) -> float | np.ndarray:
     """Achieved per-direction bandwidth (bytes/s) of a comm op's wire bytes: the path's bandwidth × the profile's
     ``comm.link_efficiency``; for an all-reduce inside one node where the profile measured the engine's all-reduce
     (``comm.allreduce_efficiency`` for the op's launch, nearest GPU count), × that curve at the message size
     (``op.m``, bytes) instead; an expert dispatch or combine at its kernel family's measured bandwidth
-    (:func:`roofline.ops.expert_parallel.exchange_bandwidth_bytes_per_s`, already achieved)."""
-    path = comm_path(hw, op.group_size)
+    (:func:`roofline.ops.expert_parallel.exchange_bandwidth_bytes_per_s`, already achieved). ``path``: the op's
+    :func:`~roofline.specs.topology.comm_path`, if the caller has it."""
+    if path is None:
+        path = comm_path(hw, op.group_size)
     if op.exchange_kernel:
         return exchange_bandwidth_bytes_per_s(hw, op.exchange_kernel, op.exchange_direction, op.group_size)  # type: ignore[arg-type]
     if op.collective == "all_reduce" and path.nodes <= 1 and profile.comm.allreduce_efficiency:
@@ -188,7 +192,7 @@ def comm_time_s(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> np.nda
     if op.kind != "comm":
         return 0.0 * op.comm_bytes
     path = comm_path(hw, op.group_size)
-    bw = comm_bandwidth_bytes_per_s(op, hw, profile)
+    bw = comm_bandwidth_bytes_per_s(op, hw, profile, path)
     lat = op.collectives * profile.comm.latency_s + 0 * op.comm_hops
     for link, hops in path.hop_links(op.comm_hops):
         lat = lat + hops * profile.comm.hop_latency(link)

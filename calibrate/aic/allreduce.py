@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from calibrate.aic.compare import allreduce_op
+from calibrate.aic.latency import residual
 from roofline.evaluate import op_time
 from roofline.ops.comm import all_reduce_plan
 from roofline.ops.records import Launch, Op
@@ -167,8 +168,7 @@ def fit_allreduce_efficiency(
             continue
         curve, n, s, measured = got
         trial = with_allreduce_efficiency(base, {lk: {p: curve}}, "trial")
-        ratio = op_time(allreduce_op(hw, s, p, lk), hw, trial).time_s / measured
-        res = (float(np.quantile(ratio, 0.1)), float(np.median(ratio)), float(np.quantile(ratio, 0.9)))
+        res = residual(op_time(allreduce_op(hw, s, p, lk), hw, trial).time_s, measured)
         out.append(CurveFit(lk, p, curve, n, res, table))
     return out
 

@@ -65,7 +65,8 @@ class LatencyFit:
         }
 
 
-def _residual(predicted: np.ndarray, measured: np.ndarray) -> tuple[float, float, float]:
+def residual(predicted: np.ndarray, measured: np.ndarray) -> tuple[float, float, float]:
+    """(p10, median, p90) of predicted / measured: a fit's residual over the rows it used."""
     q = np.quantile(predicted / measured, [0.1, 0.5, 0.9])
     return float(q[0]), float(q[1]), float(q[2])
 
@@ -87,7 +88,7 @@ def fit_per_kernel(gemm: pd.DataFrame, hw: HardwareSpec, base: CalibrationProfil
     if int(used.sum()) < MIN_ROWS:
         return None
     value = float(np.median(measured[used] - work[used]))
-    res = _residual(work[used] + value, measured[used])
+    res = residual(work[used] + value, measured[used])
     return LatencyFit("overheads.per_kernel_graph_s", value, int(used.sum()), *res, table)
 
 
@@ -133,7 +134,7 @@ def fit_decode_floor(attn: pd.DataFrame, hw: HardwareSpec, base: CalibrationProf
     if ex.size < MIN_ROWS:
         return None
     value = max(0.0, float(np.median(ex)))
-    res = _residual(np.concatenate(fixed_w) + value, np.concatenate(fixed_m))
+    res = residual(np.concatenate(fixed_w) + value, np.concatenate(fixed_m))
     return LatencyFit("attention.decode_fixed_s", value, int(ex.size), *res, table)
 
 
@@ -167,7 +168,7 @@ def fit_custom_allreduce(
         if int(used.sum()) < 3:  # a table holds ~7 small sizes per GPU count
             continue
         value = max(0.0, float(np.median(measured[used] - wire_s[used] - per_kernel)))
-        res = _residual(wire_s[used] + per_kernel + value, measured[used])
+        res = residual(wire_s[used] + per_kernel + value, measured[used])
         out[p] = LatencyFit(f"comm.custom_allreduce_latency_s[{p}]", value, int(used.sum()), *res, table)
     return out
 
