@@ -116,15 +116,13 @@ class Replica:
             **extra,
         )
         if isinstance(sm, DPStepModel) and e.dp_load_balance != "pooled" and cls.plain_rows:
-            from roofline.serving.sim.dpranks import DPReplicaSim, rank_class  # each rank its scheduler and KV pool
+            from roofline.serving.sim.dpranks import DPReplicaSim  # each rank its own scheduler and KV pool
 
-            rank_kw = {"pre": common.pop("pre")} if "pre" in common else {}
             return DPReplicaSim(
                 sm,
                 self.policy if policy is None else policy,
                 balance=e.dp_load_balance,
-                rank_cls=rank_class(cls),
-                rank_kw=rank_kw,
+                engine_cls=cls,
                 block_tokens=e.kv_block_tokens,
                 total_blocks=self.kv_blocks // ranks,
                 max_tokens=e.max_num_batched_tokens,

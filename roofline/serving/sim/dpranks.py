@@ -31,6 +31,7 @@ rows: every rank evenly loaded, which no balancer guarantees); one request gets 
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -71,6 +72,8 @@ class RankSim(EngineSim):
 
 
 _RANK_CLASSES: dict[str, type[RankSim]] = {}
+#: The keywords EngineSim itself takes (a variant's others go to its ranks only)
+_ENGINE_KW = frozenset(inspect.signature(EngineSim.__init__).parameters) - {"self"}
 
 
 def rank_class(engine_cls: type[EngineSim]) -> type[RankSim]:
@@ -88,7 +91,8 @@ def rank_class(engine_cls: type[EngineSim]) -> type[RankSim]:
 class DPReplicaSim(EngineSim):
     """An attention-DP replica of ``step.ranks`` ranks behind a load balancer (module docstring). ``step`` is the
     replica's :class:`DPStepModel`; ``total_blocks``, ``max_tokens``, ``max_seqs`` and ``max_partial`` are each
-    rank's (the replica reports their sums)."""
+    rank's (the replica reports their sums); ``engine_cls``: the engine variant each rank runs (:func:`rank_class`),
+    whose own keywords go to the ranks."""
 
     def __init__(
         self,
@@ -96,8 +100,7 @@ class DPReplicaSim(EngineSim):
         policy: Policy,
         *,
         balance: DPLoadBalance,
-        rank_cls: type[RankSim] | None = None,
-        rank_kw: dict[str, Any] | None = None,
+        engine_cls: type[EngineSim] = EngineSim,
         **kw: Any,
     ) -> None:
         if balance not in RANK_BALANCES:
@@ -107,13 +110,14 @@ class DPReplicaSim(EngineSim):
             )
         r = int(step.ranks)
         own = ("block_tokens", "chunked", "max_chunk", *PER_RANK)
-        ranks_kw: dict[str, Any] = {k: kw[k] for k in own if k in kw} | (rank_kw or {})
+        variant = {k: kw.pop(k) for k in list(kw) if k not in _ENGINE_KW}  # the variant's own (e.g. pre), the ranks'
+        ranks_kw: dict[str, Any] = {k: kw[k] for k in own if k in kw} | variant
         # a rank reads its requests from their Req records (the replica admits them): no per-request arrays of its own
         ranks_kw |= {"prompt": kw["prompt"][:1], "output": kw["output"][:1], "hashes": None}
         summed = {k: int(kw[k]) * r for k in PER_RANK}
         super().__init__(step, policy, **(kw | summed))
         self.dp_step, self.balance, self.next_rank = step, balance, 0
-        cls = rank_cls or RankSim
+        cls = rank_class(engine_cls)
         self.ranks = [cls(self, step, policy, **ranks_kw) for _ in range(r)]
 
     # ---- arrivals -----------------------------------------------------------------------------
