@@ -338,3 +338,22 @@ def test_a_row_as_simulated_pools(rows: dict[str, pd.Series]) -> None:
     cfg = row_pools(m)
     assert cfg.prefill.label() == "gb200:tp1dp4ep4x4" and cfg.decode.label() == "gb200:tp1dp32ep32x1"
     assert cfg.prefill.gpus + cfg.decode.gpus == m.gpus == 48
+
+
+def test_checkpoint_states_its_kv_format() -> None:
+    """nvidia/Qwen3-32B-NVFP4 states an FP8 KV cache in its quantisation config and the engines' ``auto`` keeps it:
+    the row maps to fp8 KV whatever the default, the bf16 checkpoint of the same model to the default. KV of the
+    decode worker by hand: batch 80 × 15,520 tokens (15,000 + 500 in TensorRT-LLM's 32-token blocks) × 2 (K, V) ·
+    64 layers · 8 KV heads · 128 · 1 byte / tp 4 = 40,684,748,800 bytes per GPU; bf16 twice that."""
+    note = "source_file=/Users/harrli/projects/aic-auto-gap-analysis/data/b200_sxm/trtllm/1.3.0rc5/q.csv"
+    fields = ("trtllm", "1.3.0rc5")
+    workers = ((1, 40, 1, 1, 1, 1, 1), (80, 6, 4, 1, 1, 1, 1))
+    shape = ("b200_sxm", "fp4", "disagg", 15000, 500, ("nvfp4", "nvfp4"), *workers)
+    stated = pd.Series(_row("q_nvfp4", note, *fields, "nvidia/Qwen3-32B-NVFP4", *shape, 1436.09, 10.61))
+    unstated = pd.Series(_row("q_bf16", note, *fields, "Qwen/Qwen3-32B", *shape, 1436.09, 10.61))
+    m, plain = dr.map_row(stated, kv_dtype="bf16"), dr.map_row(unstated)
+    assert isinstance(m, dr.RowMap) and isinstance(plain, dr.RowMap)
+    assert (m.kv_dtype, plain.kv_dtype, dr.CHECKPOINT_KV_DTYPE[str(stated.model_path)]) == ("fp8", "bf16", "fp8")
+    kv = float(dr.worker_prediction(m, "decode").memory.kv_bytes)
+    assert kv == 80 * (math.ceil(15500 / 32) * 32) * 2 * 64 * 8 * 128 * 1 / 4 == 40_684_748_800
+    assert float(dr.worker_prediction(plain, "decode").memory.kv_bytes) == 2 * kv

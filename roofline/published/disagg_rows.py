@@ -32,8 +32,10 @@ abbreviated ``core/``; ``src/aiconfigurator/sdk/`` abbreviated ``sdk/``):
 **Mapping** (:func:`map_row`): model (DeepSeek-R1 and -V3 share one architecture, ``deepseek-v3``), hardware,
 engine preset (``trtllm``, ``sglang``, ``vllm``; vLLM >= 0.14 schedules asynchronously, as the preset's source
 says), weights per module group from ``gemm_quant_mode`` (attention, dense FFN, shared experts) and
-``moe_quant_mode`` (routed experts), embeddings as the checkpoint; KV bf16 (no row states it; AIC's default when
-the checkpoint states none, ``core/sdk/models/helpers.py`` L688-689; ``kv_dtype`` for a sensitivity run). Per
+``moe_quant_mode`` (routed experts), embeddings as the checkpoint; KV as the row's checkpoint states it
+(:data:`CHECKPOINT_KV_DTYPE`: the engines' KV dtype ``auto`` follows the checkpoint's quantisation config), else bf16
+(no row states it; AIC's default when the checkpoint states none, ``core/sdk/models/helpers.py`` L688-689;
+``kv_dtype`` for a sensitivity run). Per
 worker: roofline ``tp`` = tp, ``pp`` = pp, ``dp`` = attention_dp, ``batch`` = B·dp (roofline's batch is the
 worker's: ⌈batch/dp⌉ per rank); ``ep`` = moe_ep, which roofline takes when dp = 1 and moe_tp·moe_ep = tp, or
 dp > 1 and moe_ep = dp·tp (moe_tp 1). MoE tensor parallelism inside attention DP (dp > 1, moe_tp > 1) is **not
@@ -81,6 +83,16 @@ MODEL_SPEC = {
     "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
 }
+#: KV-cache format of the checkpoints whose quantisation config states one (``kv_cache_quant_algo`` in
+#: ``hf_quant_config.json``). The engines' KV dtype ``auto`` keeps the checkpoint's: TensorRT-LLM
+#: ``llmapi/llm_args.py`` ``KvCacheConfig.dtype = "auto"``, which AIC's generator writes for every 16-bit KV
+#: (``generator/rule_plugin/trtllm.rule`` L54-55, ``templates/trtllm/extra_engine_args.*.yaml.j2``
+#: ``dtype: {{ kv_cache_config.dtype | default('auto') }}``); AIC's SDK reads the same field
+#: (``core/sdk/models/helpers.py`` L590, L646-647). Row paths not listed state none (bf16, or ``kv_dtype``).
+#: nvidia/Qwen3-32B-NVFP4: "KV cache: FP8 (per model's quantization config)", huggingface.co/gdubicki/Qwen3-32B-NVFP4
+#: (a byte-identical mirror of the NVIDIA release), as 20 of the 23 NVIDIA NVFP4 checkpoints among
+#: ``/work/shared/reference/configs/deployed/`` state (``kv_cache_quant_algo: FP8``; the 3 mixed-precision ones none).
+CHECKPOINT_KV_DTYPE = {"nvidia/Qwen3-32B-NVFP4": "fp8"}
 #: AIC system -> roofline hardware name.
 HARDWARE = {
     "h100_sxm": "h100-sxm",
@@ -234,7 +246,8 @@ def _library(kind: str, name: str) -> bool:
 
 
 def map_row(row: pd.Series, kv_dtype: str = "bf16") -> RowMap | str:
-    """The row's roofline inputs (:class:`RowMap`, KV in ``kv_dtype``) or the reason it is skipped (a string)."""
+    """The row's roofline inputs (:class:`RowMap`; KV as its checkpoint states, :data:`CHECKPOINT_KV_DTYPE`, else in
+    ``kv_dtype``) or the reason it is skipped (a string)."""
     if any(pd.isna(row.get(f)) for f in REQUIRED):
         return SKIP_INCOMPLETE
     model = MODEL_SPEC.get(str(row.model_path))
@@ -269,7 +282,7 @@ def map_row(row: pd.Series, kv_dtype: str = "bf16") -> RowMap | str:
         stages["prefill"],
         stages["decode"],
         async_,
-        kv_dtype,
+        CHECKPOINT_KV_DTYPE.get(str(row.model_path), kv_dtype),
     )
 
 
