@@ -153,8 +153,10 @@ def step_host_launch_s(ops: list[Op], profile: CalibrationProfile) -> float | np
 
 def fixed_overhead_s(op: Op, profile: CalibrationProfile) -> float | np.ndarray:
     """Fixed GPU seconds of one instance beyond its bytes, FLOPs and wire: the launch cost, plus the per-call floor
-    ``attention.decode_fixed_s`` of a decode attention kernel (one whose K/V reads grow with the context)."""
-    floor = profile.attention.decode_fixed_s if op.kind == "attention" and op.context_dependent else 0.0
+    of an attention kernel: ``attention.decode_fixed_s`` for decode (one whose K/V reads grow with the context),
+    ``attention.prefill_fixed_s`` for prefill."""
+    a = profile.attention
+    floor = (a.decode_fixed_s if op.context_dependent else a.prefill_fixed_s) if op.kind == "attention" else 0.0
     return launch_overhead_s(op, profile) + floor
 
 

@@ -80,7 +80,8 @@ class Attention(Frozen):
     group of g query heads: HBM K/V reads = cached K/V bytes × (1 + (1 − gqa_kv_reuse)·(g − 1)).
     1 = each K/V head is streamed once per group (XQA, FlashInfer, FlashAttention pack-GQA);
     0 = once per query head (TensorRT-LLM < 0.8 masked-MHA decode kernel, one block per query head).
-    A decode attention call also pays ``decode_fixed_s`` (its per-call floor) on top of the roofline max.
+    A decode attention call also pays ``decode_fixed_s`` (its per-call floor) on top of the roofline max, a
+    prefill (context) attention call ``prefill_fixed_s``.
     """
 
     compute_efficiency: float = Field(default=1.0, gt=0, le=1.5)
@@ -92,6 +93,9 @@ class Attention(Frozen):
         le=1e-3,
         description="seconds each decode attention call costs beyond its bytes, FLOPs "
         "and per-kernel launch cost (split-KV combine, scheduling prologue): the per-call floor",
+    )
+    prefill_fixed_s: float = Field(
+        default=0.0, ge=0, le=1e-3, description="the same floor of each prefill (context) attention call"
     )
     prefill_compute_efficiency: dict[int, Curve] = Field(
         default_factory=dict,

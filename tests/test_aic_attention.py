@@ -70,3 +70,33 @@ def test_knots_are_each_octaves_achieved_fraction_and_price_the_rows_exactly() -
     assert prof.attention.prefill_compute_efficiency[128] == fit.curve
     others = {k: v for k, v in prof.attention.prefill_compute_efficiency.items() if k != 128}
     assert others == {k: v for k, v in base.attention.prefill_compute_efficiency.items() if k != 128}
+
+
+def test_prefill_floor_is_the_median_excess_of_latency_bound_calls_and_the_curve_is_fitted_after_it() -> None:
+    """Latency-bound calls (one 32–120-token sequence of 8 heads: work ≪ measured) measured at work + 9 µs give
+    ``attention.prefill_fixed_s`` = 9 µs (datasheet profile: no per-kernel cost); the large rows, measured at
+    a(n) plus that floor, then give the same knots as without it, and the floor reaches only prefill attention."""
+    from calibrate.aic.latency import fit_attention_floor, with_attention_floor
+    from roofline.evaluate import op_time
+
+    base, floor = datasheet_profile(), 9e-6
+    tiny = []
+    for i in range(12):
+        n = 32.0 + 8 * i
+        ctx = BuildContext.create(placeholder_model(), Scenario(kv_dtype=Precision.BF16), HW, "prefill", 1.0, n, 0.0)
+        op = attention_kernel(ctx, "aic", 1, float("inf"), 8.0, 8.0, 128.0, 128.0, 2 * 8 * 128)
+        t = op_time(op, HW, base)
+        work = float(np.maximum(t.compute_s, t.memory_s))
+        tiny.append({**_table().iloc[0].to_dict(), "batch": 1.0, "q_heads": 8.0, "kv_heads": 8.0, "new_tokens": n})
+        tiny[-1]["time_s"] = work + floor
+    big = _table().iloc[: MIN_BIN_ROWS * len(ACHIEVED)].assign(time_s=lambda d: d["time_s"] + floor)
+    # few tiles (1 × 8 heads × 3 = 24) but 300 tokens: a tile's whole pass, not the floor, so not used
+    long = pd.DataFrame([{**tiny[0], "new_tokens": 300.0, "time_s": 1e-3}] * 20)
+    table = pd.concat([big, pd.DataFrame(tiny), long], ignore_index=True)
+    fit = fit_attention_floor(table, HW, base, "synthetic", "prefill")
+    assert fit is not None and fit.field == "attention.prefill_fixed_s" and fit.rows_used == len(tiny)
+    assert fit.value_s == pytest.approx(floor, rel=1e-9)
+    prof = with_attention_floor(base, fit.value_s, "synthetic", "prefill")
+    assert (prof.attention.prefill_fixed_s, prof.attention.decode_fixed_s) == (fit.value_s, 0.0)
+    (curve_fit,) = fit_prefill(table, HW, prof, "synthetic")
+    np.testing.assert_allclose(curve_fit.curve.y, list(ACHIEVED.values()), rtol=1e-6)

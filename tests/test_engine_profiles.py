@@ -20,7 +20,7 @@ from roofline.engine.profiles import (
     shipped_engine_profiles,
 )
 from roofline.evaluate import comm_bandwidth_bytes_per_s, comm_time_s, op_time
-from roofline.ops.builder import decode_ops
+from roofline.ops.builder import decode_ops, prefill_ops
 from roofline.ops.comm import all_gather, all_reduce
 from roofline.profile import default_profile
 from roofline.specs.library import hardware, model
@@ -113,16 +113,21 @@ def test_allreduce_curve_applies_inside_one_node_only() -> None:
     assert comm_bandwidth_bytes_per_s(gather, hw, prof) == prof.link_bytes_per_s(hw, 8)
 
 
-def test_decode_floor_is_added_to_decode_attention_only() -> None:
-    hw = hardware("h100-sxm")
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_each_attention_floor_is_added_to_its_own_calls_only(phase: str) -> None:
+    """A decode step's decode attention pays ``decode_fixed_s`` and nothing else moves; a prefill pass's
+    attention pays ``prefill_fixed_s`` (each op's time with the floor − without = the floor, to 1e-15 s)."""
+    hw, sc = hardware("h100-sxm"), Scenario(batch=4, prompt_len=256, output_len=8)
     prof = shipped_engine_profile("h100-sxm", "vllm")
-    assert prof is not None and prof.attention.decode_fixed_s > 0
-    ops = decode_ops(model("llama-3.1-8b"), Scenario(batch=4, prompt_len=256, output_len=8), hw, 300.0)
-    zero = prof.model_copy(update={"attention": prof.attention.model_copy(update={"decode_fixed_s": 0.0})})
-    for op in ops:
-        gap = float(np.max(op_time(op, hw, prof).time_s - op_time(op, hw, zero).time_s))
-        expect = prof.attention.decode_fixed_s if op.kind == "attention" and op.context_dependent else 0.0
-        assert gap == pytest.approx(expect, abs=1e-15), op.name
+    assert prof is not None and prof.attention.decode_fixed_s > 0 and prof.attention.prefill_fixed_s > 0
+    m = model("llama-3.1-8b")
+    ops = decode_ops(m, sc, hw, 300.0) if phase == "decode" else prefill_ops(m, sc, hw)
+    for field in ("decode_fixed_s", "prefill_fixed_s"):
+        zero = prof.model_copy(update={"attention": prof.attention.model_copy(update={field: 0.0})})
+        for op in ops:
+            gap = float(np.max(op_time(op, hw, prof).time_s - op_time(op, hw, zero).time_s))
+            own = op.kind == "attention" and field == f"{phase}_fixed_s"
+            assert gap == pytest.approx(getattr(prof.attention, field) if own else 0.0, abs=1e-15), (op.name, field)
 
 
 def test_fitted_parameters_are_in_their_physical_ranges() -> None:
@@ -130,7 +135,7 @@ def test_fitted_parameters_are_in_their_physical_ranges() -> None:
         p = shipped_engine_profile(hw_name, eng)
         assert p is not None and p.device is None  # relative: efficiencies of the datasheet peaks
         assert 1e-6 < p.overheads.per_kernel_graph_s < 1e-5, (hw_name, eng)  # a few µs per kernel in a graph
-        assert 0 <= p.attention.decode_fixed_s < 3e-5
+        assert 0 <= p.attention.decode_fixed_s < 3e-5 and 0 <= p.attention.prefill_fixed_s < 3e-5
         for gpus, v in p.comm.custom_allreduce_latency_s.items():
             # A few µs inside one board; across GB300 compute trays (4 GPUs each, multi-node NVLink) AIC measures
             # far more: gb300 sglang 0.5.14, graph, 128 B: 3.4 µs on 2 GPUs, 26.9 µs on 8 (fit 25.8 µs).

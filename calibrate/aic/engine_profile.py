@@ -4,7 +4,8 @@ The default profile is the base; each step below replaces only the parameters it
 the parameter describes, and subtracts what the earlier steps priced (formulas in each module):
 
 1. ``overheads.per_kernel_graph_s``: latency-bound bf16 GEMM rows (:func:`calibrate.aic.latency.fit_per_kernel`);
-2. ``attention.decode_fixed_s``: latency-bound decode attention rows (:func:`~calibrate.aic.latency.fit_decode_floor`);
+2. ``attention.decode_fixed_s`` / ``prefill_fixed_s``: latency-bound decode / context attention rows
+   (:func:`~calibrate.aic.latency.fit_attention_floor`);
 3. ``comm.custom_allreduce_latency_s``: latency-bound custom all-reduce rows per GPU count
    (:func:`~calibrate.aic.latency.fit_custom_allreduce`); then ``comm.allreduce_efficiency``: the engine's
    all-reduce against message size per launch and GPU count from the bandwidth-bound rows of the same table
@@ -38,6 +39,7 @@ from calibrate.aic.fit import fit_format, fit_record, fittable, with_efficiency
 from calibrate.aic.moe import GroupedFit, fit_grouped, fit_rows
 from calibrate.aic.tables import AIC_HARDWARE, AIC_VERSION, AicTable, load_table, tables_newest_first
 from roofline.errors import CalibrationError
+from roofline.ops.records import Phase
 from roofline.profile import CalibrationProfile, Curve, GroupedRates, default_profile
 from roofline.profile_moe import format_key
 from roofline.specs.hardware import HardwareSpec
@@ -76,14 +78,16 @@ def _latencies(
         notes["fits"]["per_kernel_graph_s"] = f.record()
     else:
         notes["kept"].append("overheads.per_kernel_graph_s (no latency-bound GEMM rows)")
-    t = newest_table(gpu, eng, "generation_attention", root)
-    fa = latency.fit_decode_floor(load_table(t), hw, prof, t.label) if t is not None else None
-    if fa is not None:
-        src = f"decode_fixed_s: {SOURCE} {fa.table}, median excess over {fa.rows_used} latency-bound decode calls"
-        prof = latency.with_decode_floor(prof, fa.value_s, src)
-        notes["fits"]["decode_fixed_s"] = fa.record()
-    else:
-        notes["kept"].append("attention.decode_fixed_s (no decode attention table)")
+    floors: tuple[tuple[Phase, str], ...] = (("decode", "generation_attention"), ("prefill", "context_attention"))
+    for phase, kind in floors:
+        t = newest_table(gpu, eng, kind, root)
+        fa = latency.fit_attention_floor(load_table(t), hw, prof, t.label, phase) if t is not None else None
+        if fa is not None:
+            src = f"{phase}_fixed_s: {SOURCE} {fa.table}, median excess over {fa.rows_used} latency-bound {phase} calls"
+            prof = latency.with_attention_floor(prof, fa.value_s, src, phase)
+            notes["fits"][f"{phase}_fixed_s"] = fa.record()
+        else:
+            notes["kept"].append(f"attention.{phase}_fixed_s (no latency-bound {phase} attention rows)")
     t = newest_table(gpu, eng, "custom_allreduce", root)
     fc = latency.fit_custom_allreduce(load_table(t), hw, prof, t.label) if t is not None else {}
     if fc:

@@ -9,7 +9,9 @@ its own regime, one after another, so that each subtracts what the previous ones
    cost of one kernel in a graph (launch gap, DRAM latency, ramp and tail), applied to every kernel of a graph step.
 2. ``attention.decode_fixed_s`` = max(0, median over latency-bound decode attention rows (bf16, full attention,
    beam 1) of (measured − work − per_kernel_graph_s)): the per-call floor of a decode attention kernel
-   (split-KV combine, scheduling prologue).
+   (split-KV combine, scheduling prologue); 2b. ``attention.prefill_fixed_s``, the same over the latency-bound
+   rows of the context-attention table that are one short pass (:func:`tiny_prefill`: ≤ 32 query tiles, ≤ 256 new
+   tokens), its prologue, one tile's pass and epilogue.
 3. ``comm.custom_allreduce_latency_s[p]`` = max(0, median over latency-bound custom all-reduce rows of p GPUs
    (graph launch, 16-bit) of (measured − wire bytes / link bandwidth − per_kernel_graph_s)): the engine's
    one-/two-shot kernel latency, replacing NCCL's base + per-hop latency for those ops.
@@ -32,7 +34,7 @@ from roofline.evaluate import op_time
 from roofline.ops.attention import attention_kernel
 from roofline.ops.comm import all_reduce_plan
 from roofline.ops.context import BuildContext
-from roofline.ops.records import Op
+from roofline.ops.records import Op, Phase
 from roofline.profile import CalibrationProfile
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.scenario import Scenario
@@ -101,32 +103,54 @@ def with_per_kernel(profile: CalibrationProfile, value_s: float, source: str) ->
     return profile.model_copy(update={"overheads": o.model_copy(update=update)})
 
 
-def decode_attention_ops(df: pd.DataFrame, hw: HardwareSpec) -> list[tuple[pd.DataFrame, Op]]:
-    """(rows, roofline op launched in a graph) per decode shape of a normalised generation-attention table.
+def attention_ops(df: pd.DataFrame, hw: HardwareSpec, phase: Phase = "decode") -> list[tuple[pd.DataFrame, Op]]:
+    """(rows, roofline op launched in a graph) per ``phase`` shape of a normalised attention table.
 
     Unambiguous rows only, as :func:`calibrate.aic.compare.attention_rows`: bf16 math, full attention, beam 1,
     a KV format roofline has."""
     keep = (df["dtype"] == "bfloat16") & ~np.isfinite(df["window"]) & (df["beam_width"] == 1)
-    keep &= df["kv_dtype"].isin(list(KV_FORMATS)) & (df["phase"] == "decode")
+    keep &= df["kv_dtype"].isin(list(KV_FORMATS)) & (df["phase"] == phase)
     out = []
     placeholder = placeholder_model()
     for (hq, hkv, d, kv), rows in df[keep].groupby(["q_heads", "kv_heads", "head_dim", "kv_dtype"], sort=True):
         sc = Scenario(kv_dtype=KV_FORMATS[str(kv)])
         b, t, past = (rows[c].to_numpy(np.float64) for c in ("batch", "new_tokens", "past"))
-        ctx = BuildContext.create(placeholder, sc, hw, "decode", b, t, past)
+        ctx = BuildContext.create(placeholder, sc, hw, phase, b, t, past)
         op = attention_kernel(ctx, "aic", 1, float("inf"), float(hq), float(hkv), float(d), float(d), 2 * hkv * d)
         out.append((rows, replace(op, launch="graph")))
     return out
 
 
-def fit_decode_floor(attn: pd.DataFrame, hw: HardwareSpec, base: CalibrationProfile, table: str) -> LatencyFit | None:
-    """``attention.decode_fixed_s`` from the latency-bound rows of a generation-attention table (step 2)."""
+#: A prefill call measures its floor where it is one short pass: at most this many query tiles of 128 rows
+#: (batch × heads × ⌈new tokens / 128⌉; fewer than a third of the SMs of any GPU the tables cover, A100 108) ...
+FLOOR_TILES = 32
+#: ... over at most this many new tokens from an empty cache. Longer rows at few tiles take a tile's whole pass
+#: over their context, which the base profile's prefill curve (measured at full occupancy) would book as floor.
+FLOOR_TOKENS = 256
+
+
+def tiny_prefill(rows: pd.DataFrame) -> np.ndarray:
+    """Rows of a context-attention table that measure the per-call floor (:data:`FLOOR_TILES`,
+    :data:`FLOOR_TOKENS`, no cached past)."""
+    t = rows["new_tokens"].to_numpy(np.float64)
+    tiles = rows["batch"].to_numpy(np.float64) * rows["q_heads"].to_numpy(np.float64) * np.ceil(t / 128.0)
+    return np.asarray((tiles <= FLOOR_TILES) & (t <= FLOOR_TOKENS) & (rows["past"].to_numpy(np.float64) == 0))
+
+
+def fit_attention_floor(
+    attn: pd.DataFrame, hw: HardwareSpec, base: CalibrationProfile, table: str, phase: Phase = "decode"
+) -> LatencyFit | None:
+    """``attention.decode_fixed_s`` (``phase`` decode: a generation-attention table, step 2) or
+    ``attention.prefill_fixed_s`` (prefill: a context-attention table, step 2b; its :func:`tiny_prefill` rows) from
+    the table's latency-bound rows: max(0, median of measured − work − per_kernel_graph_s)."""
     per_kernel = base.overheads.per_kernel_graph_s
     excess, fixed_m, fixed_w = [], [], []
-    for rows, op in decode_attention_ops(attn, hw):
+    for rows, op in attention_ops(attn, hw, phase):
         measured = rows["time_s"].to_numpy(np.float64)
         work = _work_s(op, hw, base)
         used = (work < LATENCY_SHARE * measured) & (measured > 0)
+        if phase == "prefill":
+            used &= tiny_prefill(rows)
         excess.append(measured[used] - work[used] - per_kernel)
         fixed_m.append(measured[used])
         fixed_w.append(work[used] + per_kernel)
@@ -135,15 +159,16 @@ def fit_decode_floor(attn: pd.DataFrame, hw: HardwareSpec, base: CalibrationProf
         return None
     value = max(0.0, float(np.median(ex)))
     res = residual(np.concatenate(fixed_w) + value, np.concatenate(fixed_m))
-    return LatencyFit("attention.decode_fixed_s", value, int(ex.size), *res, table)
+    return LatencyFit(f"attention.{phase}_fixed_s", value, int(ex.size), *res, table)
 
 
-def with_decode_floor(profile: CalibrationProfile, value_s: float, source: str) -> CalibrationProfile:
-    """``profile`` with ``attention.decode_fixed_s`` = ``value_s`` and its source appended."""
+def with_attention_floor(
+    profile: CalibrationProfile, value_s: float, source: str, phase: Phase = "decode"
+) -> CalibrationProfile:
+    """``profile`` with ``attention.{phase}_fixed_s`` = ``value_s`` and its source appended."""
     a = profile.attention
-    return profile.model_copy(
-        update={"attention": a.model_copy(update={"decode_fixed_s": value_s, "sources": (*a.sources, source)})}
-    )
+    update = {f"{phase}_fixed_s": value_s, "sources": (*a.sources, source)}
+    return profile.model_copy(update={"attention": a.model_copy(update=update)})
 
 
 def fit_custom_allreduce(
