@@ -10,12 +10,11 @@ step instead: an op's time is its GPU time with kernels × per_kernel_graph_s, a
 (:func:`host_launch_s`) joins the step's, which costs max(Σ GPU time, Σ host launch time)
 (:func:`roofline.costs.with_launch_floor`).
 
-Ceilings come from the CalibrationProfile: GEMMs use the dtype's large-GEMM ceiling ×
-the efficiency curve at their M (× the K curve ``profile.gemm_k`` where measured); attention
-kernels use the attention multipliers;
-memory traffic uses the HBM ceiling × the transfer-size curve; the grouped expert GEMMs of a MoE
-layer (``Op.grouped``) take ``profile.grouped_gemm``'s factors on both sides, or, on a layer shape its tables
-measured, ceilings that make the op's time its share of the measured layer time (its bound kept). Communication ops use
+Ceilings come from the CalibrationProfile: GEMMs use the dtype's large-GEMM ceiling × the efficiency curve at
+their M (× the K curve ``profile.gemm_k`` where measured); attention kernels use the attention multipliers
+(:func:`prefill_attention_rate`); memory traffic uses the HBM ceiling × the transfer-size curve; the grouped expert
+GEMMs of a MoE layer (``Op.grouped``) take ``profile.grouped_gemm``'s factors on both sides, or, on a layer shape
+its tables measured, ceilings that make the op's time its share of the measured layer time. Communication ops use
 the bandwidth of the path their group takes (:func:`roofline.specs.topology.comm_path`) × link
 efficiency, plus the latency of that path's link kind. The bound is whichever term is largest.
 """
@@ -29,7 +28,7 @@ import numpy as np
 
 from roofline.ops.expert_parallel import exchange_bandwidth_bytes_per_s
 from roofline.ops.records import Op, f64, ndim
-from roofline.profile import CalibrationProfile
+from roofline.profile import CalibrationProfile, Curve
 from roofline.profile_moe import format_key, layer_share
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.topology import CommPath, comm_path
@@ -54,15 +53,23 @@ class OpTiming:
         return BOUNDS[self.bound_code]
 
 
+def prefill_attention_rate(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[Curve | None, float]:
+    """(curve, FLOP/s it scales) of a prefill attention kernel: the flash-attention curve of its head dim and the
+    datasheet peak × ``attention.prefill_kv_rate`` of its KV format (the kernel that format dispatches); (None, 0)
+    for a decode kernel or where the profile has no curve."""
+    curve = None if op.context_dependent else profile.attention.prefill_curve(float(np.max(op.k)))
+    peak = hw.peak_flops_per_s(op.dtype) if curve is not None else None
+    return (curve, peak * profile.attention.prefill_kv_rate.get(op.kv_format, 1.0)) if peak else (None, 0.0)
+
+
 def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.ndarray, np.ndarray]:
     """(compute FLOP/s, memory bytes/s) that apply to ``op`` on ``hw``."""
     compute = profile.compute_ceiling(hw, op.dtype)
     memory = profile.memory_ceiling(hw)
     if op.kind == "attention":
         c_att = np.asarray(compute * profile.attention.compute_efficiency) + 0 * op.m
-        curve = None if op.context_dependent else profile.attention.prefill_curve(float(np.max(op.k)))
-        peak = hw.peak_flops_per_s(op.dtype)
-        if curve is not None and peak is not None:  # prefill: flash-attention efficiency at its context
+        curve, peak = prefill_attention_rate(op, hw, profile)
+        if curve is not None and peak:  # prefill: flash-attention efficiency at its context
             c_att = np.minimum(c_att, peak * curve(op.n))
         return c_att, np.asarray(memory * profile.attention.memory_efficiency) + 0 * op.m
     if op.kind == "gemm":  # efficiency at its M and, where measured, at its inner dimension K
@@ -89,9 +96,7 @@ def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.
 
 def kv_read_factor(op: Op, profile: CalibrationProfile) -> float:
     """HBM reads per cached K/V byte: 1 + (1 − gqa_kv_reuse)·(q_per_kv − 1); 1 for non-attention ops."""
-    if op.kind != "attention":
-        return 1.0
-    return 1.0 + (1.0 - profile.attention.gqa_kv_reuse) * (op.q_per_kv - 1.0)
+    return 1.0 + (1.0 - profile.attention.gqa_kv_reuse) * (op.q_per_kv - 1.0) if op.kind == "attention" else 1.0
 
 
 def hbm_bytes(op: Op, profile: CalibrationProfile) -> np.ndarray:

@@ -102,6 +102,9 @@ class Attention(Frozen):
         description="head_dim -> fraction of the datasheet peak a causal flash-attention prefill reaches "
         "against the attended context (tokens); the nearest head_dim is used",
     )
+    prefill_kv_rate: dict[str, float] = Field(
+        default_factory=dict, description="KV format -> its prefill kernel's rate relative to that curve (1 if unset)"
+    )
     sources: tuple[str, ...] = ()
 
     def prefill_curve(self, head_dim: float) -> Curve | None:

@@ -100,3 +100,38 @@ def test_prefill_floor_is_the_median_excess_of_latency_bound_calls_and_the_curve
     assert (prof.attention.prefill_fixed_s, prof.attention.decode_fixed_s) == (fit.value_s, 0.0)
     (curve_fit,) = fit_prefill(table, HW, prof, "synthetic")
     np.testing.assert_allclose(curve_fit.curve.y, list(ACHIEVED.values()), rtol=1e-6)
+
+
+def test_a_kv_formats_prefill_rate_is_its_rows_rate_over_the_16_bit_curve_and_prices_only_its_kernels() -> None:
+    """fp8-KV rows measured at 0.6 × a(n) of the bf16 peak give ``attention.prefill_kv_rate["fp8"]`` = 0.6 over the
+    curve fitted from the bf16 rows; with it an fp8-KV prefill kernel on the curve takes 1 / 0.6 of its bf16-KV
+    time in compute, a bf16-KV one and a decode kernel are unchanged."""
+    from calibrate.aic.attention import fit_prefill_kv_rates, with_kv_rates
+    from roofline.evaluate import op_time
+
+    base = datasheet_profile()
+    bf16 = _table().iloc[: MIN_BIN_ROWS * len(ACHIEVED)]
+    at_knots = bf16.assign(new_tokens=bf16["new_tokens"].map(lambda n: max(k for k in ACHIEVED if k <= n)))
+    flops = [_flops(r.batch, r.new_tokens, 32.0, 8.0, 128.0) for r in at_knots.itertuples()]
+    a = at_knots["new_tokens"].map(ACHIEVED).to_numpy()  # fp8 rows at the knots' contexts, 0.6 of each knot's rate
+    fp8 = at_knots.assign(kv_dtype="fp8", time_s=np.asarray(flops) / (0.6 * a * HW.peak_flops_per_s("bf16")))
+    table = pd.concat([bf16, fp8], ignore_index=True)
+    (curve_fit,) = fit_prefill(table, HW, base, "synthetic")
+    prof = with_prefill(base, {128: curve_fit.curve}, ())
+    (rate,) = fit_prefill_kv_rates(table, HW, prof)
+    assert (rate.kv_format, rate.rows_used) == ("fp8", MIN_BIN_ROWS * len(ACHIEVED))
+    assert rate.rate == pytest.approx(0.6, rel=1e-9) and rate.residual_median == pytest.approx(1.0, abs=0.03)
+    rated = with_kv_rates(prof, {"fp8": rate.rate}, ())
+
+    def kernel(kv: Precision, phase: str) -> object:
+        t = 4096.0 if phase == "prefill" else 1.0
+        ctx = BuildContext.create(
+            placeholder_model(), Scenario(kv_dtype=kv), HW, phase, 8.0, t, 0.0 if t > 1 else 4095.0
+        )  # type: ignore[arg-type]
+        return attention_kernel(ctx, "aic", 1, float("inf"), 32.0, 8.0, 128.0, 128.0, 2048.0, kv_format=kv.value)
+
+    q, b = kernel(Precision.FP8, "prefill"), kernel(Precision.BF16, "prefill")
+    assert float(op_time(q, HW, rated).compute_s) == pytest.approx(float(op_time(q, HW, prof).compute_s) / 0.6)
+    assert float(op_time(b, HW, rated).time_s) == float(op_time(b, HW, prof).time_s)
+    d = kernel(Precision.FP8, "decode")
+    assert float(op_time(d, HW, rated).time_s) == float(op_time(d, HW, prof).time_s)

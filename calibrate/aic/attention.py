@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from calibrate.aic.compare import placeholder_model
+from calibrate.aic.compare import KV_FORMATS, placeholder_model
 from calibrate.aic.knots import knot_medians
 from calibrate.aic.tables import AIC_VERSION
 from roofline.evaluate import op_time
@@ -58,23 +58,25 @@ class PrefillFit:
         }
 
 
-def _rows(df: pd.DataFrame) -> pd.DataFrame:
-    keep = (df["dtype"] == "bfloat16") & (df["kv_dtype"] == "bfloat16") & ~np.isfinite(df["window"])
+def _rows(df: pd.DataFrame, kv: str = "bfloat16") -> pd.DataFrame:
+    keep = (df["dtype"] == "bfloat16") & (df["kv_dtype"] == kv) & ~np.isfinite(df["window"])
     keep &= (df["phase"] == "prefill") & (df["past"] == 0) & (df["batch"] * df["q_heads"] >= MIN_TILES)
     return df[keep]
 
 
-def _priced(rows: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile) -> tuple[np.ndarray, ...]:
-    """(context, achieved fraction of the bf16 peak, predicted / measured time) of every row, each priced as
-    roofline prices the kernel under ``prof``."""
+def _priced(
+    rows: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile, kv: Precision = Precision.BF16
+) -> tuple[np.ndarray, ...]:
+    """(context, achieved fraction of the bf16 peak, predicted / measured time) of every row (its K/V cache in
+    ``kv``), each priced as roofline prices the kernel under ``prof``."""
     ctxs, fracs, ratios = [], [], []
-    sc = Scenario(kv_dtype=Precision.BF16)
+    sc = Scenario(kv_dtype=kv)
     peak = float(hw.peak_flops_per_s("bf16") or np.nan)
     for _, r in rows.groupby(["q_heads", "kv_heads", "head_dim"], sort=True):
         hq, hkv, d = (float(r[c].iloc[0]) for c in ("q_heads", "kv_heads", "head_dim"))
         b, t, past = (r[c].to_numpy(np.float64) for c in ("batch", "new_tokens", "past"))
         ctx = BuildContext.create(placeholder_model(), sc, hw, "prefill", b, t, past)
-        op = attention_kernel(ctx, "aic", 1, float("inf"), hq, hkv, d, d, 2 * hkv * d)
+        op = attention_kernel(ctx, "aic", 1, float("inf"), hq, hkv, d, d, 2 * hkv * d, kv_format=kv.value)
         timing = op_time(with_fields(op, launch="graph"), hw, prof)
         measured = r["time_s"].to_numpy(np.float64)
         kernel_s = measured - timing.overhead_s
@@ -100,6 +102,67 @@ def fit_prefill(df: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile, la
         p10, p50, p90 = (float(q) for q in np.quantile(ratio[ok], [0.1, 0.5, 0.9]))
         fits.append(PrefillFit(d, curve, int(ok.sum()), p10, p50, p90))
     return fits
+
+
+@dataclass(frozen=True)
+class KvRateFit:
+    """A KV format's prefill rate relative to the 16-bit-KV curves, its rows and residual (p10 / median / p90)."""
+
+    kv_format: str
+    rate: float
+    rows_used: int
+    residual_p10: float
+    residual_median: float
+    residual_p90: float
+
+    def record(self) -> dict[str, float | int | str]:
+        return {
+            "kv_format": self.kv_format,
+            "rate": self.rate,
+            "rows_used": self.rows_used,
+            "residual_ratio_p10": self.residual_p10,
+            "residual_ratio_median": self.residual_median,
+            "residual_ratio_p90": self.residual_p90,
+        }
+
+
+def _relative_rate(rows: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile, kv: Precision) -> np.ndarray:
+    """Per row: the achieved fraction of the bf16 peak with its K/V in ``kv`` / the 16-bit-KV curve of ``prof``."""
+    out = []
+    for _, r in rows.groupby("head_dim", sort=True):
+        curve = prof.attention.prefill_curve(float(r["head_dim"].iloc[0]))
+        n, a, _ = _priced(r, hw, prof, kv)
+        out.append(a / curve(n) if curve is not None else np.full(len(r), np.nan))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def fit_prefill_kv_rates(df: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile) -> list[KvRateFit]:
+    """Each quantised KV format's ``attention.prefill_kv_rate``: the median, over the table's rows of that format
+    chosen as the curves' rows are (prefill from empty, batch × heads ≥ :data:`MIN_TILES`, 16-bit math), of the
+    achieved fraction of the bf16 peak / the 16-bit-KV curve of ``prof`` at the row's context (the kernel the format
+    dispatches: FP8 FMHA above 1, a kernel that dequantises K/V below)."""
+    fits = []
+    for aic_kv, kv in KV_FORMATS.items():
+        rows = _rows(df, aic_kv)
+        if kv is Precision.BF16 or rows.empty:
+            continue
+        ratio = _relative_rate(rows, hw, prof, kv)
+        ok = np.isfinite(ratio) & (ratio > 0)
+        if int(ok.sum()) < MIN_BIN_ROWS:
+            continue
+        rate = float(np.median(ratio[ok]))
+        rated = with_kv_rates(prof, {kv.value: rate}, ())
+        res = _priced(rows, hw, rated, kv)[2]
+        p10, p50, p90 = (float(q) for q in np.quantile(res[np.isfinite(res)], [0.1, 0.5, 0.9]))
+        fits.append(KvRateFit(kv.value, rate, int(ok.sum()), p10, p50, p90))
+    return fits
+
+
+def with_kv_rates(prof: CalibrationProfile, rates: dict[str, float], sources: tuple[str, ...]) -> CalibrationProfile:
+    """``prof`` with ``attention.prefill_kv_rate`` of the formats in ``rates`` replaced (the others kept)."""
+    att = prof.attention
+    update = {"prefill_kv_rate": {**att.prefill_kv_rate, **rates}, "sources": (*att.sources, *sources)}
+    return prof.model_copy(update={"attention": att.model_copy(update=update)})
 
 
 def with_prefill(prof: CalibrationProfile, curves: dict[int, Curve], sources: tuple[str, ...]) -> CalibrationProfile:

@@ -199,7 +199,18 @@ def attention_rows(df: pd.DataFrame, hw: HardwareSpec, profile: CalibrationProfi
         b, t, past = (rows[c].to_numpy(np.float64) for c in ("batch", "new_tokens", "past"))
         ctx = BuildContext.create(placeholder, sc, hw, "decode" if phase == "decode" else "prefill", b, t, past)
         op = _graph(
-            attention_kernel(ctx, "aic", 1, float("inf"), float(hq), float(hkv), float(d), float(d), 2 * hkv * d)
+            attention_kernel(
+                ctx,
+                "aic",
+                1,
+                float("inf"),
+                float(hq),
+                float(hkv),
+                float(d),
+                float(d),
+                2 * hkv * d,
+                kv_format=sc.kv_dtype.value,
+            )
         )
         timing = op_time(op, hw, profile)
         label = "bf16" if kv == "bfloat16" else f"bf16/kv-{kv}"

@@ -11,7 +11,8 @@ the parameter describes, and subtracts what the earlier steps priced (formulas i
    all-reduce against message size per launch and GPU count from the bandwidth-bound rows of the same table
    (:func:`calibrate.aic.allreduce.fit_allreduce_efficiency`);
 4. ``attention.prefill_compute_efficiency``: each head dim's prefill curve from the context-attention rows
-   (:func:`calibrate.aic.attention.fit_prefill`);
+   (:func:`calibrate.aic.attention.fit_prefill`), then ``attention.prefill_kv_rate``: each quantised KV format's rate
+   relative to those curves from its own rows (:func:`~calibrate.aic.attention.fit_prefill_kv_rates`);
 5. the GEMM rates per format (large-GEMM efficiency and its curve against M, and each weight format's dispatched
    kernel): layer-shaped compute-bound GEMM rows (:mod:`calibrate.aic.fit`);
 6. ``grouped_gemm``: memory- and compute-bound balanced MoE rows (:func:`calibrate.aic.moe.fit_grouped`), the 16-bit
@@ -131,7 +132,12 @@ def _prefill_attention(
         notes["fits"][f"prefill_attention.d{f.head_dim}"] = {"table": label, **f.record()}
     dims = ", ".join(str(f.head_dim) for f in fits)
     src = f"prefill_compute_efficiency: {SOURCE} {label}, head dims {dims}"
-    return attention.with_prefill(prof, {f.head_dim: f.curve for f in fits}, (src,))
+    prof = attention.with_prefill(prof, {f.head_dim: f.curve for f in fits}, (src,))
+    rates = attention.fit_prefill_kv_rates(load_table(t), hw, prof) if t is not None else []
+    for r in rates:
+        notes["fits"][f"prefill_kv_rate.{r.kv_format}"] = {"table": label, **r.record()}
+    src = f"prefill_kv_rate: {SOURCE} {label}, median rate of each KV format's rows relative to the 16-bit-KV curve"
+    return attention.with_kv_rates(prof, {r.kv_format: r.rate for r in rates}, (src,) if rates else ())
 
 
 def _gemm_and_moe(

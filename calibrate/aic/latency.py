@@ -116,7 +116,18 @@ def attention_ops(df: pd.DataFrame, hw: HardwareSpec, phase: Phase = "decode") -
         sc = Scenario(kv_dtype=KV_FORMATS[str(kv)])
         b, t, past = (rows[c].to_numpy(np.float64) for c in ("batch", "new_tokens", "past"))
         ctx = BuildContext.create(placeholder, sc, hw, phase, b, t, past)
-        op = attention_kernel(ctx, "aic", 1, float("inf"), float(hq), float(hkv), float(d), float(d), 2 * hkv * d)
+        op = attention_kernel(
+            ctx,
+            "aic",
+            1,
+            float("inf"),
+            float(hq),
+            float(hkv),
+            float(d),
+            float(d),
+            2 * hkv * d,
+            kv_format=sc.kv_dtype.value,
+        )
         out.append((rows, replace(op, launch="graph")))
     return out
 

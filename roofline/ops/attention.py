@@ -62,6 +62,7 @@ def attention_kernel(
     kv_elems_per_token: float,
     chunk: float = float("inf"),
     sparse: bool = False,
+    kv_format: str = "",
 ) -> Op:
     """The fused attention kernel of one layer on one GPU.
 
@@ -71,7 +72,8 @@ def attention_kernel(
     chunks the new queries fall in). A sparse (DSA) prefill may touch any cached key, so its
     span is past + T (read once, the per-query gathers assumed to hit cache), while its FLOPs
     follow the top-k cap W. Decode (T = 1) grows linearly with the span, up to W; with chunks
-    the span is periodic, ((L − 1) mod C) + 1 at context L.
+    the span is periodic, ((L − 1) mod C) + 1 at context L. ``kv_format``: the cache format the kernel reads
+    K/V in where that picks its kernel (``attention.prefill_kv_rate``); "" where it reads freshly projected K/V.
     """
     b, t, p = c.batch, c.new_tokens, c.past
     if np.isfinite(chunk):
@@ -99,6 +101,7 @@ def attention_kernel(
         ctx_cap=window,
         ctx_period=chunk,
         q_per_kv=float(q_heads / kv_heads),
+        kv_format=kv_format,
     )
     if c.phase == "decode":
         op = Op(
@@ -143,7 +146,9 @@ def gqa_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) 
     vectors = (hq * d + hkv * d + v_out) * a.qkv_bias + qk_norm + hq * a.sinks
     return [
         gemm("attn.qkv_proj", "attention", layer_kind, count, dt, M, qkv_n, h, wb, ab, bias_bytes=vectors * wb),
-        attention_kernel(c, layer_kind, count, window, hq, hkv, d, dv, kv_elems, chunk, layer.mixer == "sparse"),
+        attention_kernel(
+            c, layer_kind, count, window, hq, hkv, d, dv, kv_elems, chunk, layer.mixer == "sparse", c.sc.kv_dtype.value
+        ),
         _kv_write(c, layer_kind, count, kv_elems),
         gemm("attn.o_proj", "attention", layer_kind, count, dt, M, h, hq * dv, wb, ab, bias_bytes=h * wb * a.o_bias),
     ]

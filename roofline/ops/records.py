@@ -111,6 +111,7 @@ class Op:
     exchange_kernel: str = ""  # an expert dispatch/combine: its kernel family ("normal", "low_latency"); "" otherwise
     exchange_direction: str = ""  # "dispatch" or "combine" (the kernel family's bandwidth differs by direction)
     overlap: str = ""  # "two_batch": its time hides behind its layer's compute (roofline.ops.expert_parallel)
+    kv_format: str = ""  # an attention kernel's KV-cache format (Precision value, e.g. "fp8"); "" otherwise
 
     @property
     def memory_bytes(self) -> np.ndarray:

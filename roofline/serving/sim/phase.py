@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from roofline.evaluate import ceilings, fixed_overhead_s, host_launch_s, kv_read_factor, op_time
+from roofline.evaluate import ceilings, fixed_overhead_s, host_launch_s, kv_read_factor, op_time, prefill_attention_rate
 from roofline.ops.builder import build_ops
 from roofline.ops.records import Op, Phase
 from roofline.profile import CalibrationProfile, Curve
@@ -245,8 +245,7 @@ def _attn_term(op: Op, hw: HardwareSpec, prof: CalibrationProfile) -> AttnTerm:
     """
     _, bw = ceilings(op, hw, prof)
     c = prof.compute_ceiling(hw, op.dtype) * prof.attention.compute_efficiency
-    curve = None if op.context_dependent else prof.attention.prefill_curve(float(np.max(op.k)))
-    peak = hw.peak_flops_per_s(op.dtype) if curve is not None else None
+    curve, peak = prefill_attention_rate(op, hw, prof)
     fixed = float(op.comm_bytes) / prof.link_bytes_per_s(hw) + op.collectives * prof.comm.latency_s
     extra_bytes = float(op.weight_bytes) + float(op.kv_write_bytes)
     if extra_bytes:
@@ -260,8 +259,8 @@ def _attn_term(op: Op, hw: HardwareSpec, prof: CalibrationProfile) -> AttnTerm:
         compute_flops_per_s=float(c),
         memory_bytes_per_s=float(bw),
         fixed_s=fixed + float(fixed_overhead_s(op, prof)),  # at B = 1: a captured size
-        prefill_peak_flops_per_s=float(peak or 0.0),
-        prefill_curve=curve if peak else None,
+        prefill_peak_flops_per_s=peak,
+        prefill_curve=curve,
     )
 
 
