@@ -57,9 +57,9 @@ def prefill_attention_rate(op: Op, hw: HardwareSpec, profile: CalibrationProfile
     """(curve, FLOP/s it scales) of a prefill attention kernel: the flash-attention curve of its head dim and the
     datasheet peak × ``attention.prefill_kv_rate`` of its KV format (the kernel that format dispatches); (None, 0)
     for a decode kernel or where the profile has no curve."""
-    curve = None if op.context_dependent else profile.attention.prefill_curve(float(np.max(op.k)))
+    curve = profile.attention.kernel_curve(op)
     peak = hw.peak_flops_per_s(op.dtype) if curve is not None else None
-    return (curve, peak * profile.attention.prefill_kv_rate.get(op.kv_format, 1.0)) if peak else (None, 0.0)
+    return (curve, peak * profile.attention.prefill_rate(op)) if peak else (None, 0.0)
 
 
 def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.ndarray, np.ndarray]:
@@ -71,7 +71,7 @@ def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.
         curve, peak = prefill_attention_rate(op, hw, profile)
         if curve is not None and peak:  # prefill: flash-attention efficiency at its context
             c_att = np.minimum(c_att, peak * curve(op.n))
-        return c_att, np.asarray(memory * profile.attention.memory_efficiency) + 0 * op.m
+        return c_att, np.asarray(memory * profile.attention.memory_rate(op)) + 0 * op.m
     if op.kind == "gemm":  # efficiency at its M and, where measured, at its inner dimension K
         fmt = "" if op.grouped else op.weight_format  # the kernel the engine dispatches for the weights' format
         if fmt:
@@ -158,11 +158,9 @@ def step_host_launch_s(ops: list[Op], profile: CalibrationProfile) -> float | np
 
 def fixed_overhead_s(op: Op, profile: CalibrationProfile) -> float | np.ndarray:
     """Fixed GPU seconds of one instance beyond its bytes, FLOPs and wire: the launch cost, plus the per-call floor
-    of an attention kernel: ``attention.decode_fixed_s`` for decode (one whose K/V reads grow with the context),
-    ``attention.prefill_fixed_s`` for prefill."""
-    a = profile.attention
-    floor = (a.decode_fixed_s if op.context_dependent else a.prefill_fixed_s) if op.kind == "attention" else 0.0
-    return launch_overhead_s(op, profile) + floor
+    of an attention kernel (:meth:`roofline.profile_attention.Attention.floor_s`: ``decode_fixed_s`` for decode,
+    one whose K/V reads grow with the context, ``prefill_fixed_s`` for prefill)."""
+    return launch_overhead_s(op, profile) + (profile.attention.floor_s(op) if op.kind == "attention" else 0.0)
 
 
 def comm_bandwidth_bytes_per_s(

@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike
 from pydantic import Field, model_validator
 
 from roofline.errors import CalibrationError
+from roofline.profile_attention import Attention as Attention
 from roofline.profile_curve import Curve as Curve
 from roofline.profile_curve import WeightFormatGemm as WeightFormatGemm
 from roofline.profile_curve import interp_log2 as interp_log2
@@ -66,53 +67,6 @@ class GemmK(Frozen):
         """Multiplier on the compute ceiling of a ``dtype`` GEMM with inner dimension ``k`` (1 when not measured)."""
         curve = self.curves.get(dtype) if hardware in self.devices else None
         return 1.0 if curve is None else curve(k)
-
-
-class Attention(Frozen):
-    """Multipliers on the GEMM compute ceiling and the memory ceiling for attention kernels.
-
-    A prefill (causal, flash-style) attention kernel computes at
-    min(GEMM ceiling × ``compute_efficiency``, datasheet peak × ``prefill_compute_efficiency[d](L)``):
-    short contexts leave the kernel's tiles and pipeline underused, so it reaches a smaller fraction
-    of peak than a large GEMM (FlashAttention-3 on H100, head dim 128: 30 % at 512 tokens, 62 % at 16k).
-
-    ``gqa_kv_reuse`` says how the attention kernel of the serving stack loads K/V for a GQA
-    group of g query heads: HBM K/V reads = cached K/V bytes × (1 + (1 − gqa_kv_reuse)·(g − 1)).
-    1 = each K/V head is streamed once per group (XQA, FlashInfer, FlashAttention pack-GQA);
-    0 = once per query head (TensorRT-LLM < 0.8 masked-MHA decode kernel, one block per query head).
-    A decode attention call also pays ``decode_fixed_s`` (its per-call floor) on top of the roofline max, a
-    prefill (context) attention call ``prefill_fixed_s``.
-    """
-
-    compute_efficiency: float = Field(default=1.0, gt=0, le=1.5)
-    memory_efficiency: float = Field(default=1.0, gt=0, le=1.5)
-    gqa_kv_reuse: float = Field(default=1.0, ge=0, le=1)
-    decode_fixed_s: float = Field(
-        default=0.0,
-        ge=0,
-        le=1e-3,
-        description="seconds each decode attention call costs beyond its bytes, FLOPs "
-        "and per-kernel launch cost (split-KV combine, scheduling prologue): the per-call floor",
-    )
-    prefill_fixed_s: float = Field(
-        default=0.0, ge=0, le=1e-3, description="the same floor of each prefill (context) attention call"
-    )
-    prefill_compute_efficiency: dict[int, Curve] = Field(
-        default_factory=dict,
-        description="head_dim -> fraction of the datasheet peak a causal flash-attention prefill reaches "
-        "against the attended context (tokens); the nearest head_dim is used",
-    )
-    prefill_kv_rate: dict[str, float] = Field(
-        default_factory=dict, description="KV format -> its prefill kernel's rate relative to that curve (1 if unset)"
-    )
-    sources: tuple[str, ...] = ()
-
-    def prefill_curve(self, head_dim: float) -> Curve | None:
-        """The prefill curve of the head_dim nearest ``head_dim`` (ties to the larger), None when none is set."""
-        if not self.prefill_compute_efficiency:
-            return None
-        key = min(self.prefill_compute_efficiency, key=lambda d: (abs(d - head_dim), -d))
-        return self.prefill_compute_efficiency[key]
 
 
 class Overheads(Frozen):

@@ -151,3 +151,30 @@ def test_cli_engine_profiles_needs_compare() -> None:
         ["calibrate", "import-aiconfigurator", "--compare", "--engine-profiles", "--gpu", "h100_sxm", "--op", "gemm"],
     )
     assert ok.exit_code == 0 and "engine-kernel profile" in ok.output
+
+
+def test_mla_tables_are_priced_as_the_op_roofline_builds_for_deepseek_v3() -> None:
+    """The MLA kernel tables (DeepSeek-V3 geometry) load in the attention columns, and each row is priced as the
+    ``attn.core`` op roofline builds for DeepSeek-V3 at the same heads per GPU, batch and context: FLOPs and K/V
+    bytes equal, decode absorbed over the latent (576 / 512), prefill over expanded heads (192 / 128)."""
+    from calibrate.aic.compare import mla_op
+    from calibrate.aic.tables import load_table
+    from roofline.ops.builder import decode_ops, prefill_ops
+    from roofline.specs.library import hardware, model
+    from roofline.specs.scenario import Scenario
+
+    (t,) = [t for t in list_tables(gpu="h200_sxm", framework="sglang") if t.kind == "generation_mla"]
+    df = load_table(t)
+    assert set(df["kv_heads"]) == {1.0} and set(df["head_dim"]) == {576.0} and set(df["new_tokens"]) == {1.0}
+    assert sorted(set(df["q_heads"])) == [1, 2, 4, 8, 16, 32, 64, 128]  # per GPU: the collector's local heads
+    hw, ds = hardware("h200-sxm"), model("deepseek-v3")  # 128 heads: 16 per GPU at tp 8
+    sc = Scenario(batch=4, prompt_len=2048, output_len=2, tp=8)
+    ours = {
+        "decode": next(o for o in decode_ops(ds, sc, hw, 2049.0) if o.name == "attn.core"),
+        "prefill": next(o for o in prefill_ops(ds, sc, hw) if o.name == "attn.core"),
+    }
+    for phase, tokens, past in (("decode", 1.0, 2048.0), ("prefill", 2048.0, 0.0)):
+        row = {"phase": phase, "q_heads": 16.0, "kv_dtype": "bfloat16", "batch": 4.0, "new_tokens": tokens}
+        op = mla_op(pd.DataFrame([row | {"past": past}]), hw)
+        assert float(op.flops[0]) == pytest.approx(float(np.max(ours[phase].flops)), rel=1e-12), phase
+        assert float(op.kv_read_bytes[0]) == pytest.approx(float(np.max(ours[phase].kv_read_bytes)), rel=1e-12)

@@ -14,7 +14,8 @@ PKG = ROOT / "roofline"
 CORE = {
     "roofline.errors", "roofline.units", "roofline.profile", "roofline.evaluate", "roofline.costs",
     "roofline.memory", "roofline.advice", "roofline.provenance", "roofline.prediction", "roofline.grid",
-    "roofline.result", "roofline.profile_curve", "roofline.profile_moe", "roofline.pipeline", "roofline.bound_split",
+    "roofline.result", "roofline.profile_curve", "roofline.profile_moe", "roofline.profile_attention",
+    "roofline.pipeline", "roofline.bound_split",
     "roofline.latency",
 }  # fmt: skip
 #: Presentation hooks on the core result that Jupyter and users call (``_repr_html_``,

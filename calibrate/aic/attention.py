@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from calibrate.aic.compare import KV_FORMATS, placeholder_model
+from calibrate.aic.compare import KV_FORMATS, mla_op, placeholder_model
 from calibrate.aic.knots import knot_medians
 from calibrate.aic.tables import AIC_VERSION
 from roofline.evaluate import op_time
@@ -32,6 +32,7 @@ from roofline.specs.hardware import HardwareSpec
 from roofline.specs.precision import Precision
 from roofline.specs.scenario import Scenario
 
+INF = float("inf")
 MIN_TILES = 32  # batch × query heads below this: the kernel cannot fill the GPU at any context
 MIN_BIN_ROWS = 10  # an octave of context with fewer rows gets no knot
 CURVE_FLOOR = 0.005
@@ -65,10 +66,10 @@ def _rows(df: pd.DataFrame, kv: str = "bfloat16") -> pd.DataFrame:
 
 
 def _priced(
-    rows: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile, kv: Precision = Precision.BF16
+    rows: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile, kv: Precision = Precision.BF16, mla: bool = False
 ) -> tuple[np.ndarray, ...]:
     """(context, achieved fraction of the bf16 peak, predicted / measured time) of every row (its K/V cache in
-    ``kv``), each priced as roofline prices the kernel under ``prof``."""
+    ``kv``; ``mla``: rows of an MLA kernel table), each priced as roofline prices the kernel under ``prof``."""
     ctxs, fracs, ratios = [], [], []
     sc = Scenario(kv_dtype=kv)
     peak = float(hw.peak_flops_per_s("bf16") or np.nan)
@@ -76,7 +77,11 @@ def _priced(
         hq, hkv, d = (float(r[c].iloc[0]) for c in ("q_heads", "kv_heads", "head_dim"))
         b, t, past = (r[c].to_numpy(np.float64) for c in ("batch", "new_tokens", "past"))
         ctx = BuildContext.create(placeholder_model(), sc, hw, "prefill", b, t, past)
-        op = attention_kernel(ctx, "aic", 1, float("inf"), hq, hkv, d, d, 2 * hkv * d, kv_format=kv.value)
+        op = (
+            mla_op(r, hw)
+            if mla
+            else attention_kernel(ctx, "aic", 1, INF, hq, hkv, d, d, 2 * hkv * d, kv_format=kv.value)
+        )
         timing = op_time(with_fields(op, launch="graph"), hw, prof)
         measured = r["time_s"].to_numpy(np.float64)
         kernel_s = measured - timing.overhead_s
@@ -104,6 +109,24 @@ def fit_prefill(df: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile, la
     return fits
 
 
+def fit_mla_prefill(df: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile, label: str) -> PrefillFit | None:
+    """``attention.mla_prefill_efficiency`` from a normalised context-MLA table: its rows chosen as the curves'
+    (:func:`_rows`), each priced as roofline's MLA prefill kernel (:func:`calibrate.aic.compare.mla_op`), a knot per
+    octave of context at the median achieved fraction of the bf16 peak (module docstring); None without two knots."""
+    rows = _rows(df)
+    n, a, _ = _priced(rows, hw, prof, mla=True)
+    ok = np.isfinite(a)
+    kx, ky, _ = knot_medians(n[ok], a[ok], min_rows=MIN_BIN_ROWS)
+    if len(kx) < 2:
+        return None
+    src = f"aiconfigurator-core {AIC_VERSION} {label}: median achieved fraction of the bf16 peak per octave"
+    curve = Curve(x=kx, y=tuple(float(np.clip(y, CURVE_FLOOR, 1.5)) for y in ky), sources=(src,))
+    att = prof.attention.model_copy(update={"mla_prefill_efficiency": curve})
+    _, _, ratio = _priced(rows, hw, prof.model_copy(update={"attention": att}), mla=True)
+    p10, p50, p90 = (float(q) for q in np.quantile(ratio[ok], [0.1, 0.5, 0.9]))
+    return PrefillFit(int(rows["head_dim"].iloc[0]), curve, int(ok.sum()), p10, p50, p90)
+
+
 @dataclass(frozen=True)
 class KvRateFit:
     """A KV format's prefill rate relative to the 16-bit-KV curves, its rows and residual (p10 / median / p90)."""
@@ -126,35 +149,41 @@ class KvRateFit:
         }
 
 
-def _relative_rate(rows: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile, kv: Precision) -> np.ndarray:
-    """Per row: the achieved fraction of the bf16 peak with its K/V in ``kv`` / the 16-bit-KV curve of ``prof``."""
+def _relative_rate(
+    rows: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile, kv: Precision, mla: bool = False
+) -> np.ndarray:
+    """Per row: the achieved fraction of the bf16 peak with its K/V in ``kv`` / the 16-bit-KV curve of ``prof``
+    (``mla``: the MLA kernel's)."""
     out = []
     for _, r in rows.groupby("head_dim", sort=True):
-        curve = prof.attention.prefill_curve(float(r["head_dim"].iloc[0]))
-        n, a, _ = _priced(r, hw, prof, kv)
+        hd = float(r["head_dim"].iloc[0])
+        curve = prof.attention.mla_prefill_efficiency if mla else prof.attention.prefill_curve(hd)
+        n, a, _ = _priced(r, hw, prof, kv, mla)
         out.append(a / curve(n) if curve is not None else np.full(len(r), np.nan))
     return np.concatenate(out) if out else np.zeros(0)
 
 
-def fit_prefill_kv_rates(df: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile) -> list[KvRateFit]:
-    """Each quantised KV format's ``attention.prefill_kv_rate``: the median, over the table's rows of that format
-    chosen as the curves' rows are (prefill from empty, batch × heads ≥ :data:`MIN_TILES`, 16-bit math), of the
-    achieved fraction of the bf16 peak / the 16-bit-KV curve of ``prof`` at the row's context (the kernel the format
-    dispatches: FP8 FMHA above 1, a kernel that dequantises K/V below)."""
+def fit_prefill_kv_rates(
+    df: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile, mla: bool = False
+) -> list[KvRateFit]:
+    """Each quantised KV format's ``attention.prefill_kv_rate`` (``mla``: of a context-MLA table, keyed
+    ``mla:<format>``): the median, over the table's rows of that format chosen as the curves' rows are (prefill from
+    empty, batch × heads ≥ :data:`MIN_TILES`, 16-bit math), of the achieved fraction of the bf16 peak / the
+    16-bit-KV curve of ``prof`` at the row's context (the kernel the format dispatches: FP8 FMHA above 1, a kernel
+    that dequantises K/V below)."""
     fits = []
     for aic_kv, kv in KV_FORMATS.items():
         rows = _rows(df, aic_kv)
         if kv is Precision.BF16 or rows.empty:
             continue
-        ratio = _relative_rate(rows, hw, prof, kv)
+        ratio = _relative_rate(rows, hw, prof, kv, mla)
         ok = np.isfinite(ratio) & (ratio > 0)
         if int(ok.sum()) < MIN_BIN_ROWS:
             continue
-        rate = float(np.median(ratio[ok]))
-        rated = with_kv_rates(prof, {kv.value: rate}, ())
-        res = _priced(rows, hw, rated, kv)[2]
+        rate, key = float(np.median(ratio[ok])), f"{'mla:' if mla else ''}{kv.value}"
+        res = _priced(rows, hw, with_kv_rates(prof, {key: rate}, ()), kv, mla)[2]
         p10, p50, p90 = (float(q) for q in np.quantile(res[np.isfinite(res)], [0.1, 0.5, 0.9]))
-        fits.append(KvRateFit(kv.value, rate, int(ok.sum()), p10, p50, p90))
+        fits.append(KvRateFit(key, rate, int(ok.sum()), p10, p50, p90))
     return fits
 
 

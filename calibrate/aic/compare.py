@@ -69,8 +69,13 @@ OP_KINDS: dict[str, tuple[str, ...]] = {
     "gemm": ("gemm",),
     "allreduce": ("custom_allreduce", "nccl"),
     "attention": ("context_attention", "generation_attention"),
+    "mla": ("context_mla", "generation_mla"),
     "moe": ("moe",),
 }
+#: DeepSeek-V3's MLA geometry, the one AIConfigurator's MLA collectors time (``collector/sglang/collect_mla.py``
+#: L44-47, L384-389 @ 095f58a5: latent 512 + rope 64; prefill q = nope 128 + rope 64, v 128; decode absorbed, q 576,
+#: v 512): (prefill d_qk, prefill d_v, decode d_qk, decode d_v, cached elements per token).
+MLA_DIMS = (192.0, 128.0, 576.0, 512.0, 576.0)
 FRAMEWORKS = ("vllm", "sglang", "trtllm", "nccl")
 ROW_COLUMNS = ["gpu", "framework", "version", "op", "dtype", "regime", "kernel", "predicted_s", "measured_s", "ratio"]
 GROUP_KEY = ["gpu", "framework", "version", "op", "dtype", "regime"]
@@ -218,6 +223,32 @@ def attention_rows(df: pd.DataFrame, hw: HardwareSpec, profile: CalibrationProfi
     return _concat(parts)
 
 
+def mla_op(rows: pd.DataFrame, hw: HardwareSpec) -> Op:
+    """The MLA kernel roofline's ``mla_ops`` builds for a normalised MLA table's rows of one phase, head count and KV
+    format (graph launch): prefill over expanded per-head K/V, decode absorbed over the one latent head."""
+    phase, hq, kv = (rows[c].iloc[0] for c in ("phase", "q_heads", "kv_dtype"))
+    sc = Scenario(kv_dtype=KV_FORMATS[str(kv)])
+    b, t, past = (rows[c].to_numpy(np.float64) for c in ("batch", "new_tokens", "past"))
+    ctx = BuildContext.create(placeholder_model(), sc, hw, "decode" if phase == "decode" else "prefill", b, t, past)
+    dqk, dv, gqk, gv, latent = MLA_DIMS
+    hkv, d_qk, d_v = (1.0, gqk, gv) if phase == "decode" else (float(hq), dqk, dv)
+    fmt = sc.kv_dtype.value  # the cache format picks the kernel variant in both phases
+    return _graph(
+        attention_kernel(ctx, "aic", 1, float("inf"), float(hq), hkv, d_qk, d_v, latent, kv_format=fmt, mla=True)
+    )
+
+
+def mla_rows(df: pd.DataFrame, hw: HardwareSpec, profile: CalibrationProfile) -> pd.DataFrame:
+    """Predicted vs measured for a normalised MLA table (16-bit math, a KV format roofline has)."""
+    keep = (df["dtype"] == "bfloat16") & df["kv_dtype"].isin(list(KV_FORMATS))
+    parts = []
+    for (phase, _, kv), rows in df[keep].groupby(["phase", "q_heads", "kv_dtype"], sort=True):
+        timing = op_time(mla_op(rows, hw), hw, profile)
+        label = "bf16" if kv == "bfloat16" else f"bf16/kv-{kv}"
+        parts.append(_rows(rows, f"mla-{phase}", label, timing.bound, timing))
+    return _concat(parts)
+
+
 def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ROW_COLUMNS)
 
@@ -234,6 +265,8 @@ def table_rows(table: AicTable, profile: CalibrationProfile | None = None) -> pd
         return allreduce_rows(df, table.kind, hw, prof)
     if table.kind in OP_KINDS["attention"]:
         return attention_rows(df, hw, prof)
+    if table.kind in OP_KINDS["mla"]:
+        return mla_rows(df, hw, prof)
     if table.kind in OP_KINDS["moe"]:
         from calibrate.aic.moe import moe_rows  # moe builds on this module's formats and rows
 

@@ -4,15 +4,18 @@ The default profile is the base; each step below replaces only the parameters it
 the parameter describes, and subtracts what the earlier steps priced (formulas in each module):
 
 1. ``overheads.per_kernel_graph_s``: latency-bound bf16 GEMM rows (:func:`calibrate.aic.latency.fit_per_kernel`);
-2. ``attention.decode_fixed_s`` / ``prefill_fixed_s``: latency-bound decode / context attention rows
-   (:func:`~calibrate.aic.latency.fit_attention_floor`);
+2. ``attention.decode_fixed_s`` / ``prefill_fixed_s`` / ``mla_decode_fixed_s``: the decode / context attention /
+   decode MLA calls that are one short pass (:func:`~calibrate.aic.latency.fit_attention_floor`); then
+   ``attention.decode_rate``: each decode kernel's share of the memory ceiling, per KV format and family, from the
+   memory-bound calls past the floor (:func:`~calibrate.aic.latency.fit_decode_rates`);
 3. ``comm.custom_allreduce_latency_s``: latency-bound custom all-reduce rows per GPU count
    (:func:`~calibrate.aic.latency.fit_custom_allreduce`); then ``comm.allreduce_efficiency``: the engine's
    all-reduce against message size per launch and GPU count from the bandwidth-bound rows of the same table
    (:func:`calibrate.aic.allreduce.fit_allreduce_efficiency`);
 4. ``attention.prefill_compute_efficiency``: each head dim's prefill curve from the context-attention rows
    (:func:`calibrate.aic.attention.fit_prefill`), then ``attention.prefill_kv_rate``: each quantised KV format's rate
-   relative to those curves from its own rows (:func:`~calibrate.aic.attention.fit_prefill_kv_rates`);
+   relative to those curves from its own rows (:func:`~calibrate.aic.attention.fit_prefill_kv_rates`), and the MLA
+   prefill kernel's own curve from the context-MLA table (:func:`~calibrate.aic.attention.fit_mla_prefill`);
 5. the GEMM rates per format (large-GEMM efficiency and its curve against M, and each weight format's dispatched
    kernel): layer-shaped compute-bound GEMM rows (:mod:`calibrate.aic.fit`);
 6. ``grouped_gemm``: memory- and compute-bound balanced MoE rows (:func:`calibrate.aic.moe.fit_grouped`), the 16-bit
@@ -29,6 +32,7 @@ in ``provenance.kept``. The profile is relative (``device`` None: efficiencies o
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -79,16 +83,21 @@ def _latencies(
         notes["fits"]["per_kernel_graph_s"] = f.record()
     else:
         notes["kept"].append("overheads.per_kernel_graph_s (no latency-bound GEMM rows)")
-    floors: tuple[tuple[Phase, str], ...] = (("decode", "generation_attention"), ("prefill", "context_attention"))
-    for phase, kind in floors:
-        t = newest_table(gpu, eng, kind, root)
-        fa = latency.fit_attention_floor(load_table(t), hw, prof, t.label, phase) if t is not None else None
+    floors: tuple[tuple[Phase, str, bool], ...] = (
+        ("decode", "generation_attention", False),
+        ("prefill", "context_attention", False),
+        ("decode", "generation_mla", True),
+    )
+    for phase, kind, mla in floors:
+        t, name = newest_table(gpu, eng, kind, root), f"{'mla_' if mla else ''}{phase}_fixed_s"
+        fa = latency.fit_attention_floor(load_table(t), hw, prof, t.label, phase, mla) if t is not None else None
         if fa is not None:
-            src = f"{phase}_fixed_s: {SOURCE} {fa.table}, median excess over {fa.rows_used} latency-bound {phase} calls"
-            prof = latency.with_attention_floor(prof, fa.value_s, src, phase)
-            notes["fits"][f"{phase}_fixed_s"] = fa.record()
+            src = f"{name}: {SOURCE} {fa.table}, median excess over {fa.rows_used} latency-bound {phase} calls"
+            prof = latency.with_attention_floor(prof, fa.value_s, src, phase, mla)
+            notes["fits"][name] = fa.record()
         else:
-            notes["kept"].append(f"attention.{phase}_fixed_s (no latency-bound {phase} attention rows)")
+            notes["kept"].append(f"attention.{name} (no latency-bound {kind} rows)")
+    prof = _decode_rates(gpu, eng, hw, prof, root, notes)
     t = newest_table(gpu, eng, "custom_allreduce", root)
     fc = latency.fit_custom_allreduce(load_table(t), hw, prof, t.label) if t is not None else {}
     if fc:
@@ -99,6 +108,29 @@ def _latencies(
     else:
         notes["kept"].append("comm latency (no custom all-reduce table): NCCL's base and per-hop latency")
     return _allreduce_curves(t, hw, prof, notes)
+
+
+def _decode_rates(
+    gpu: str, eng: str, hw: HardwareSpec, prof: CalibrationProfile, root: Path | None, notes: dict[str, Any]
+) -> CalibrationProfile:
+    """Step 2c: each decode kernel's share of the memory ceiling (``attention.decode_rate``) from the newest
+    generation-attention and -MLA tables, after the floors."""
+    found = [
+        (newest_table(gpu, eng, kind, root), mla)
+        for kind, mla in (("generation_attention", False), ("generation_mla", True))
+    ]
+    tables = [(t, mla) for t, mla in found if t is not None]
+    fits = latency.fit_decode_rates([(load_table(t), mla) for t, mla in tables], hw, prof) if tables else {}
+    if not fits:
+        notes["kept"].append("attention.decode_rate (no memory-bound decode rows)")
+        return prof
+    labels = ", ".join(t.label for t, _ in tables)
+    for key, f in fits.items():
+        notes["fits"][f"decode_rate.{key}"] = replace(f, table=labels).record()
+    att = prof.attention
+    src = f"decode_rate: {SOURCE} {labels}, median share of the memory ceiling of memory-bound decode calls"
+    update = {"decode_rate": {k: f.value_s for k, f in fits.items()}, "sources": (*att.sources, src)}
+    return prof.model_copy(update={"attention": att.model_copy(update=update)})
 
 
 def _allreduce_curves(
@@ -137,6 +169,28 @@ def _prefill_attention(
     for r in rates:
         notes["fits"][f"prefill_kv_rate.{r.kv_format}"] = {"table": label, **r.record()}
     src = f"prefill_kv_rate: {SOURCE} {label}, median rate of each KV format's rows relative to the 16-bit-KV curve"
+    prof = attention.with_kv_rates(prof, {r.kv_format: r.rate for r in rates}, (src,) if rates else ())
+    return _mla_prefill(gpu, eng, hw, prof, root, notes)
+
+
+def _mla_prefill(
+    gpu: str, eng: str, hw: HardwareSpec, prof: CalibrationProfile, root: Path | None, notes: dict[str, Any]
+) -> CalibrationProfile:
+    """Step 4b: the MLA prefill kernel's own curve from the engine's context-MLA table, where it has one."""
+    t = newest_table(gpu, eng, "context_mla", root)
+    fit = attention.fit_mla_prefill(load_table(t), hw, prof, t.label) if t is not None else None
+    if t is None or fit is None:
+        notes["kept"].append("attention.mla_prefill_efficiency (no context-MLA rows): the head-dim curve")
+        return prof
+    notes["fits"]["mla_prefill_efficiency"] = {"table": t.label, **fit.record()}
+    att = prof.attention
+    src = f"mla_prefill_efficiency: {SOURCE} {t.label}, median achieved fraction of the bf16 peak per octave"
+    update = {"mla_prefill_efficiency": fit.curve, "sources": (*att.sources, src)}
+    prof = prof.model_copy(update={"attention": att.model_copy(update=update)})
+    rates = attention.fit_prefill_kv_rates(load_table(t), hw, prof, mla=True)
+    for r in rates:
+        notes["fits"][f"prefill_kv_rate.{r.kv_format}"] = {"table": t.label, **r.record()}
+    src = f"prefill_kv_rate: {SOURCE} {t.label}, median rate of each KV format's MLA rows relative to the MLA curve"
     return attention.with_kv_rates(prof, {r.kv_format: r.rate for r in rates}, (src,) if rates else ())
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from calibrate.aic.compare import KV_FORMATS, allreduce_op, gemm_op, placeholder_model
+from calibrate.aic.compare import KV_FORMATS, allreduce_op, gemm_op, mla_op, placeholder_model
 from roofline.errors import CalibrationError
 from roofline.evaluate import op_time
 from roofline.ops.attention import attention_kernel
@@ -103,8 +103,11 @@ def with_per_kernel(profile: CalibrationProfile, value_s: float, source: str) ->
     return profile.model_copy(update={"overheads": o.model_copy(update=update)})
 
 
-def attention_ops(df: pd.DataFrame, hw: HardwareSpec, phase: Phase = "decode") -> list[tuple[pd.DataFrame, Op]]:
-    """(rows, roofline op launched in a graph) per ``phase`` shape of a normalised attention table.
+def attention_ops(
+    df: pd.DataFrame, hw: HardwareSpec, phase: Phase = "decode", mla: bool = False
+) -> list[tuple[pd.DataFrame, Op]]:
+    """(rows, roofline op launched in a graph) per ``phase`` shape of a normalised attention table (``mla``: an MLA
+    kernel table, each shape priced by :func:`calibrate.aic.compare.mla_op`).
 
     Unambiguous rows only, as :func:`calibrate.aic.compare.attention_rows`: bf16 math, full attention, beam 1,
     a KV format roofline has."""
@@ -113,6 +116,9 @@ def attention_ops(df: pd.DataFrame, hw: HardwareSpec, phase: Phase = "decode") -
     out = []
     placeholder = placeholder_model()
     for (hq, hkv, d, kv), rows in df[keep].groupby(["q_heads", "kv_heads", "head_dim", "kv_dtype"], sort=True):
+        if mla:
+            out.append((rows, mla_op(rows, hw)))
+            continue
         sc = Scenario(kv_dtype=KV_FORMATS[str(kv)])
         b, t, past = (rows[c].to_numpy(np.float64) for c in ("batch", "new_tokens", "past"))
         ctx = BuildContext.create(placeholder, sc, hw, phase, b, t, past)
@@ -140,6 +146,19 @@ FLOOR_TILES = 32
 FLOOR_TOKENS = 256
 
 
+#: A decode call measures its floor where it reads at most this many cached tokens in all (batch × context; at most
+#: 1024 × 576 latent elements × 2 bytes ≈ 1.2 MB, under 1 µs at any covered GPU's bandwidth), from a 16-bit cache:
+#: larger batches add per-sequence work, long single sequences a split-KV pass, fp8 caches their own kernels.
+FLOOR_DECODE_TOKENS = 1024
+
+
+def tiny_decode(rows: pd.DataFrame) -> np.ndarray:
+    """Rows of a generation-attention or -MLA table that measure the per-call floor (:data:`FLOOR_DECODE_TOKENS`,
+    a 16-bit cache)."""
+    tokens = rows["batch"].to_numpy(np.float64) * (rows["past"].to_numpy(np.float64) + 1.0)
+    return np.asarray((tokens <= FLOOR_DECODE_TOKENS) & (rows["kv_dtype"].to_numpy() == "bfloat16"))
+
+
 def tiny_prefill(rows: pd.DataFrame) -> np.ndarray:
     """Rows of a context-attention table that measure the per-call floor (:data:`FLOOR_TILES`,
     :data:`FLOOR_TOKENS`, no cached past)."""
@@ -149,19 +168,24 @@ def tiny_prefill(rows: pd.DataFrame) -> np.ndarray:
 
 
 def fit_attention_floor(
-    attn: pd.DataFrame, hw: HardwareSpec, base: CalibrationProfile, table: str, phase: Phase = "decode"
+    attn: pd.DataFrame,
+    hw: HardwareSpec,
+    base: CalibrationProfile,
+    table: str,
+    phase: Phase = "decode",
+    mla: bool = False,
 ) -> LatencyFit | None:
-    """``attention.decode_fixed_s`` (``phase`` decode: a generation-attention table, step 2) or
-    ``attention.prefill_fixed_s`` (prefill: a context-attention table, step 2b; its :func:`tiny_prefill` rows) from
-    the table's latency-bound rows: max(0, median of measured − work − per_kernel_graph_s)."""
+    """``attention.decode_fixed_s`` (``phase`` decode: a generation-attention table, step 2; its :func:`tiny_decode`
+    rows), ``attention.prefill_fixed_s`` (prefill: a context-attention table, step 2b; its :func:`tiny_prefill` rows)
+    or, ``mla``, ``attention.mla_decode_fixed_s`` (a generation-MLA table's :func:`tiny_decode` rows) from the
+    table's latency-bound rows: max(0, median of measured − work − per_kernel_graph_s)."""
     per_kernel = base.overheads.per_kernel_graph_s
     excess, fixed_m, fixed_w = [], [], []
-    for rows, op in attention_ops(attn, hw, phase):
+    for rows, op in attention_ops(attn, hw, phase, mla):
         measured = rows["time_s"].to_numpy(np.float64)
         work = _work_s(op, hw, base)
         used = (work < LATENCY_SHARE * measured) & (measured > 0)
-        if phase == "prefill":
-            used &= tiny_prefill(rows)
+        used &= tiny_prefill(rows) if phase == "prefill" else tiny_decode(rows)
         excess.append(measured[used] - work[used] - per_kernel)
         fixed_m.append(measured[used])
         fixed_w.append(work[used] + per_kernel)
@@ -170,15 +194,15 @@ def fit_attention_floor(
         return None
     value = max(0.0, float(np.median(ex)))
     res = residual(np.concatenate(fixed_w) + value, np.concatenate(fixed_m))
-    return LatencyFit(f"attention.{phase}_fixed_s", value, int(ex.size), *res, table)
+    return LatencyFit(f"attention.{'mla_' if mla else ''}{phase}_fixed_s", value, int(ex.size), *res, table)
 
 
 def with_attention_floor(
-    profile: CalibrationProfile, value_s: float, source: str, phase: Phase = "decode"
+    profile: CalibrationProfile, value_s: float, source: str, phase: Phase = "decode", mla: bool = False
 ) -> CalibrationProfile:
-    """``profile`` with ``attention.{phase}_fixed_s`` = ``value_s`` and its source appended."""
+    """``profile`` with ``attention.[mla_]{phase}_fixed_s`` = ``value_s`` and its source appended."""
     a = profile.attention
-    update = {f"{phase}_fixed_s": value_s, "sources": (*a.sources, source)}
+    update = {f"{'mla_' if mla else ''}{phase}_fixed_s": value_s, "sources": (*a.sources, source)}
     return profile.model_copy(update={"attention": a.model_copy(update=update)})
 
 
@@ -216,3 +240,41 @@ def with_custom_allreduce(profile: CalibrationProfile, values_s: dict[int, float
     c = profile.comm
     update = {"custom_allreduce_latency_s": dict(values_s), "sources": (*c.sources, source)}
     return profile.model_copy(update={"comm": c.model_copy(update=update)})
+
+
+#: The decode kernel the memory ceiling describes (a 16-bit cache streamed by the engine's GQA kernel): rate 1 by
+#: definition; the others (an fp8 cache, MLA's latent) are fitted relative to the same ceiling.
+REFERENCE_DECODE = "bf16"
+
+
+def decode_key(op: Op) -> str:
+    """The ``attention.decode_rate`` key of a decode kernel: its KV format, ``mla:`` + format for MLA."""
+    fmt = "bf16" if op.kv_format in ("", "fp16") else op.kv_format
+    return f"{'mla:' if op.mla else ''}{fmt}"
+
+
+def fit_decode_rates(
+    tables: list[tuple[pd.DataFrame, bool]], hw: HardwareSpec, prof: CalibrationProfile
+) -> dict[str, LatencyFit]:
+    """``attention.decode_rate`` per decode kernel (:func:`decode_key`) from generation-attention / -MLA tables
+    (``(table, mla)``): over the rows past the floor (batch × context > :data:`FLOOR_DECODE_TOKENS`) that ``prof``
+    prices memory-bound, the median of (bytes / memory ceiling) / (measured − the call's fixed cost): the share of
+    the memory ceiling the kernel moves its bytes at; not for :data:`REFERENCE_DECODE`. ``value_s`` of each fit holds
+    the rate (dimensionless)."""
+    ratios: dict[str, list[np.ndarray]] = {}
+    for df, mla in tables:
+        for rows, op in attention_ops(df, hw, "decode", mla):
+            t = op_time(op, hw, prof)
+            measured = rows["time_s"].to_numpy(np.float64)
+            kernel = measured - np.asarray(t.overhead_s, dtype=np.float64)
+            mem, comp = np.asarray(t.memory_s, dtype=np.float64), np.asarray(t.compute_s, dtype=np.float64)
+            big = (rows["batch"].to_numpy(np.float64) * (rows["past"].to_numpy(np.float64) + 1.0)) > FLOOR_DECODE_TOKENS
+            used = big & (mem >= comp) & (kernel > 0)
+            ratios.setdefault(decode_key(op), []).append(mem[used] / kernel[used])
+    out = {}
+    for key, parts in sorted(ratios.items()):
+        r = np.concatenate(parts)
+        if r.size >= MIN_ROWS and key != REFERENCE_DECODE:
+            p10, p50, p90 = (float(x) for x in np.quantile(r, [0.1, 0.5, 0.9]))
+            out[key] = LatencyFit(f"attention.decode_rate.{key}", p50, int(r.size), p10 / p50, 1.0, p90 / p50, "")
+    return out

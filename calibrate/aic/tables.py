@@ -31,6 +31,9 @@ kind                   columns (units)
 ``generation_attention`` ``phase`` = decode; as above with ``new_tokens`` = isl (1) and
                        ``past`` = isl + step − 1, so the attended context isl + step is
                        2, 4, … 131072
+``context_mla``,        the attention columns for one MLA layer's kernel (SGLang and TensorRT-LLM tables,
+``generation_mla``     DeepSeek-V3's geometry): ``q_heads`` per GPU, ``kv_heads`` 1 (the latent),
+                       ``head_dim`` 192 (prefill) / 576 (decode, absorbed); ``dtype`` (mla_dtype)
 other kinds            columns as stored (lower case), ``latency`` → ``time_s``
 =====================  ========================================================================
 
@@ -188,6 +191,27 @@ def _attention(df: pd.DataFrame, decode: bool) -> pd.DataFrame:
     )
 
 
+def _mla(df: pd.DataFrame, decode: bool) -> pd.DataFrame:
+    """An MLA kernel table (DeepSeek-V3's geometry, :data:`calibrate.aic.compare.MLA_DIMS`) in the attention
+    columns: one latent K/V head, the query width the kernel sees (576 absorbed in decode, 192 in prefill)."""
+    isl, step = df["isl"].astype(np.float64), df["step"].astype(np.float64)
+    return pd.DataFrame(
+        {
+            "phase": "decode" if decode else "prefill",
+            "batch": df["batch_size"].astype(np.float64),
+            "new_tokens": isl,
+            "past": isl + step - 1.0 if decode else step,
+            "q_heads": df["num_heads"].astype(np.float64),
+            "kv_heads": 1.0,
+            "head_dim": 576.0 if decode else 192.0,
+            "window": np.inf,
+            "beam_width": 1,
+            "dtype": df["mla_dtype"].astype(str),
+            "kv_dtype": df["kv_cache_dtype"].astype(str),
+        }
+    )
+
+
 def _normalise(kind: str, df: pd.DataFrame) -> pd.DataFrame:
     """The kind's SI / roofline-named columns (module docstring); other kinds keep theirs."""
     if kind == "gemm":
@@ -203,6 +227,8 @@ def _normalise(kind: str, df: pd.DataFrame) -> pd.DataFrame:
         body["launch"] = "graph"
     elif kind in ("context_attention", "generation_attention"):
         body = _attention(df, decode=kind == "generation_attention")
+    elif kind in ("context_mla", "generation_mla"):
+        body = _mla(df, decode=kind == "generation_mla")
     else:
         body = df.drop(columns=["latency"]).rename(columns=str.lower)
     return body

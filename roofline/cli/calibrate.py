@@ -105,7 +105,7 @@ def calibrate_import_aiconfigurator(
     framework: Annotated[
         str | None, typer.Option("--framework", help="vllm, sglang, trtllm or nccl (NCCL's own tables).")
     ] = None,
-    op: Annotated[str | None, typer.Option("--op", help="gemm, allreduce, attention or moe.")] = None,
+    op: Annotated[str | None, typer.Option("--op", help="gemm, allreduce, attention, mla or moe.")] = None,
     engine_profiles: Annotated[
         bool,
         typer.Option(

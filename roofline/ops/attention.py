@@ -63,6 +63,7 @@ def attention_kernel(
     chunk: float = float("inf"),
     sparse: bool = False,
     kv_format: str = "",
+    mla: bool = False,
 ) -> Op:
     """The fused attention kernel of one layer on one GPU.
 
@@ -74,6 +75,7 @@ def attention_kernel(
     follow the top-k cap W. Decode (T = 1) grows linearly with the span, up to W; with chunks
     the span is periodic, ((L − 1) mod C) + 1 at context L. ``kv_format``: the cache format the kernel reads
     K/V in where that picks its kernel (``attention.prefill_kv_rate``); "" where it reads freshly projected K/V.
+    ``mla``: a multi-head latent attention kernel (its own curve and floor where a profile measured them).
     """
     b, t, p = c.batch, c.new_tokens, c.past
     if np.isfinite(chunk):
@@ -102,6 +104,7 @@ def attention_kernel(
         ctx_period=chunk,
         q_per_kv=float(q_heads / kv_heads),
         kv_format=kv_format,
+        mla=mla,
     )
     if c.phase == "decode":
         op = Op(
@@ -154,6 +157,22 @@ def gqa_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) 
     ]
 
 
+def mla_kernel(
+    c: BuildContext,
+    layer_kind: str,
+    count: int,
+    window: float,
+    heads: tuple[float, float, float, float, float],
+    sparse: bool = False,
+) -> Op:
+    """:func:`attention_kernel` of an MLA layer (``heads``: q heads, K/V heads, d_qk, d_v, cached elements per
+    token): its own kernel family, its variant picked by the cache format."""
+    hq, hkv, d_qk, d_v, elems = heads
+    return attention_kernel(
+        c, layer_kind, count, window, hq, hkv, d_qk, d_v, elems, sparse=sparse, kv_format=c.sc.kv_dtype.value, mla=True
+    )
+
+
 def mla_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) -> list[Op]:
     """Multi-head latent attention (DeepSeek-V3). The cache holds the latent (kv_lora + rope).
 
@@ -200,14 +219,14 @@ def mla_ops(c: BuildContext, layer_kind: str, count: int, layer: ResolvedLayer) 
     if c.phase == "prefill":
         kv_b_out = hq * (m.qk_nope_head_dim + m.v_head_dim)
         ops.append(gemm("attn.kv_b_proj", "attention", layer_kind, count, dt, M, kv_b_out, m.kv_lora_rank, wb, ab))
-        ops.append(attention_kernel(c, layer_kind, count, window, hq, hq, qk, m.v_head_dim, latent, sparse=sparse))
+        ops.append(mla_kernel(c, layer_kind, count, window, (hq, hq, qk, m.v_head_dim, latent), sparse))
     else:
         ops.append(
             gemm(
                 "attn.absorb_uk", "attention", layer_kind, count, dt, M, hq * m.kv_lora_rank, m.qk_nope_head_dim, wb, ab
             )
         )
-        ops.append(attention_kernel(c, layer_kind, count, window, hq, 1, latent, m.kv_lora_rank, latent, sparse=sparse))
+        ops.append(mla_kernel(c, layer_kind, count, window, (hq, 1, latent, m.kv_lora_rank, latent), sparse))
         ops.append(
             gemm("attn.absorb_uv", "attention", layer_kind, count, dt, M, hq * m.v_head_dim, m.kv_lora_rank, wb, ab)
         )

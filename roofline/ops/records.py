@@ -112,6 +112,7 @@ class Op:
     exchange_direction: str = ""  # "dispatch" or "combine" (the kernel family's bandwidth differs by direction)
     overlap: str = ""  # "two_batch": its time hides behind its layer's compute (roofline.ops.expert_parallel)
     kv_format: str = ""  # an attention kernel's KV-cache format (Precision value, e.g. "fp8"); "" otherwise
+    mla: bool = False  # a multi-head latent attention kernel (its own kernel family in every engine)
 
     @property
     def memory_bytes(self) -> np.ndarray:
