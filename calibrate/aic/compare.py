@@ -197,30 +197,26 @@ def attention_rows(df: pd.DataFrame, hw: HardwareSpec, profile: CalibrationProfi
     keep = (df["dtype"] == "bfloat16") & ~np.isfinite(df["window"]) & (df["beam_width"] == 1)
     keep &= df["kv_dtype"].isin(list(KV_FORMATS))
     parts = []
-    placeholder = placeholder_model()
     shape = ["phase", "q_heads", "kv_heads", "head_dim", "kv_dtype"]
-    for (phase, hq, hkv, d, kv), rows in df[keep].groupby(shape, sort=True):
-        sc = Scenario(kv_dtype=KV_FORMATS[str(kv)])
-        b, t, past = (rows[c].to_numpy(np.float64) for c in ("batch", "new_tokens", "past"))
-        ctx = BuildContext.create(placeholder, sc, hw, "decode" if phase == "decode" else "prefill", b, t, past)
-        op = _graph(
-            attention_kernel(
-                ctx,
-                "aic",
-                1,
-                float("inf"),
-                float(hq),
-                float(hkv),
-                float(d),
-                float(d),
-                2 * hkv * d,
-                kv_format=sc.kv_dtype.value,
-            )
-        )
+    for (phase, _, _, _, kv), rows in df[keep].groupby(shape, sort=True):
+        op = gqa_op(rows, hw)
         timing = op_time(op, hw, profile)
         label = "bf16" if kv == "bfloat16" else f"bf16/kv-{kv}"
         parts.append(_rows(rows, f"attention-{phase}", label, timing.bound, timing))
     return _concat(parts)
+
+
+def gqa_op(rows: pd.DataFrame, hw: HardwareSpec) -> Op:
+    """The GQA attention kernel roofline builds for a normalised attention table's rows of one phase, head shape and
+    KV format (graph launch)."""
+    phase, hq, hkv, d, kv = (rows[c].iloc[0] for c in ("phase", "q_heads", "kv_heads", "head_dim", "kv_dtype"))
+    sc = Scenario(kv_dtype=KV_FORMATS[str(kv)])
+    b, t, past = (rows[c].to_numpy(np.float64) for c in ("batch", "new_tokens", "past"))
+    ctx = BuildContext.create(placeholder_model(), sc, hw, "decode" if phase == "decode" else "prefill", b, t, past)
+    hq, hkv, d = float(hq), float(hkv), float(d)
+    return _graph(
+        attention_kernel(ctx, "aic", 1, float("inf"), hq, hkv, d, d, 2 * hkv * d, kv_format=sc.kv_dtype.value)
+    )
 
 
 def mla_op(rows: pd.DataFrame, hw: HardwareSpec) -> Op:

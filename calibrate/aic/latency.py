@@ -23,21 +23,18 @@ predicted / measured over the rows used, re-timed with the fitted value).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from calibrate.aic.compare import KV_FORMATS, allreduce_op, gemm_op, mla_op, placeholder_model
+from calibrate.aic.compare import KV_FORMATS, allreduce_op, gemm_op, gqa_op, mla_op
 from roofline.errors import CalibrationError
 from roofline.evaluate import op_time
-from roofline.ops.attention import attention_kernel
 from roofline.ops.comm import all_reduce_plan
-from roofline.ops.context import BuildContext
 from roofline.ops.records import Op, Phase
 from roofline.profile import CalibrationProfile
 from roofline.specs.hardware import HardwareSpec
-from roofline.specs.scenario import Scenario
 
 LATENCY_SHARE = 0.25  # a row measures latency where its roofline work is below this share of its measured time
 MIN_ROWS = 10  # fewer latency-bound rows: the parameter is not fitted (the base profile's value stays)
@@ -114,27 +111,8 @@ def attention_ops(
     keep = (df["dtype"] == "bfloat16") & ~np.isfinite(df["window"]) & (df["beam_width"] == 1)
     keep &= df["kv_dtype"].isin(list(KV_FORMATS)) & (df["phase"] == phase)
     out = []
-    placeholder = placeholder_model()
-    for (hq, hkv, d, kv), rows in df[keep].groupby(["q_heads", "kv_heads", "head_dim", "kv_dtype"], sort=True):
-        if mla:
-            out.append((rows, mla_op(rows, hw)))
-            continue
-        sc = Scenario(kv_dtype=KV_FORMATS[str(kv)])
-        b, t, past = (rows[c].to_numpy(np.float64) for c in ("batch", "new_tokens", "past"))
-        ctx = BuildContext.create(placeholder, sc, hw, phase, b, t, past)
-        op = attention_kernel(
-            ctx,
-            "aic",
-            1,
-            float("inf"),
-            float(hq),
-            float(hkv),
-            float(d),
-            float(d),
-            2 * hkv * d,
-            kv_format=sc.kv_dtype.value,
-        )
-        out.append((rows, replace(op, launch="graph")))
+    for _, rows in df[keep].groupby(["q_heads", "kv_heads", "head_dim", "kv_dtype"], sort=True):
+        out.append((rows, mla_op(rows, hw) if mla else gqa_op(rows, hw)))
     return out
 
 
