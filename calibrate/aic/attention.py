@@ -20,19 +20,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from calibrate.aic.compare import KV_FORMATS, mla_op, placeholder_model
+from calibrate.aic.compare import KV_FORMATS, gqa_op, mla_op
 from calibrate.aic.knots import knot_medians
 from calibrate.aic.tables import AIC_VERSION
 from roofline.evaluate import op_time
-from roofline.ops.attention import attention_kernel
-from roofline.ops.context import BuildContext
-from roofline.ops.records import with_fields
 from roofline.profile import CalibrationProfile, Curve
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.precision import Precision
-from roofline.specs.scenario import Scenario
 
-INF = float("inf")
 MIN_TILES = 32  # batch × query heads below this: the kernel cannot fill the GPU at any context
 MIN_BIN_ROWS = 10  # an octave of context with fewer rows gets no knot
 CURVE_FLOOR = 0.005
@@ -66,26 +61,19 @@ def _rows(df: pd.DataFrame, kv: str = "bfloat16") -> pd.DataFrame:
 
 
 def _priced(
-    rows: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile, kv: Precision = Precision.BF16, mla: bool = False
+    rows: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile, mla: bool = False
 ) -> tuple[np.ndarray, ...]:
-    """(context, achieved fraction of the bf16 peak, predicted / measured time) of every row (its K/V cache in
-    ``kv``; ``mla``: rows of an MLA kernel table), each priced as roofline prices the kernel under ``prof``."""
+    """(context, achieved fraction of the bf16 peak, predicted / measured time) of every row (one KV format;
+    ``mla``: rows of an MLA kernel table), each priced as roofline prices the kernel under ``prof``
+    (:func:`calibrate.aic.compare.gqa_op` / :func:`~calibrate.aic.compare.mla_op`)."""
     ctxs, fracs, ratios = [], [], []
-    sc = Scenario(kv_dtype=kv)
     peak = float(hw.peak_flops_per_s("bf16") or np.nan)
     for _, r in rows.groupby(["q_heads", "kv_heads", "head_dim"], sort=True):
-        hq, hkv, d = (float(r[c].iloc[0]) for c in ("q_heads", "kv_heads", "head_dim"))
-        b, t, past = (r[c].to_numpy(np.float64) for c in ("batch", "new_tokens", "past"))
-        ctx = BuildContext.create(placeholder_model(), sc, hw, "prefill", b, t, past)
-        op = (
-            mla_op(r, hw)
-            if mla
-            else attention_kernel(ctx, "aic", 1, INF, hq, hkv, d, d, 2 * hkv * d, kv_format=kv.value)
-        )
-        timing = op_time(with_fields(op, launch="graph"), hw, prof)
+        op = mla_op(r, hw) if mla else gqa_op(r, hw)
+        timing = op_time(op, hw, prof)
         measured = r["time_s"].to_numpy(np.float64)
         kernel_s = measured - timing.overhead_s
-        ctxs.append(t)
+        ctxs.append(r["new_tokens"].to_numpy(np.float64))
         fracs.append(np.where(kernel_s > 0, op.flops / np.where(kernel_s > 0, kernel_s, 1.0) / peak, np.nan))
         ratios.append(timing.time_s / measured)
     return np.concatenate(ctxs), np.concatenate(fracs), np.concatenate(ratios)
@@ -149,16 +137,14 @@ class KvRateFit:
         }
 
 
-def _relative_rate(
-    rows: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile, kv: Precision, mla: bool = False
-) -> np.ndarray:
-    """Per row: the achieved fraction of the bf16 peak with its K/V in ``kv`` / the 16-bit-KV curve of ``prof``
+def _relative_rate(rows: pd.DataFrame, hw: HardwareSpec, prof: CalibrationProfile, mla: bool = False) -> np.ndarray:
+    """Per row (one KV format): its achieved fraction of the bf16 peak / the 16-bit-KV curve of ``prof``
     (``mla``: the MLA kernel's)."""
     out = []
     for _, r in rows.groupby("head_dim", sort=True):
         hd = float(r["head_dim"].iloc[0])
         curve = prof.attention.mla_prefill_efficiency if mla else prof.attention.prefill_curve(hd)
-        n, a, _ = _priced(r, hw, prof, kv, mla)
+        n, a, _ = _priced(r, hw, prof, mla)
         out.append(a / curve(n) if curve is not None else np.full(len(r), np.nan))
     return np.concatenate(out) if out else np.zeros(0)
 
@@ -176,12 +162,12 @@ def fit_prefill_kv_rates(
         rows = _rows(df, aic_kv)
         if kv is Precision.BF16 or rows.empty:
             continue
-        ratio = _relative_rate(rows, hw, prof, kv, mla)
+        ratio = _relative_rate(rows, hw, prof, mla)
         ok = np.isfinite(ratio) & (ratio > 0)
         if int(ok.sum()) < MIN_BIN_ROWS:
             continue
         rate, key = float(np.median(ratio[ok])), f"{'mla:' if mla else ''}{kv.value}"
-        res = _priced(rows, hw, with_kv_rates(prof, {key: rate}, ()), kv, mla)[2]
+        res = _priced(rows, hw, with_kv_rates(prof, {key: rate}, ()), mla)[2]
         p10, p50, p90 = (float(q) for q in np.quantile(res[np.isfinite(res)], [0.1, 0.5, 0.9]))
         fits.append(KvRateFit(key, rate, int(ok.sum()), p10, p50, p90))
     return fits

@@ -170,17 +170,23 @@ def _launch(df: pd.DataFrame) -> pd.Series:
     return df["backend"].astype(str).map(lambda b: "eager" if b.endswith("eager") else "graph")
 
 
+def _shape(df: pd.DataFrame, decode: bool) -> dict[str, object]:
+    """The columns every attention-kind table shares: phase, batch, new tokens, cached past, query heads per GPU."""
+    isl, step = df["isl"].astype(np.float64), df["step"].astype(np.float64)
+    return {
+        "phase": "decode" if decode else "prefill",
+        "batch": df["batch_size"].astype(np.float64),
+        "new_tokens": isl,
+        "past": isl + step - 1.0 if decode else step,
+        "q_heads": df["num_heads"].astype(np.float64),
+    }
+
+
 def _attention(df: pd.DataFrame, decode: bool) -> pd.DataFrame:
-    isl = df["isl"].astype(np.float64)
-    step = df["step"].astype(np.float64)
     window = df["window_size"].astype(np.float64) if "window_size" in df else pd.Series(0.0, index=df.index)
     return pd.DataFrame(
         {
-            "phase": "decode" if decode else "prefill",
-            "batch": df["batch_size"].astype(np.float64),
-            "new_tokens": isl,
-            "past": isl + step - 1.0 if decode else step,
-            "q_heads": df["num_heads"].astype(np.float64),
+            **_shape(df, decode),
             "kv_heads": df["num_key_value_heads"].astype(np.float64),
             "head_dim": df["head_dim"].astype(np.float64),
             "window": window.where(window > 0, np.inf),
@@ -194,14 +200,9 @@ def _attention(df: pd.DataFrame, decode: bool) -> pd.DataFrame:
 def _mla(df: pd.DataFrame, decode: bool) -> pd.DataFrame:
     """An MLA kernel table (DeepSeek-V3's geometry, :data:`calibrate.aic.compare.MLA_DIMS`) in the attention
     columns: one latent K/V head, the query width the kernel sees (576 absorbed in decode, 192 in prefill)."""
-    isl, step = df["isl"].astype(np.float64), df["step"].astype(np.float64)
     return pd.DataFrame(
         {
-            "phase": "decode" if decode else "prefill",
-            "batch": df["batch_size"].astype(np.float64),
-            "new_tokens": isl,
-            "past": isl + step - 1.0 if decode else step,
-            "q_heads": df["num_heads"].astype(np.float64),
+            **_shape(df, decode),
             "kv_heads": 1.0,
             "head_dim": 576.0 if decode else 192.0,
             "window": np.inf,
