@@ -76,6 +76,7 @@ def ceilings(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> tuple[np.
         fmt = "" if op.grouped else op.weight_format  # the kernel the engine dispatches for the weights' format
         if fmt:
             compute = profile.gemm_compute_ceiling(hw, op.dtype, fmt)
+            memory = memory * profile.gemm_memory_rate.get(fmt, 1.0)  # that kernel's weight streaming
         c = compute * profile.gemm_curve(op.dtype, fmt)(op.m) * profile.gemm_k.factor(hw.name, op.dtype, op.k)
     else:
         c = compute + 0 * op.m
@@ -157,10 +158,11 @@ def step_host_launch_s(ops: list[Op], profile: CalibrationProfile) -> float | np
 
 
 def fixed_overhead_s(op: Op, profile: CalibrationProfile) -> float | np.ndarray:
-    """Fixed GPU seconds of one instance beyond its bytes, FLOPs and wire: the launch cost, plus the per-call floor
-    of an attention kernel (:meth:`roofline.profile_attention.Attention.floor_s`: ``decode_fixed_s`` for decode,
-    one whose K/V reads grow with the context, ``prefill_fixed_s`` for prefill)."""
-    return launch_overhead_s(op, profile) + (profile.attention.floor_s(op) if op.kind == "attention" else 0.0)
+    """Fixed GPU seconds of one instance beyond its bytes, FLOPs and wire: the launch cost, plus the kernel's per-call
+    floor (:meth:`roofline.profile.CalibrationProfile.floor_s`: an attention kernel's ``decode_fixed_s`` for decode,
+    one whose K/V reads grow with the context, ``prefill_fixed_s`` for prefill; a quantised dense GEMM's
+    ``gemm_fixed_s``)."""
+    return launch_overhead_s(op, profile) + profile.floor_s(op)
 
 
 def comm_bandwidth_bytes_per_s(

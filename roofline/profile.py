@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import yaml
@@ -29,6 +29,9 @@ from roofline.profile_moe import GroupedRates as GroupedRates
 from roofline.specs._base import Frozen
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.topology import comm_path
+
+if TYPE_CHECKING:
+    from roofline.ops.records import Op
 
 SCHEMA_VERSION = 1
 
@@ -186,6 +189,16 @@ class CalibrationProfile(Frozen):
         "the kernel the engine dispatches for it: efficiency of the compute dtype's peak; formats not listed use "
         "`compute`",
     )
+    gemm_memory_rate: dict[str, float] = Field(
+        default_factory=dict,
+        description="dense GEMMs whose weights are stored in this format (Precision value, e.g. nvfp4) stream at "
+        "this share of the memory ceiling, relative to the 16-bit kernel's (formats not listed: 1)",
+    )
+    gemm_fixed_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="dense GEMMs whose weights are stored in this format pay these seconds per call beyond their "
+        "launches, relative to the 16-bit kernel (formats not listed: 0)",
+    )
     memory: Ceiling
     memory_size_efficiency: Curve | None = None
     gemm_k: GemmK = GemmK()
@@ -197,6 +210,15 @@ class CalibrationProfile(Frozen):
     residuals: dict[str, Any] = Field(default_factory=dict)
 
     # ---- ceilings -------------------------------------------------------------------
+    def floor_s(self, op: Op) -> float:
+        """Per-call seconds of ``op``'s kernel beyond its launches and its roofline work: an attention kernel's
+        floor (:meth:`Attention.floor_s`), a dense GEMM's ``gemm_fixed_s`` of its weight format; 0 otherwise."""
+        if op.kind == "attention":
+            return self.attention.floor_s(op)
+        if op.kind == "gemm" and not op.grouped and op.weight_format:
+            return self.gemm_fixed_s.get(op.weight_format, 0.0)
+        return 0.0
+
     def gemm_curve(self, dtype: ComputeDtype, weight_format: str = "") -> Curve:
         """GEMM efficiency against M for ``dtype``: the weight format's kernel's curve where measured
         (``compute_by_weight_format``), else the dtype's own curve when measured, else the shared one."""

@@ -41,7 +41,21 @@ def test_listing_is_typed_records_with_rows_and_slugs() -> None:
 def test_gemm_table_in_seconds_with_roofline_names() -> None:
     df = load_table(_one("gemm"))
     raw = pd.read_parquet(_one("gemm").path)
-    assert list(df.columns) == ["gpu", "framework", "version", "kernel", "m", "n", "k", "dtype", "time_s"]
+    assert list(df.columns) == [
+        "gpu",
+        "framework",
+        "version",
+        "kernel",
+        "m",
+        "n",
+        "k",
+        "dtype",
+        "time_s",
+        "dynamic_scale_s",
+        "launch",
+    ]
+    assert (df["dynamic_scale_s"] == 0).all()  # the fixture has no computescale table beside it
+    assert set(df["launch"]) == {"graph"}  # vLLM times only its fp8_block rows eagerly (tables.EAGER_GEMMS)
     np.testing.assert_allclose(df["time_s"], raw["latency"] / 1e3, rtol=0, atol=0)
     assert df["m"].tolist() == [8192.0, 1.0, 8192.0, 8192.0, 8192.0]
     assert df["dtype"].tolist() == ["bfloat16", "bfloat16", "fp8", "nvfp4", "weird"]

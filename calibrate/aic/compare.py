@@ -86,11 +86,17 @@ def _graph(op: Op) -> Op:
 
 
 def _rows(
-    df: pd.DataFrame, op_name: str, dtype: str | np.ndarray, regime: np.ndarray, timing: OpTiming
+    df: pd.DataFrame,
+    op_name: str,
+    dtype: str | np.ndarray,
+    regime: np.ndarray,
+    timing: OpTiming,
+    extra_s: np.ndarray | float = 0.0,
 ) -> pd.DataFrame:
-    """The per-row frame of :data:`ROW_COLUMNS` for ``df``'s rows and their timing."""
+    """The per-row frame of :data:`ROW_COLUMNS` for ``df``'s rows and their timing (plus ``extra_s``: measured
+    seconds of work in the row that roofline's op does not run, e.g. a dynamic activation-scale pass)."""
     measured = df["time_s"].to_numpy(np.float64)
-    predicted = np.broadcast_to(timing.time_s, measured.shape).astype(np.float64)
+    predicted = np.broadcast_to(timing.time_s, measured.shape).astype(np.float64) + extra_s
     out = df[["gpu", "framework", "version", "kernel"]].copy()
     out["op"], out["dtype"], out["regime"] = op_name, dtype, np.broadcast_to(regime, measured.shape)
     out["predicted_s"], out["measured_s"] = predicted, measured
@@ -142,14 +148,20 @@ def gemm_op(rows: pd.DataFrame, aic_dtype: str, hw: HardwareSpec) -> Op | None:
 
 
 def gemm_rows(df: pd.DataFrame, hw: HardwareSpec, profile: CalibrationProfile) -> pd.DataFrame:
-    """Predicted vs measured for a normalised ``gemm`` table (formats of :data:`GEMM_FORMATS` only)."""
+    """Predicted vs measured for a normalised ``gemm`` table (formats of :data:`GEMM_FORMATS` only). A row's
+    dynamic activation-scale pass (``dynamic_scale_s``, the engine's own measurement of it:
+    :func:`calibrate.aic.tables.dynamic_scale_s`) is added to roofline's static-scale GEMM; rows the collector
+    timed eagerly (``launch`` eager, :data:`calibrate.aic.tables.EAGER_GEMMS`) get the regime ``eager``."""
     parts = []
     for dtype, rows in df.groupby("dtype", sort=True):
         op = gemm_op(rows, str(dtype), hw)
         if op is None:
             continue
         timing = op_time(op, hw, profile)
-        parts.append(_rows(rows, "gemm", str(dtype), timing.bound, timing))
+        extra = rows["dynamic_scale_s"].to_numpy(np.float64) if "dynamic_scale_s" in rows else 0.0
+        eager = rows["launch"].to_numpy() == "eager" if "launch" in rows else np.zeros(len(rows), dtype=bool)
+        regime = np.where(eager, "eager", timing.bound)  # host-paced rows (tables.EAGER_GEMMS): not kernel times
+        parts.append(_rows(rows, "gemm", str(dtype), regime, timing, extra))
     return _concat(parts)
 
 

@@ -17,7 +17,9 @@ the parameter describes, and subtracts what the earlier steps priced (formulas i
    relative to those curves from its own rows (:func:`~calibrate.aic.attention.fit_prefill_kv_rates`), and the MLA
    prefill kernel's own curve from the context-MLA table (:func:`~calibrate.aic.attention.fit_mla_prefill`);
 5. the GEMM rates per format (large-GEMM efficiency and its curve against M, and each weight format's dispatched
-   kernel): layer-shaped compute-bound GEMM rows (:mod:`calibrate.aic.fit`);
+   kernel): layer-shaped compute-bound GEMM rows (:mod:`calibrate.aic.fit`); then each quantised kernel's
+   weight-streaming rate and per-call floor relative to the 16-bit GEMM (``gemm_memory_rate``, ``gemm_fixed_s``)
+   from the decode-sized rows (:mod:`calibrate.aic.gemm_kernels`);
 6. ``grouped_gemm``: memory- and compute-bound balanced MoE rows (:func:`calibrate.aic.moe.fit_grouped`), the 16-bit
    kernel's rates and each quantised kernel's own (``by_format``: fp8, 4-bit weight-only, NVFP4), each from the
    newest table that holds that format; and every layer shape the 16-bit rows measure as its own measured seconds
@@ -41,6 +43,7 @@ import pandas as pd
 from calibrate.aic import allreduce, attention, latency
 from calibrate.aic.compare import GEMM_FORMATS, gemm_formats
 from calibrate.aic.fit import fit_format, fit_record, fittable, with_efficiency
+from calibrate.aic.gemm_kernels import fit_gemm_kernels, with_gemm_kernels
 from calibrate.aic.moe import GroupedFit, fit_grouped, fit_rows
 from calibrate.aic.tables import AIC_HARDWARE, AIC_VERSION, AicTable, load_table, tables_newest_first
 from roofline.errors import CalibrationError
@@ -208,6 +211,10 @@ def _gemm_and_moe(
             src = (f"{SOURCE} {t.label}: {f.rows_used} compute-bound {f.aic_dtype} rows",)
             prof = with_efficiency(prof, hw, f.compute, f.efficiency, src, f.weight_format, f.curve)
             notes["fits"][f.key] = {"table": t.label, **fit_record(f)}
+        kernels = fit_gemm_kernels(df, hw, prof)
+        for k in kernels:
+            notes["fits"].update(k.records(t.label))
+        prof = with_gemm_kernels(prof, kernels)
     return _moe(gpu, eng, hw, prof, root, notes)
 
 

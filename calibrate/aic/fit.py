@@ -5,9 +5,10 @@ dispatches for one weight storage format, e.g. block-scaled FP8), from the rows 
 (N, K ≥ :data:`LAYER_MIN_NK`) and that the base profile (default: the shipped default) calls
 **compute-bound**, the achieved fraction of the datasheet peak of each row,
 
-    a = FLOPs / (measured_s − overhead_s) / peak / gemm_k factor(K)
+    a = FLOPs / (measured_s − dynamic_scale_s − overhead_s) / peak / gemm_k factor(K)
 
-(overhead_s: the base profile's per-kernel graph cost) gives
+(overhead_s: the base profile's per-kernel graph cost; dynamic_scale_s: the row's dynamic activation-scale pass,
+which static-scale deployments do not run, :func:`calibrate.aic.tables.dynamic_scale_s`) gives
 
 * the large-GEMM efficiency = median a over the rows with M ≥ :data:`LARGE_M`;
 * the efficiency against M = median a / efficiency in each octave of M from :data:`CURVE_MIN_M` up (a knot
@@ -94,14 +95,16 @@ def gemm_table(gpu: str, framework: str, root: Path | None = None) -> AicTable:
 
 def fit_format(rows: pd.DataFrame, aic_dtype: str, hw: HardwareSpec, base: CalibrationProfile) -> FormatFit | None:
     """The fit of one format from its compute-bound layer-shaped rows under ``base`` (module docstring); None:
-    too few rows."""
-    op = gemm_op(rows, aic_dtype, hw)
+    too few rows (rows timed eagerly, :data:`calibrate.aic.tables.EAGER_GEMMS`, are host-paced and not used)."""
+    rows = graph_rows(rows)
+    op = gemm_op(rows, aic_dtype, hw) if len(rows) else None
     if op is None:
         return None
     wf, compute = WEIGHT_FORMAT_FITS.get(aic_dtype, ("", FIT_FORMATS.get(aic_dtype, "bf16")))
     peak = float(hw.peak_flops_per_s(compute) or np.nan)
     timing = op_time(op, hw, base)
-    measured = rows["time_s"].to_numpy(np.float64)
+    scale_s = rows["dynamic_scale_s"].to_numpy(np.float64) if "dynamic_scale_s" in rows else 0.0
+    measured = rows["time_s"].to_numpy(np.float64) - scale_s  # the static-scale GEMM (tables.dynamic_scale_s)
     kernel_s = measured - timing.overhead_s
     layer = (op.n >= LAYER_MIN_NK) & (op.k >= LAYER_MIN_NK)
     used = (timing.bound == "compute") & (kernel_s > 0) & layer
@@ -117,6 +120,11 @@ def fit_format(rows: pd.DataFrame, aic_dtype: str, hw: HardwareSpec, base: Calib
     ratio = op_time(op, hw, fitted).time_s[used] / measured[used]
     p10, p50, p90 = (float(q) for q in np.quantile(ratio, [0.1, 0.5, 0.9]))
     return FormatFit(aic_dtype, compute, int(used.sum()), before, efficiency, p10, p50, p90, wf, curve)
+
+
+def graph_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a normalised GEMM table the collector timed in CUDA-graph replay (kernel times)."""
+    return rows[rows["launch"] != "eager"] if "launch" in rows else rows
 
 
 def _m_curve(m: np.ndarray, achieved: np.ndarray, used: np.ndarray, ceiling: float, base: Curve) -> Curve:

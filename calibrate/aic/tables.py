@@ -17,7 +17,10 @@ kind                   columns (units)
 ``gemm``               ``m`` tokens, ``n`` output features, ``k`` input features (elements);
                        ``dtype`` as stored: bfloat16, fp8 (per-tensor W8A8), fp8_block
                        (128×128 block scales), nvfp4, int8_wo / int4_wo (weight-only), sq
-                       (SmoothQuant W8A8 int8)
+                       (SmoothQuant W8A8 int8); ``dynamic_scale_s``: seconds of the dynamic
+                       activation-scale pass the row includes (:func:`dynamic_scale_s`);
+                       ``launch``: graph, or eager where the collector times without graphs
+                       (:data:`EAGER_GEMMS`)
 ``custom_allreduce``   ``collective`` = all_reduce; ``dtype`` (bfloat16); ``gpus``;
                        ``message_elems``, ``message_bytes`` (B); ``launch``: graph or eager
                        (from ``backend``, e.g. vllm_graph; tables without it: graph)
@@ -235,6 +238,48 @@ def _normalise(kind: str, df: pd.DataFrame) -> pd.DataFrame:
     return body
 
 
+#: (framework, AIC ``gemm_dtype``) whose GEMM rows the collector times with eager launches, not in CUDA-graph replay
+#: (``collector/vllm/collect_gemm.py``: ``use_cuda_graph=gemm_type != "fp8_block"``): back-to-back eager calls of
+#: vLLM's block-FP8 linear (per-token-group quantisation, then DeepGEMM or FlashInfer) run at the host's pace, 60-90
+#: µs per call on h100_sxm at any M ≤ 512, 182 µs on b200_sxm. Their ``launch`` is "eager"; no kernel rate is fitted
+#: from them and the comparison reports them as their own regime.
+EAGER_GEMMS = frozenset({("vllm", "fp8_block")})
+#: AIC ``gemm_dtype`` whose collected rows quantise their activations with a dynamic scale: the collectors build
+#: those layers without an input scale (``collector/trtllm/collect_gemm.py``: "The fp8 weights carry no
+#: input_scale, so TRT-LLM's FP8QDQ method runs its dynamic-quantization path and the collected fp8 GEMM includes
+#: the compute-scale overhead"; ``collector/vllm/collect_gemm.py``: ``Fp8Config(activation_scheme="dynamic")``).
+DYNAMIC_SCALE_DTYPES = frozenset({"fp8"})
+#: The table of that pass beside the GEMM table (``<gpu>/quantize/<framework>/<version>/``): the same engine's
+#: dynamic quantisation less its static one at each (m, k) (``collector/<engine>/collect_computescale.py``).
+COMPUTE_SCALE_FILE = "computescale_perf.parquet"
+
+
+def dynamic_scale_s(table: AicTable, body: pd.DataFrame) -> np.ndarray:
+    """Per row of a normalised GEMM table: the seconds its dynamic activation-scale pass takes (0 where the row's
+    format has none, :data:`DYNAMIC_SCALE_DTYPES`, or where the engine version has no computescale table).
+
+    A static-scale deployment (ModelOpt FP8 checkpoints carry ``input_scale``) runs only the quantisation and the
+    GEMM, so the fits take this pass out of the measured time and the comparison adds it to roofline's GEMM. It is
+    the engine's own measurement (dynamic − static, floored at 0 by the collector), matched at the row's exact
+    (m, k): the collectors share one shape list. SGLang's rows are 0 (its static reference kernel is the slower
+    one), so its fp8 rows keep the pass inside the fitted rate."""
+    out = np.zeros(len(body))
+    dynamic = body["dtype"].isin(DYNAMIC_SCALE_DTYPES).to_numpy()
+    path = table.path.parents[3] / "quantize" / table.framework / table.version / COMPUTE_SCALE_FILE
+    if not dynamic.any() or not path.is_file():
+        return out
+    cs = pd.read_parquet(path)
+    cs = cs[cs["quant_dtype"].astype(str) == "fp8"]
+    per_mk = pd.DataFrame({c: cs[c].astype(np.float64) for c in ("m", "k", "latency")}).drop_duplicates(["m", "k"])
+    rows = pd.DataFrame({c: body[c].to_numpy(np.float64) for c in ("m", "k")})
+    seconds = rows.merge(per_mk, on=["m", "k"], how="left")["latency"].to_numpy(np.float64) * MS
+    if np.isnan(seconds[dynamic]).any():
+        missing = int(np.isnan(seconds[dynamic]).sum())
+        raise CalibrationError(f"{table.label}: {missing} dynamic-scale rows have no (m, k) in {path.name}")
+    out[dynamic] = seconds[dynamic]
+    return out
+
+
 def load_table(table: AicTable) -> pd.DataFrame:
     """One table as a DataFrame with SI columns (module docstring), ``time_s`` from ``latency`` ms."""
     df = pd.read_parquet(table.path)
@@ -249,4 +294,8 @@ def load_table(table: AicTable) -> pd.DataFrame:
     )
     out = pd.concat([head, body.drop(columns=[c for c in head if c in body])], axis=1)
     out["time_s"] = src["latency"].astype(np.float64) * MS
+    if table.kind == "gemm":
+        out["dynamic_scale_s"] = dynamic_scale_s(table, out)
+        eager = {d for f, d in EAGER_GEMMS if f == table.framework}
+        out["launch"] = np.where(out["dtype"].isin(eager), "eager", "graph")
     return out
