@@ -157,12 +157,12 @@ def step_host_launch_s(ops: list[Op], profile: CalibrationProfile) -> float | np
     return total
 
 
-def fixed_overhead_s(op: Op, profile: CalibrationProfile) -> float | np.ndarray:
+def fixed_overhead_s(op: Op, profile: CalibrationProfile, hardware: str = "") -> float | np.ndarray:
     """Fixed GPU seconds of one instance beyond its bytes, FLOPs and wire: the launch cost, plus the kernel's per-call
     floor (:meth:`roofline.profile.CalibrationProfile.floor_s`: an attention kernel's ``decode_fixed_s`` for decode,
     one whose K/V reads grow with the context, ``prefill_fixed_s`` for prefill; a quantised dense GEMM's
-    ``gemm_fixed_s``)."""
-    return launch_overhead_s(op, profile) + profile.floor_s(op)
+    ``gemm_fixed_s``; a quantised MoE call's on ``hardware``)."""
+    return launch_overhead_s(op, profile) + profile.floor_s(op, hardware)
 
 
 def comm_bandwidth_bytes_per_s(
@@ -218,7 +218,7 @@ def op_time(op: Op, hw: HardwareSpec, profile: CalibrationProfile) -> OpTiming:
     c, bw = ceilings(op, hw, profile)
     hbm = hbm_bytes(op, profile)
     comm_s = comm_time_s(op, hw, profile)
-    fixed = fixed_overhead_s(op, profile)
+    fixed = fixed_overhead_s(op, profile, hw.name)
     if c.ndim == bw.ndim == ndim(hbm) == ndim(op.flops) == ndim(comm_s) == ndim(fixed) == 0 and c and bw:
         return _scalar_op_time(float(op.flops) / float(c), float(hbm) / float(bw), float(comm_s), float(fixed))
     compute_s = op.flops / c
@@ -337,7 +337,7 @@ def op_time_summed_over_context(
     v = kv_f * op.kv_read_bytes_per_ctx / bw
     cap = op.ctx_cap
     fixed = comm_time_s(op, hw, profile)
-    fixed = fixed + fixed_overhead_s(op, profile)
+    fixed = fixed + fixed_overhead_s(op, profile, hw.name)
     if np.isfinite(op.ctx_period):
         return _periodic_sum(p, q, u, v, lo, hi, op.ctx_period) + fixed * n_steps
     below = sum_max_affine(p, q, u, v, lo, np.minimum(hi, cap))

@@ -26,12 +26,16 @@ from roofline.profile_curve import WeightFormatGemm as WeightFormatGemm
 from roofline.profile_curve import interp_log2 as interp_log2
 from roofline.profile_moe import GroupedGemm as GroupedGemm
 from roofline.profile_moe import GroupedRates as GroupedRates
+from roofline.profile_moe import format_key
 from roofline.specs._base import Frozen
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.topology import comm_path
 
 if TYPE_CHECKING:
     from roofline.ops.records import Op
+
+#: The op that opens a MoE call (its gated or plain up projection): the call's per-call floor is paid there once.
+FIRST_GROUPED_GEMMS = frozenset({"moe.experts_gate_up", "moe.experts_up"})
 
 SCHEMA_VERSION = 1
 
@@ -210,13 +214,20 @@ class CalibrationProfile(Frozen):
     residuals: dict[str, Any] = Field(default_factory=dict)
 
     # ---- ceilings -------------------------------------------------------------------
-    def floor_s(self, op: Op) -> float:
+    def floor_s(self, op: Op, hardware: str = "") -> float:
         """Per-call seconds of ``op``'s kernel beyond its launches and its roofline work: an attention kernel's
-        floor (:meth:`Attention.floor_s`), a dense GEMM's ``gemm_fixed_s`` of its weight format; 0 otherwise."""
+        floor (:meth:`Attention.floor_s`), a dense GEMM's ``gemm_fixed_s`` of its weight format, a MoE call's
+        quantised-kernel floor on its first grouped GEMM (:meth:`GroupedGemm.call_floor_s`, on ``hardware`` only
+        where measured there); 0 otherwise."""
         if op.kind == "attention":
             return self.attention.floor_s(op)
-        if op.kind == "gemm" and not op.grouped and op.weight_format:
+        if op.kind != "gemm" or not op.weight_format:
+            return 0.0
+        if not op.grouped:
             return self.gemm_fixed_s.get(op.weight_format, 0.0)
+        if op.name in FIRST_GROUPED_GEMMS and self.grouped_gemm.by_format:
+            fmt = format_key(op.dtype, op.weight_element_bytes, op.weight_format)
+            return self.grouped_gemm.call_floor_s(hardware, fmt)
         return 0.0
 
     def gemm_curve(self, dtype: ComputeDtype, weight_format: str = "") -> Curve:

@@ -107,6 +107,12 @@ class GroupedRates(Frozen):
     memory_efficiency: Curve | None = None
     compute_efficiency: float = Field(default=1.0, gt=0, le=1.5)
     compute_efficiency_by_rows: Curve | None = None
+    fixed_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="seconds per MoE call of this kernel beyond its GEMMs' launches and roofline work "
+        "(activation quantisation, alignment, the extra launches of the quantised path), paid on its first GEMM",
+    )
     sources: tuple[str, ...] = ()
 
 
@@ -186,6 +192,12 @@ class GroupedGemm(Frozen):
         else None (the top-level rates apply)."""
         own = self.by_format.get(fmt)
         return own if own is not None else self.by_format.get(base_format(fmt))
+
+    def call_floor_s(self, hardware: str, fmt: str) -> float:
+        """Per-call seconds of kernel format ``fmt``'s MoE call beyond its rates (``GroupedRates.fixed_s``) on
+        ``hardware``; 0 where not measured."""
+        own = self.rates(fmt) if hardware in self.devices else None
+        return own.fixed_s if own is not None else 0.0
 
     def memory_factor(
         self, hardware: str, rows_per_expert: ArrayLike, expert_elements: ArrayLike = 1.0, fmt: str = ""

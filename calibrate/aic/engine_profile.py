@@ -23,7 +23,8 @@ the parameter describes, and subtracts what the earlier steps priced (formulas i
 6. ``grouped_gemm``: memory- and compute-bound balanced MoE rows (:func:`calibrate.aic.moe.fit_grouped`), the 16-bit
    kernel's rates and each quantised kernel's own (``by_format``: fp8, 4-bit weight-only, NVFP4), each from the
    newest table that holds that format; and every layer shape the 16-bit rows measure as its own measured seconds
-   (``layers``, :func:`calibrate.aic.moe.layer_curves`, :data:`LAYER_FITS`).
+   (``layers``, :func:`calibrate.aic.moe.layer_curves`, :data:`LAYER_FITS`); then each activation-quantising
+   kernel's per-call floor from its few-token rows (``by_format[...].fixed_s``, :mod:`calibrate.aic.moe_floor`).
 
 Each (GPU, engine) uses the newest version of each table kind the engine has on that GPU (the version is recorded
 per step). A step whose table is missing, or has too few rows in its regime, keeps the default's value and says so
@@ -45,6 +46,7 @@ from calibrate.aic.compare import GEMM_FORMATS, gemm_formats
 from calibrate.aic.fit import fit_format, fit_record, fittable, with_efficiency
 from calibrate.aic.gemm_kernels import fit_gemm_kernels, with_gemm_kernels
 from calibrate.aic.moe import GroupedFit, fit_grouped, fit_rows
+from calibrate.aic.moe_floor import with_call_floors
 from calibrate.aic.tables import AIC_HARDWARE, AIC_VERSION, AicTable, load_table, tables_newest_first
 from roofline.errors import CalibrationError
 from roofline.ops.records import Phase
@@ -304,7 +306,7 @@ def _moe(
             )
     layers = {k: v for _, formats, g in fits if formats in LAYER_FITS for k, v in g.grouped.layers.items()}
     grouped = top[2].grouped.model_copy(update={"by_format": by_format, "layers": layers})
-    return prof.model_copy(update={"grouped_gemm": grouped})
+    return with_call_floors(prof.model_copy(update={"grouped_gemm": grouped}), fits, dict(tables), hw, notes["fits"])
 
 
 def _format_key(aic_dtype: str, hw: HardwareSpec) -> str:
