@@ -47,6 +47,7 @@ from roofline.ops.comm import all_reduce
 from roofline.ops.context import BuildContext
 from roofline.ops.records import Launch, Op, arr, gemm, with_fields
 from roofline.profile import CalibrationProfile, default_profile
+from roofline.profile_moe import format_key
 from roofline.specs.hardware import ComputeDtype, HardwareSpec
 from roofline.specs.library import hardware
 from roofline.specs.model import ModelSpec
@@ -333,3 +334,11 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
         ratio_p90=lambda r: float(np.quantile(r, 0.9)),
     )
     return out.reset_index()
+
+
+def moe_format_key(aic_dtype: str, hw: HardwareSpec) -> str:
+    """The profile's kernel-format key (:func:`roofline.profile_moe.format_key`) of AIC ``moe_dtype`` on ``hw``."""
+    fmt = gemm_formats(aic_dtype, hw)
+    if fmt is None:
+        raise CalibrationError(f"{aic_dtype} does not map on {hw.name}")
+    return format_key(fmt[0], fmt[1], GEMM_FORMATS[aic_dtype][0].value)

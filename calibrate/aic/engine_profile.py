@@ -42,7 +42,7 @@ from typing import Any
 import pandas as pd
 
 from calibrate.aic import allreduce, attention, latency
-from calibrate.aic.compare import GEMM_FORMATS, gemm_formats
+from calibrate.aic.compare import moe_format_key
 from calibrate.aic.fit import fit_format, fit_record, fittable, with_efficiency
 from calibrate.aic.gemm_kernels import fit_gemm_kernels, with_gemm_kernels
 from calibrate.aic.moe import GroupedFit, fit_grouped, fit_rows
@@ -51,7 +51,6 @@ from calibrate.aic.tables import AIC_HARDWARE, AIC_VERSION, AicTable, load_table
 from roofline.errors import CalibrationError
 from roofline.ops.records import Phase
 from roofline.profile import CalibrationProfile, Curve, GroupedRates, default_profile
-from roofline.profile_moe import format_key
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.library import hardware
 
@@ -285,7 +284,7 @@ def _moe(
         return prof
     by_format = {}
     for t, formats, g in fits:
-        key = _format_key(formats[0], hw)
+        key = moe_format_key(formats[0], hw)
         notes["fits"][f"grouped_gemm.{key}"] = {
             "table": t.label,
             "formats": "/".join(formats),
@@ -307,13 +306,6 @@ def _moe(
     layers = {k: v for _, formats, g in fits if formats in LAYER_FITS for k, v in g.grouped.layers.items()}
     grouped = top[2].grouped.model_copy(update={"by_format": by_format, "layers": layers})
     return with_call_floors(prof.model_copy(update={"grouped_gemm": grouped}), fits, dict(tables), hw, notes["fits"])
-
-
-def _format_key(aic_dtype: str, hw: HardwareSpec) -> str:
-    fmt = gemm_formats(aic_dtype, hw)
-    if fmt is None:
-        raise CalibrationError(f"{aic_dtype} does not map on {hw.name}")
-    return format_key(fmt[0], fmt[1], GEMM_FORMATS[aic_dtype][0].value)
 
 
 def fit_engine_profile(gpu: str, engine: str, root: Path | None = None) -> CalibrationProfile:

@@ -25,11 +25,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calibrate.aic.compare import GEMM_FORMATS, QUANTISED_ACTIVATIONS, gemm_formats
+from calibrate.aic.compare import GEMM_FORMATS, QUANTISED_ACTIVATIONS, moe_format_key
 from calibrate.aic.moe import GroupedFit, fit_rows, moe_rows
 from calibrate.aic.tables import AicTable
 from roofline.profile import CalibrationProfile
-from roofline.profile_moe import format_key
 from roofline.specs.hardware import HardwareSpec
 
 FLOOR_TOKENS = 8  # rows of at most this many tokens: a call whose work is far below its fixed cost
@@ -68,8 +67,7 @@ def with_call_floors(
     for t, formats, _ in fits:
         if GEMM_FORMATS[formats[0]][1] not in QUANTISED_ACTIVATIONS:  # weight-only: no activation quantisation
             continue
-        fmt = gemm_formats(formats[0], hw)
-        key = format_key(fmt[0], fmt[1], GEMM_FORMATS[formats[0]][0].value) if fmt is not None else ""
+        key = moe_format_key(formats[0], hw)  # every fitted format maps on hw (its rates were fitted there)
         floor = fit_call_floor(frames[t], formats, hw, prof) if key in by_format else None
         if floor is None:
             continue
