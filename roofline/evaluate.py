@@ -111,16 +111,15 @@ def launch_overhead_s(op: Op, profile: CalibrationProfile) -> float | np.ndarray
     graph on the engine's own kernel count where the profile measured its cost per engine kernel
     (``overheads.graph_kernels`` = "engine" and the op knows its ``engine_kernels``); a graph op whose step is
     outside the engine's capture (``op.uncaptured`` = 1) is launched eagerly. Eager kernels cost
-    ``per_kernel_s`` each here when the profile's ``eager_launch`` is "additive"; when it is "run_ahead" they
-    cost the graph gap ``per_kernel_graph_s`` each here and the host's ``per_kernel_s`` each is
-    :func:`host_launch_s`, which the step's GPU work hides."""
+    ``per_kernel_s`` each here (one per op, as it was fitted) when the profile's ``eager_launch`` is "additive";
+    when it is "run_ahead" they cost the graph gap ``per_kernel_graph_s`` each here, on the same count as in a graph,
+    and the host's ``per_kernel_s`` each is :func:`host_launch_s`, which the step's GPU work hides."""
     o = profile.overheads
-    overlapped = o.eager_launch == "run_ahead"
-    eager = op.kernels * (o.per_kernel_graph_s if overlapped else o.per_kernel_s)
-    if op.launch != "graph":
-        return eager
     n = op.engine_kernels if o.graph_kernels == "engine" and op.engine_kernels >= 0 else op.kernels
     graph = n * o.per_kernel_graph_s
+    eager = graph if o.eager_launch == "run_ahead" else op.kernels * o.per_kernel_s
+    if op.launch != "graph":
+        return eager
     u = op.uncaptured
     if isinstance(u, float) and u == 0.0:  # every grid point replays a captured graph (the common case)
         return graph

@@ -85,8 +85,9 @@ def test_floor_is_paid_once_per_call_and_only_where_measured() -> None:
 
 
 def test_only_kernels_that_quantise_activations_ship_a_floor() -> None:
-    """h100-sxm vLLM: its block-FP8 (W8A8) kernel ships a floor; its weight-only kernels (MXFP4 W4A16, int4) do not."""
-    prof = shipped_engine_profile("h100-sxm", "vllm")
+    """h100-sxm SGLang: its block-FP8 (W8A8) kernel ships a floor (what its few-token rows hold beyond the module's
+    inventoried kernels); its weight-only kernels (MXFP4 W4A16, int4) do not."""
+    prof = shipped_engine_profile("h100-sxm", "sglang")
     assert prof is not None
     by_format = prof.grouped_gemm.by_format
     assert by_format["fp8:1.0"].fixed_s > 0

@@ -12,7 +12,8 @@ what :func:`roofline.ops.ffn.moe_ops` prices for the routed experts, with the ro
     act:     elementwise over assignments · i elements, 3 passes (gated) or 2
     down:    grouped GEMM, r rows × n = h × k = i, weights × touched
 
-all launched ``"graph"``. Formats map as :func:`calibrate.aic.compare.gemm_formats` maps GEMMs
+all launched ``"graph"``, each carrying the kernels the engine's timed module launches (routing, alignment, the
+top-k sum: :mod:`calibrate.aic.moe_module`). Formats map as :func:`calibrate.aic.compare.gemm_formats` maps GEMMs
 (:data:`MOE_FORMATS`); the others are skipped (:data:`SKIPPED_FORMATS`). ``predicted_s`` = the sum of the
 three ops' times; ``regime`` = the bound of the gate_up GEMM.
 
@@ -45,6 +46,7 @@ import pandas as pd
 
 from calibrate.aic.compare import GEMM_FORMATS, ROW_COLUMNS, gemm_formats
 from calibrate.aic.moe_curves import MIN_ROWS, compute_curve, memory_curves
+from calibrate.aic.moe_module import module_kernels, table_engine
 from calibrate.aic.tables import AIC_VERSION, AicTable, list_tables, load_table, tables_newest_first
 from roofline.errors import CalibrationError
 from roofline.evaluate import OpTiming, op_time
@@ -108,10 +110,12 @@ def moe_ops_for_rows(
     moe_dtype: str,
     gated: bool = True,
     shape: str = "",
+    engine: str = "",
 ) -> MoeOps | None:
     """The routed-expert ops of ``rows`` (one ``moe_dtype``; a frame or its :data:`SHAPE` columns as arrays) as
     roofline prices them (module docstring); ``shape``: the rows' one :func:`row_shapes` key, so a profile's
-    measured layer time applies as in predict.
+    measured layer time applies as in predict; ``engine``: the table's, whose timed module's kernels the ops carry
+    (:func:`calibrate.aic.moe_module.module_kernels`; "" or one without an inventory: one kernel per op).
 
     None for a format of :data:`SKIPPED_FORMATS`, an unknown one, or one ``hw`` has no peak for.
     """
@@ -131,10 +135,19 @@ def moe_ops_for_rows(
         return replace(grouped_rows(op, touched, shape), launch="graph", weight_format=weights)
 
     act = elementwise("moe.experts_act", "moe", "aic", 1, dt, assignments * i, 3.0 if gated else 2.0, ab, 4.0)
-    return MoeOps(
+    ops = MoeOps(
         g("moe.experts_gate_up" if gated else "moe.experts_up", up, h),
         replace(act, launch="graph"),
         g("moe.experts_down", h, i),
+    )
+    counts = module_kernels(engine, weights, gated, int(h.flat[0])) if engine else None
+    if counts is None:
+        return ops
+    n_up, n_act, n_down = counts
+    return MoeOps(
+        replace(ops.gate_up, engine_kernels=n_up),
+        replace(ops.act, engine_kernels=n_act),
+        replace(ops.down, engine_kernels=n_down),
     )
 
 
@@ -177,11 +190,11 @@ def _priced_by_shape(
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """(predicted seconds, regime) of ``rows`` (one format and gating), each layer shape priced with its ops
     carrying the shape; None for a format roofline does not price (:func:`moe_ops_for_rows`)."""
-    cols = {c: rows[c].to_numpy(np.float64) for c in SHAPE}
+    cols, engine = {c: rows[c].to_numpy(np.float64) for c in SHAPE}, table_engine(rows)
     shapes, predicted, regime = row_shapes(rows, gated), np.zeros(len(rows)), np.empty(len(rows), dtype=object)
     for shape in sorted(set(shapes)):
         sel = shapes == shape
-        ops = moe_ops_for_rows({c: v[sel] for c, v in cols.items()}, hw, dtype, gated, str(shape))
+        ops = moe_ops_for_rows({c: v[sel] for c, v in cols.items()}, hw, dtype, gated, str(shape), engine)
         if ops is None:  # the format, not the shape: every shape of the group is unpriced
             return None
         t_up, t_act, t_down = ops.timings(hw, profile)
@@ -266,7 +279,7 @@ def _fit_groups(
     """(rows, ops) per format and gating of the fit rows."""
     out = []
     for dtype, gated, rows in _groups(fit_rows(df, formats)):
-        ops = moe_ops_for_rows(rows, hw, dtype, gated)
+        ops = moe_ops_for_rows(rows, hw, dtype, gated, engine=table_engine(rows))
         if ops is not None:
             out.append((rows, ops))
     if not out:

@@ -11,11 +11,13 @@ tokens,
     floor = median(measured_s − predicted_s)          (s, at least 0)
 
 where predicted_s is the comparison's price of the row (:func:`calibrate.aic.moe.moe_rows`: both grouped GEMMs,
-the act, their launches). The floor is paid once per MoE call, on its first grouped GEMM
-(:meth:`roofline.profile.CalibrationProfile.floor_s`). Only kernels that quantise their activations get one
-(:func:`with_call_floors`): fitted for the weight-only MXFP4 kernel too, its 28-39 µs floor on h100/h200 vLLM made
-gpt-oss's closed-loop TPOT +5.6 → +31.5 % (a 438-row sample of the public rows, engine profiles), a version's kernel
-the deployments evidently did not run.
+the act, and the launches of every kernel the engine's module runs, :mod:`calibrate.aic.moe_module`: once those
+alignment, routing and quantisation kernels are priced the floor is what is left, FP8 0 / 2–5 / 4–14 µs on vLLM /
+SGLang / TensorRT-LLM where it was 11–26 µs with one launch per GEMM). The floor is paid once per MoE call, on
+its first grouped GEMM (:meth:`roofline.profile.CalibrationProfile.floor_s`). Only kernels that quantise their
+activations get one (:func:`with_call_floors`): fitted for the weight-only MXFP4 kernel too, its 28-39 µs floor on
+h100/h200 vLLM made gpt-oss's closed-loop TPOT +5.6 → +31.5 % (a 438-row sample of the public rows, engine
+profiles), a version's kernel the deployments evidently did not run.
 """
 
 from __future__ import annotations

@@ -22,11 +22,11 @@ is listed). The ``ideal`` engine has no inventory: one kernel per op, physics on
 The count lands on :attr:`roofline.ops.records.Op.engine_kernels`; which count a step pays follows how the
 profile's per-kernel cost was measured (:class:`roofline.profile.Overheads` ``graph_kernels``): the engine-kernel
 profiles measured ``per_kernel_graph_s`` per engine kernel in the engines' graph replays, so their graph-replayed
-decode steps pay it on this inventory; the default profile fitted it to whole decode steps on one kernel per op,
-and eager launches (``per_kernel_s``, fitted end to end on one kernel per op) keep the per-op count too. The
-prefill counts are recorded (cited) for the eager path but priced per op until an eager per-kernel cost is
-measured per engine kernel. ``cuda_graph.max_decode_batch`` (the largest captured decode batch) is recorded, not
-yet priced: a decode step above it runs eagerly in the engine.
+decode steps pay it on this inventory, and so does the GPU side of their eager (prefill, mixed) steps, where a
+run-ahead host leaves the GPU the same gap per kernel (``overheads.eager_launch`` = "run_ahead"); the default
+profile fitted it to whole decode steps on one kernel per op. The host's eager launch seconds (``per_kernel_s``,
+fitted end to end on one kernel per op) keep the per-op count. ``cuda_graph.max_decode_batch`` (the largest
+captured decode batch) is recorded, not yet priced: a decode step above it runs eagerly in the engine.
 """
 
 from __future__ import annotations
@@ -158,9 +158,13 @@ class KernelInventory(_Strict):
     def kernels(self, name: str, where: Where, default: int) -> int:
         """Kernels one instance of op ``name`` launches (``default`` when the op is not listed), at least 0."""
         entry = self.ops.get(name)
-        n = default if entry is None else entry.kernels.of(where.phase)
-        n += sum(e.kernels.of(where.phase) for e in self._extra_by_op.get(name, ()) if e.applies(where))
+        n = (default if entry is None else entry.kernels.of(where.phase)) + self.extra_kernels(name, where)
         return max(0, n + (self.sampler.kernels if name == "lm_head" else 0))
+
+    def extra_kernels(self, name: str, where: Where) -> int:
+        """Σ kernels of the extras that hang on op ``name`` and apply ``where`` (work with no roofline op of its
+        own: routing, permutation, activation quantisation)."""
+        return sum(e.kernels.of(where.phase) for e in self._extra_by_op.get(name, ()) if e.applies(where))
 
     def kernels_at(self, name: str, where: tuple[str, str, int, str, int], default: int) -> int:
         """:meth:`kernels` at ``Where(*where)``, remembered per inventory object (every build asks for the same
@@ -196,11 +200,15 @@ def inventory_path(engine: str) -> Path:
 def kernel_inventory(engine: str, version: str) -> KernelInventory | None:
     """The shipped inventory of ``engine`` at ``version``; None when none ships (``ideal``, a custom engine) or
     when the shipped one describes another version (the counts are then not known for this one)."""
+    inv = shipped_inventory(engine)
+    return inv if inv is not None and inv.version == version else None
+
+
+@functools.lru_cache(maxsize=16)
+def shipped_inventory(engine: str) -> KernelInventory | None:
+    """The inventory shipped for ``engine`` at whatever version it describes (None when none ships)."""
     path = inventory_path(engine)
-    if not path.is_file():
-        return None
-    inv = load_inventory(path)
-    return inv if inv.version == version else None
+    return load_inventory(path) if path.is_file() else None
 
 
 def load_inventory(path: Path) -> KernelInventory:

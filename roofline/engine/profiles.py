@@ -10,10 +10,10 @@ An explicit ``calibration`` always wins; pass a shipped file (``--calibration
 roofline/data/engine_profiles/h100-sxm_vllm.yaml``) to use one.
 
 :data:`BY_DEFAULT` is off, by measurement: on the held-out vLLM 0.15.1 runs of the BLIS study the engine profiles
-cut median |ITL error| per family (Llama-3.1-8B 4.3 → 5.2 %, Mixtral-8x7B 44.7 → 8.1 %, Qwen3-14B 10.6 → 5.4 %),
-and on a 438-row sample of the public closed-loop rows (large fp8/fp4 MoE models, H100/H200/B200) median |TPOT
-error| 14.9 → 13.1 %, but that sample's TTFT goes 29.6 → 42.6 % (their fused-MoE prefill rates are below what the
-deployments reach): they do not generalise yet (docs/accuracy.md §15).
+cut median |ITL error| per family (Llama-3.1-8B 4.3 → 5.7 %, Mixtral-8x7B 44.7 → 5.5 %, Qwen3-14B 10.6 → 5.5 %),
+but on a 438-row sample of the public closed-loop rows (large fp8/fp4 MoE models, H100/H200/B200) median |TPOT
+error| goes 14.9 → 15.3 % (vLLM 12.3 %, SGLang 17.5 %) and TTFT 29.6 → 34.5 % (2026-12-03; their fused-MoE prefill
+rates are below what the deployments reach): they do not generalise yet (docs/accuracy.md §15).
 """
 
 from __future__ import annotations
