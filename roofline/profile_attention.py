@@ -30,8 +30,10 @@ class Attention(Frozen):
     prefill (context) attention call ``prefill_fixed_s``. Multi-head latent attention (``Op.mla``: DeepSeek-V3's
     kernels, their own in every engine) takes ``mla_prefill_efficiency`` for its prefill curve and
     ``mla_decode_fixed_s`` for its decode floor where a profile measured them (the head-dim curve and
-    ``decode_fixed_s`` otherwise). A decode kernel moves its bytes at ``decode_rate`` of the memory ceiling for
-    its KV format (and family): an fp8 cache read by a kernel that dequantises it is slower than its bytes say.
+    ``decode_fixed_s`` otherwise); a GQA decode call from a cache of a format in ``decode_fixed_by_kv`` takes that
+    floor (an fp8 cache's kernel dequantises it). A decode kernel moves its bytes at ``decode_rate`` of the memory
+    ceiling for its KV format (and family): an fp8 cache read by a kernel that dequantises it is slower than its
+    bytes say.
     """
 
     compute_efficiency: float = Field(default=1.0, gt=0, le=1.5)
@@ -46,6 +48,11 @@ class Attention(Frozen):
     )
     prefill_fixed_s: float = Field(
         default=0.0, ge=0, le=1e-3, description="the same floor of each prefill (context) attention call"
+    )
+    decode_fixed_by_kv: dict[str, float] = Field(
+        default_factory=dict,
+        description="KV format -> the floor of a GQA decode call reading that cache where its kernel's differs "
+        "from decode_fixed_s (an fp8 cache's dequantising kernel); decode_fixed_s where unset",
     )
     prefill_compute_efficiency: dict[int, Curve] = Field(
         default_factory=dict,
@@ -101,4 +108,6 @@ class Attention(Frozen):
         decode, ``prefill_fixed_s`` for prefill."""
         if not op.context_dependent:
             return self.prefill_fixed_s
-        return self.mla_decode_fixed_s if op.mla and self.mla_decode_fixed_s is not None else self.decode_fixed_s
+        if op.mla:
+            return self.mla_decode_fixed_s if self.mla_decode_fixed_s is not None else self.decode_fixed_s
+        return self.decode_fixed_by_kv.get(op.kv_format, self.decode_fixed_s) if op.kv_format else self.decode_fixed_s

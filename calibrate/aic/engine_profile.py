@@ -5,7 +5,8 @@ the parameter describes, and subtracts what the earlier steps priced (formulas i
 
 1. ``overheads.per_kernel_graph_s``: latency-bound bf16 GEMM rows (:func:`calibrate.aic.latency.fit_per_kernel`);
 2. ``attention.decode_fixed_s`` / ``prefill_fixed_s`` / ``mla_decode_fixed_s``: the decode / context attention /
-   decode MLA calls that are one short pass (:func:`~calibrate.aic.latency.fit_attention_floor`); then
+   decode MLA calls that are one short pass (:func:`~calibrate.aic.latency.fit_attention_floor`), and the decode
+   calls from an fp8 cache their own (``attention.decode_fixed_by_kv``: its dequantising kernel); then
    ``attention.decode_rate``: each decode kernel's share of the memory ceiling, per KV format and family, from the
    memory-bound calls past the floor (:func:`~calibrate.aic.latency.fit_decode_rates`);
 3. ``comm.custom_allreduce_latency_s``: latency-bound custom all-reduce rows per GPU count
@@ -101,7 +102,7 @@ def _latencies(
             notes["fits"][name] = fa.record()
         else:
             notes["kept"].append(f"attention.{name} (no latency-bound {kind} rows)")
-    prof = _decode_rates(gpu, eng, hw, prof, root, notes)
+    prof = _decode_rates(gpu, eng, hw, _fp8_decode_floor(gpu, eng, hw, prof, root, notes), root, notes)
     t = newest_table(gpu, eng, "custom_allreduce", root)
     fc = latency.fit_custom_allreduce(load_table(t), hw, prof, t.label) if t is not None else {}
     if fc:
@@ -112,6 +113,24 @@ def _latencies(
     else:
         notes["kept"].append("comm latency (no custom all-reduce table): NCCL's base and per-hop latency")
     return _allreduce_curves(t, hw, prof, notes)
+
+
+def _fp8_decode_floor(
+    gpu: str, eng: str, hw: HardwareSpec, prof: CalibrationProfile, root: Path | None, notes: dict[str, Any]
+) -> CalibrationProfile:
+    """Step 2 for calls from an fp8 cache: their own floor (``attention.decode_fixed_by_kv["fp8"]``), from the
+    generation-attention table's latency-bound fp8 calls; without them the 16-bit floor stays theirs."""
+    t = newest_table(gpu, eng, "generation_attention", root)
+    f = latency.fit_attention_floor(load_table(t), hw, prof, t.label, kv_dtype="fp8") if t is not None else None
+    if f is None:
+        return prof
+    notes["fits"][f.field.removeprefix("attention.")] = f.record()
+    att = prof.attention
+    src = (
+        f"{f.field}: {SOURCE} {f.table}, median excess over {f.rows_used} latency-bound decode calls from an fp8 cache"
+    )
+    update = {"decode_fixed_by_kv": {"fp8": f.value_s}, "sources": (*att.sources, src)}
+    return prof.model_copy(update={"attention": att.model_copy(update=update)})
 
 
 def _decode_rates(

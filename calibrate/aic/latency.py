@@ -130,11 +130,11 @@ FLOOR_TOKENS = 256
 FLOOR_DECODE_TOKENS = 1024
 
 
-def tiny_decode(rows: pd.DataFrame) -> np.ndarray:
+def tiny_decode(rows: pd.DataFrame, kv_dtype: str = "bfloat16") -> np.ndarray:
     """Rows of a generation-attention or -MLA table that measure the per-call floor (:data:`FLOOR_DECODE_TOKENS`,
-    a 16-bit cache)."""
+    a cache of ``kv_dtype``: 16-bit for ``decode_fixed_s``, fp8 for its own floor)."""
     tokens = rows["batch"].to_numpy(np.float64) * (rows["past"].to_numpy(np.float64) + 1.0)
-    return np.asarray((tokens <= FLOOR_DECODE_TOKENS) & (rows["kv_dtype"].to_numpy() == "bfloat16"))
+    return np.asarray((tokens <= FLOOR_DECODE_TOKENS) & (rows["kv_dtype"].to_numpy() == kv_dtype))
 
 
 def tiny_prefill(rows: pd.DataFrame) -> np.ndarray:
@@ -152,18 +152,20 @@ def fit_attention_floor(
     table: str,
     phase: Phase = "decode",
     mla: bool = False,
+    kv_dtype: str = "bfloat16",
 ) -> LatencyFit | None:
     """``attention.decode_fixed_s`` (``phase`` decode: a generation-attention table, step 2; its :func:`tiny_decode`
     rows), ``attention.prefill_fixed_s`` (prefill: a context-attention table, step 2b; its :func:`tiny_prefill` rows)
     or, ``mla``, ``attention.mla_decode_fixed_s`` (a generation-MLA table's :func:`tiny_decode` rows) from the
-    table's latency-bound rows: max(0, median of measured − work − per_kernel_graph_s)."""
+    table's latency-bound rows: max(0, median of measured − work − per_kernel_graph_s). ``kv_dtype`` "fp8" (decode,
+    GQA): the floor of the calls from an fp8 cache instead (``attention.decode_fixed_by_kv``, step 2 as well)."""
     per_kernel = base.overheads.per_kernel_graph_s
     excess, fixed_m, fixed_w = [], [], []
     for rows, op in attention_ops(attn, hw, phase, mla):
         measured = rows["time_s"].to_numpy(np.float64)
         work = _work_s(op, hw, base)
         used = (work < LATENCY_SHARE * measured) & (measured > 0)
-        used &= tiny_prefill(rows) if phase == "prefill" else tiny_decode(rows)
+        used &= tiny_prefill(rows) if phase == "prefill" else tiny_decode(rows, kv_dtype)
         excess.append(measured[used] - work[used] - per_kernel)
         fixed_m.append(measured[used])
         fixed_w.append(work[used] + per_kernel)
@@ -172,7 +174,9 @@ def fit_attention_floor(
         return None
     value = max(0.0, float(np.median(ex)))
     res = residual(np.concatenate(fixed_w) + value, np.concatenate(fixed_m))
-    return LatencyFit(f"attention.{'mla_' if mla else ''}{phase}_fixed_s", value, int(ex.size), *res, table)
+    name = f"attention.{'mla_' if mla else ''}{phase}_fixed_s"
+    name = name if kv_dtype == "bfloat16" else f"attention.decode_fixed_by_kv.{KV_FORMATS[kv_dtype].value}"
+    return LatencyFit(name, value, int(ex.size), *res, table)
 
 
 def with_attention_floor(
