@@ -252,3 +252,23 @@ def test_layer_fit_recovers_the_kernel_seconds_and_never_lets_them_fall(tmp_path
     rows = moe_rows(fit_rows(load_table(table)), HW, with_grouped(default_profile(), fit))
     ok = ~((rows["measured_s"] < 0.6 * before * 1e-3) & (rows["measured_s"] > 0.4 * before * 1e-3))
     np.testing.assert_allclose(rows.loc[ok, "ratio"], 1.0, rtol=5e-4)  # knots rounded to 4 significant digits
+
+
+def test_a_row_faster_than_streaming_its_weights_is_not_fitted(tmp_path: Path) -> None:
+    """One memory-bound row set to half its weights' bytes at the datasheet bandwidth (L2-resident weights or a
+    collector artefact, not HBM streaming): the rate fit leaves it out and recovers the same factors from the rest."""
+    path = _synthetic(tmp_path)
+    df = pd.read_parquet(path)
+    hit = (df["hidden_size"] == HIDDEN[0]) & (df["num_tokens"] == 32) & (df["moe_dtype"] == "bfloat16")
+    hit &= df["distribution"] == "balanced"
+    ops = moe_ops_for_rows(df[hit].rename(columns={"kernel_source": "kernel"}), HW, "bfloat16")
+    assert ops is not None and int(hit.sum()) == 1
+    streaming_s = float(np.max(ops.gate_up.memory_bytes + ops.down.memory_bytes)) / HW.memory.bandwidth_bytes_per_s
+    df.loc[hit, "latency"] = 0.5 * streaming_s * 1e3  # ms
+    df.to_parquet(path, index=False)
+    table = moe_table("h100_sxm", "vllm", root=tmp_path)
+    fit = fit_grouped(load_table(table), HW, default_profile(), table.label)
+    assert (fit.rows_used_memory, fit.rows_used_compute) == (71, 12)
+    size = fit.grouped.memory_efficiency_by_size
+    assert size is not None
+    np.testing.assert_allclose(size.y, list(SIZE_FACTOR.values()), rtol=0, atol=1e-9)

@@ -1,9 +1,9 @@
 """Roofline's routed-expert MoE time against AIConfigurator's ``moe_perf`` tables, and a grouped-GEMM fit from them.
 
-Each row of a ``moe`` table times one engine's fused MoE kernel (routed experts only, no router, no
-all-to-all) for M = ``num_tokens`` tokens, hidden size h, expert intermediate size I, top-k of E
-experts, sharded ``moe_tp_size`` × ``moe_ep_size``, in CUDA-graph replay. Its roofline equivalent is
-what :func:`roofline.ops.ffn.moe_ops` prices for the routed experts, with the routing arithmetic of
+Each row of a ``moe`` table times one engine's fused MoE module from given router logits (routed experts, no router
+GEMM, no all-to-all) for M = ``num_tokens`` tokens, hidden size h, expert intermediate size I, top-k of E experts,
+sharded ``moe_tp_size`` × ``moe_ep_size``, in CUDA-graph replay. Its roofline equivalent is what
+:func:`roofline.ops.ffn.moe_ops` prices for the routed experts, with the routing arithmetic of
 :func:`roofline.ops.ffn.routed_rows` (uniform routing; the ``distribution`` column is not modelled):
 
     i = I / moe_tp_size,  local experts = E / moe_ep_size,
@@ -26,14 +26,17 @@ the regime it describes, with the base profile's grouped factors neutralised (1 
     compute factor   = (compute_s(gate_up) + compute_s(down)) / kernel_s                (compute-bound rows)
                      → median per rows-per-expert knot (:func:`compute_curve`) and overall (the scalar)
 
-memory_s / compute_s are the GEMMs' bytes / memory ceiling and FLOPs / compute ceiling at factor 1. A row
-is used only where that term is ≥ :data:`DOMINANCE` (4) × the subtracted act + launch terms (those then are
-≤ ~20 % of its time): on h100_sxm vllm the rows of a few MiB per GPU (moe_ep_size 16–64) sit near the launch
-floor, and without the guard they pull the median at 8 rows per expert from 0.96 to 0.88. Why two streaming
-curves: on h100_sxm vllm bf16 the factor of a 4–268 M-element expert matrix is 0.94–1.01 at 4–16 rows per
-expert and falls to 0.57–0.81 at 128 rows (the kernel's tiles approach the compute ridge), so one factor per
-matrix size put Mixtral's decode (8 rows per expert) at 1.21× its row of the table; the size alone sets the
-rate of the small matrices of wide expert parallelism (0.47 at 64 K elements). Medians clamped to [0.05, 1.5].
+memory_s / compute_s are the GEMMs' bytes / memory ceiling and FLOPs / compute ceiling at factor 1. A row is used
+only where it takes at least its weights' bytes at the datasheet bandwidth (a faster one did not stream them from
+HBM: L40S keeps small expert sets in its 96 MB L2; DeepSeek-V3's balanced rows at moe_tp 1 / ep 1 claim 5.4 / 7.1–7.6
+/ 8.5–9.8 TB/s on H100 / H200 / B200; 1–14 % of a table's balanced rows) and that term is ≥ :data:`DOMINANCE` (4) ×
+the subtracted act + launch terms (≤ ~20 % of its time then): on h100_sxm vllm the rows of a few MiB per GPU
+(moe_ep_size 16–64) sit near the launch floor, and without the guard they pull the median at 8 rows per expert from
+0.96 to 0.88. Why two streaming
+curves: on h100_sxm vllm bf16 the factor of a 4–268 M-element expert matrix is 0.94–1.01 at 4–16 rows per expert
+and falls to 0.57–0.81 at 128 rows (the kernel's tiles approach the compute ridge), so one factor per matrix size
+put Mixtral's decode (8 rows per expert) at 1.21× its row of the table; the size alone sets the rate of the small
+matrices of wide expert parallelism (0.47 at 64 K elements). Medians clamped to [0.05, 1.5].
 """
 
 from __future__ import annotations
@@ -135,20 +138,11 @@ def moe_ops_for_rows(
         return replace(grouped_rows(op, touched, shape), launch="graph", weight_format=weights)
 
     act = elementwise("moe.experts_act", "moe", "aic", 1, dt, assignments * i, 3.0 if gated else 2.0, ab, 4.0)
-    ops = MoeOps(
-        g("moe.experts_gate_up" if gated else "moe.experts_up", up, h),
-        replace(act, launch="graph"),
-        g("moe.experts_down", h, i),
-    )
-    counts = module_kernels(engine, weights, gated, int(h.flat[0])) if engine else None
-    if counts is None:
-        return ops
-    n_up, n_act, n_down = counts
-    return MoeOps(
-        replace(ops.gate_up, engine_kernels=n_up),
-        replace(ops.act, engine_kernels=n_act),
-        replace(ops.down, engine_kernels=n_down),
-    )
+    first = g("moe.experts_gate_up" if gated else "moe.experts_up", up, h)
+    ops = (first, replace(act, launch="graph"), g("moe.experts_down", h, i))
+    counts = (module_kernels(engine, weights, gated, int(h.flat[0])) if engine else None) or (-1, -1, -1)  # -1: per op
+    up_op, act_op, down_op = (replace(o, engine_kernels=n) for o, n in zip(ops, counts, strict=True))
+    return MoeOps(up_op, act_op, down_op)
 
 
 def _groups(df: pd.DataFrame) -> list[tuple[str, bool, pd.DataFrame]]:
@@ -215,6 +209,7 @@ class _Terms:
     bound: np.ndarray  # the gate_up GEMM's bound
     rows_per_expert: np.ndarray
     expert_elements: np.ndarray  # n·k of one expert's gate_up matrix
+    streaming_s: np.ndarray  # bytes of gate_up + down / the datasheet bandwidth: no row can take less
 
 
 def _terms(rows: pd.DataFrame, ops: MoeOps, hw: HardwareSpec, neutral: CalibrationProfile) -> _Terms:
@@ -231,6 +226,7 @@ def _terms(rows: pd.DataFrame, ops: MoeOps, hw: HardwareSpec, neutral: Calibrati
         np.broadcast_to(t_up.bound, shape),
         np.broadcast_to(ops.gate_up.m, shape),
         np.broadcast_to(ops.gate_up.n * ops.gate_up.k, shape),
+        np.broadcast_to((ops.gate_up.memory_bytes + ops.down.memory_bytes) / hw.memory.bandwidth_bytes_per_s, shape),
     )
 
 
@@ -316,7 +312,7 @@ def fit_grouped(
     src = f"aiconfigurator-core {AIC_VERSION} {label or _label(df)}"
     t = _concat_terms(groups, hw, base.model_copy(update={"grouped_gemm": GroupedGemm()}))
     rest = t.measured_s - t.kernel_s
-    ok = t.kernel_s > 0
+    ok = (t.kernel_s > 0) & (t.measured_s >= t.streaming_s)  # module docstring: physical rows only
     mem = ok & (t.bound == "memory") & (t.memory_s >= DOMINANCE * rest)
     sx, sy, rx, ry, kept = memory_curves(
         t.expert_elements[mem], t.rows_per_expert[mem], t.memory_s[mem] / t.kernel_s[mem]
