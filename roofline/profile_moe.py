@@ -13,8 +13,10 @@ from roofline.specs._base import Frozen
 #: format key -> those weight formats (the key gets ``/<weight format>``). MXFP4 checkpoints (gpt-oss,
 #: ``quant_method: mxfp4``) run the engine's native MXFP4 kernel (vLLM ``Mxfp4MoEMethod``: OpenAI's Triton
 #: ``matmul_ogs`` on Hopper, the tables' ``gptossmxfp4moe_triton_oaitriton*`` rows), not the Marlin kernel integer
-#: 4-bit (GPTQ / AWQ / compressed-tensors WNA16) checkpoints run (the tables' ``*marlin*`` rows).
-KERNEL_FAMILIES: dict[str, frozenset[str]] = {"bf16:0.5": frozenset({"mxfp4"})}
+#: 4-bit (GPTQ / AWQ / compressed-tensors WNA16) checkpoints run (the tables' ``*marlin*`` rows). The generic
+#: ``fp4`` format (a 4-bit float checkpoint of no named scheme) is its own family too: on GPUs with fp4 tensor cores
+#: it is not the integer checkpoints' Marlin kernel; elsewhere, with no rates of its own, it takes the format's.
+KERNEL_FAMILIES: dict[str, frozenset[str]] = {"bf16:0.5": frozenset({"mxfp4", "fp4"})}
 
 
 def format_key(compute_dtype: str, weight_element_bytes: float, weight_format: str = "") -> str:
@@ -186,6 +188,17 @@ class GroupedGemm(Frozen):
             return None
         times = self.layers.get(f"{fmt}|{shape}")  # a layer is one kernel's measurement: no family fallback
         return None if times is None else times(assignments)
+
+    def own_rates(self, sources: tuple[str, ...]) -> GroupedRates:
+        """These top-level rates as one kernel format's entry of ``by_format`` (no per-call floor), citing
+        ``sources``."""
+        return GroupedRates(
+            memory_efficiency_by_size=self.memory_efficiency_by_size,
+            memory_efficiency=self.memory_efficiency,
+            compute_efficiency=self.compute_efficiency,
+            compute_efficiency_by_rows=self.compute_efficiency_by_rows,
+            sources=sources,
+        )
 
     def rates(self, fmt: str) -> GroupedRates | None:
         """The rates of kernel format ``fmt``: its family's where listed, else its format's (:func:`base_format`),

@@ -269,3 +269,34 @@ def test_evidence_says_whether_the_models_moe_layer_was_measured() -> None:
     )
     default = roofline.predict("mixtral-8x7b", "h100-sxm", 8, 256, 16, tp=2, engine="vllm").evidence
     assert not any(e.startswith("MoE layer") for e in default)
+
+
+def test_blackwell_prices_integer_4_bit_at_marlin_and_mxfp4_at_the_16_bit_rates() -> None:
+    """B200 vLLM (fp4 tensor cores, no int4 MMA): an integer 4-bit checkpoint's experts take the Marlin rates fitted
+    to the int4_wo rows; an MXFP4 checkpoint's take the 16-bit kernel's rates (its W4A8 / W4A4 kernels are not
+    W4A16), exactly as with no 4-bit entry at all; hand-derived compute ceilings."""
+    from roofline.evaluate import ceilings
+    from roofline.ops.ffn import grouped_rows
+    from roofline.ops.records import gemm, with_fields
+
+    hw, prof = hardware("b200"), shipped_engine_profile("b200", "vllm")
+    assert prof is not None
+    gg = prof.grouped_gemm
+    marlin, mxfp4 = gg.by_format["bf16:0.5"], gg.by_format["bf16:0.5/mxfp4"]
+    assert any("int4_wo" in s for s in marlin.sources) and any("16-bit kernel's rates" in s for s in mxfp4.sources)
+    assert mxfp4.compute_efficiency_by_rows == gg.compute_efficiency_by_rows and mxfp4.fixed_s == 0.0
+    base = grouped_rows(
+        gemm("moe.experts_gate_up", "moe", "x", 1, "bf16", 1024.0, 4096.0, 4096.0, 0.53125, 2.0, 8.0), 8.0
+    )
+    without = prof.model_copy(
+        update={
+            "grouped_gemm": gg.model_copy(
+                update={"by_format": {k: v for k, v in gg.by_format.items() if k[:8] != "bf16:0.5"}}
+            )
+        }
+    )
+    c_mx, _ = ceilings(with_fields(base, weight_format="mxfp4"), hw, prof)
+    c_mx_before, _ = ceilings(with_fields(base, weight_format="mxfp4"), hw, without)
+    c_int4, _ = ceilings(with_fields(base, weight_format="int4"), hw, prof)
+    assert float(c_mx) == pytest.approx(float(c_mx_before), rel=1e-12)
+    assert marlin.compute_efficiency_by_rows is not None and float(c_int4) < 0.8 * float(c_mx)

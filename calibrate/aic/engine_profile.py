@@ -51,7 +51,7 @@ from calibrate.aic.moe_floor import with_call_floors
 from calibrate.aic.tables import AIC_HARDWARE, AIC_VERSION, AicTable, load_table, tables_newest_first
 from roofline.errors import CalibrationError
 from roofline.ops.records import Phase
-from roofline.profile import CalibrationProfile, Curve, GroupedRates, default_profile
+from roofline.profile import CalibrationProfile, Curve, default_profile
 from roofline.specs.hardware import HardwareSpec
 from roofline.specs.library import hardware
 
@@ -244,7 +244,7 @@ def _gemm_and_moe(
 #: tables, because there roofline's 4-bit formats stand for the W4A4 / W4A8 kernels engines run for those
 #: checkpoints: on a sample of the public closed-loop rows W4A16 rates made B200 gpt-oss and DeepSeek-FP4 TPOT 2.4x
 #: the measured one. Where the GPU has no fp4 tensor cores W4A16 is what runs, fitted per kernel family
-#: (:data:`WEIGHT_ONLY_FITS`); elsewhere those formats take the 16-bit kernel's rates.
+#: (:data:`WEIGHT_ONLY_FITS`); with them only the integer one (:data:`INTEGER_FITS`), MXFP4 the 16-bit rates.
 MOE_FITS: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("bfloat16",),),
     (("fp8_block",), ("fp8",)),
@@ -256,6 +256,10 @@ MOE_FITS: tuple[tuple[tuple[str, ...], ...], ...] = (
 #: :data:`NOT_NATIVE`). Pooled into one fit before 2026-12-02, the Marlin rows (compute 0.24-0.26 of the dense
 #: ceiling at 64-256 rows per expert on H100/H200 vLLM) and the native ones (0.55-0.66) gave both 0.29-0.63.
 WEIGHT_ONLY_FITS: tuple[tuple[tuple[str, ...], ...], ...] = ((("int4_wo",),), (("w4a16_mxfp4",),))
+#: The weight-only fit on GPUs with fp4 tensor cores: Blackwell has no int4 MMA, so integer 4-bit checkpoints still
+#: run W4A16 (Marlin) kernels there; MXFP4 / NVFP4 ones run W4A8 / W4A4. Unfitted there before 2026-12-03 (the 16-bit
+#: kernel's rates), int4 priced its Blackwell tables at 0.27-0.50 of their rows.
+INTEGER_FITS: tuple[tuple[tuple[str, ...], ...], ...] = ((("int4_wo",),),)
 #: Per AIC ``moe_dtype``: the kernel-name fragment of rows that are not the checkpoint format's native kernel
 #: (w4a16_mxfp4 rows timed through Marlin are the compressed-tensors MXFP4 path, not gpt-oss's ``quant_method:
 #: mxfp4`` one), left out of that format's fit.
@@ -295,7 +299,7 @@ def _moe(
 ) -> CalibrationProfile:
     """Step 6 (module docstring): the 16-bit grouped rates, and each quantised kernel's own (``by_format``)."""
     tables = [(t, load_table(t)) for t in tables_newest_first(gpu, eng, "moe", root)]
-    wanted = MOE_FITS if hw.peak_flops_per_s("fp4") else (*MOE_FITS, *WEIGHT_ONLY_FITS)
+    wanted = (*MOE_FITS, *(INTEGER_FITS if hw.peak_flops_per_s("fp4") else WEIGHT_ONLY_FITS))
     fits = [f for alts in wanted if (f := _first_fit(tables, alts, hw, prof)) is not None]
     top = next((f for f in fits if f[1] == ("bfloat16",)), None)
     if top is None:
@@ -314,14 +318,10 @@ def _moe(
             "residual_ratio_p90": g.residual_p90,
         }
         if formats != ("bfloat16",):
-            gg = g.grouped
-            by_format[key] = GroupedRates(
-                memory_efficiency_by_size=gg.memory_efficiency_by_size,
-                memory_efficiency=gg.memory_efficiency,
-                compute_efficiency=gg.compute_efficiency,
-                compute_efficiency_by_rows=gg.compute_efficiency_by_rows,
-                sources=gg.sources,
-            )
+            by_format[key] = g.grouped.own_rates(g.grouped.sources)
+    if hw.peak_flops_per_s("fp4") and "bf16:0.5" in by_format:  # 4-bit floats keep the 16-bit rates, not Marlin's
+        src = f"{SOURCE}: the 16-bit kernel's rates (4-bit float checkpoints run W4A8 / W4A4 kernels here)"
+        by_format.update({f"bf16:0.5/{f}": top[2].grouped.own_rates((src,)) for f in ("mxfp4", "fp4")})
     layers = {k: v for _, formats, g in fits if formats in LAYER_FITS for k, v in g.grouped.layers.items()}
     grouped = top[2].grouped.model_copy(update={"by_format": by_format, "layers": layers})
     return with_call_floors(prof.model_copy(update={"grouped_gemm": grouped}), fits, dict(tables), hw, notes["fits"])
