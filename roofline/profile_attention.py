@@ -110,4 +110,4 @@ class Attention(Frozen):
             return self.prefill_fixed_s
         if op.mla:
             return self.mla_decode_fixed_s if self.mla_decode_fixed_s is not None else self.decode_fixed_s
-        return self.decode_fixed_by_kv.get(op.kv_format, self.decode_fixed_s) if op.kv_format else self.decode_fixed_s
+        return self.decode_fixed_by_kv.get(op.kv_format, self.decode_fixed_s)

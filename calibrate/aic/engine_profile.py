@@ -88,21 +88,24 @@ def _latencies(
         notes["fits"]["per_kernel_graph_s"] = f.record()
     else:
         notes["kept"].append("overheads.per_kernel_graph_s (no latency-bound GEMM rows)")
-    floors: tuple[tuple[Phase, str, bool], ...] = (
-        ("decode", "generation_attention", False),
-        ("prefill", "context_attention", False),
-        ("decode", "generation_mla", True),
+    floors: tuple[tuple[Phase, str, bool, str], ...] = (  # phase, table, MLA, cache: fp8 calls have their own
+        ("decode", "generation_attention", False, "bfloat16"),
+        ("prefill", "context_attention", False, "bfloat16"),
+        ("decode", "generation_mla", True, "bfloat16"),
+        ("decode", "generation_attention", False, "fp8"),
     )
-    for phase, kind, mla in floors:
-        t, name = newest_table(gpu, eng, kind, root), f"{'mla_' if mla else ''}{phase}_fixed_s"
-        fa = latency.fit_attention_floor(load_table(t), hw, prof, t.label, phase, mla) if t is not None else None
+    for phase, kind, mla, kv in floors:
+        t, name = newest_table(gpu, eng, kind, root), latency.floor_field(phase, mla, kv)
+        fa = latency.fit_attention_floor(load_table(t), hw, prof, t.label, phase, mla, kv) if t is not None else None
         if fa is not None:
             src = f"{name}: {SOURCE} {fa.table}, median excess over {fa.rows_used} latency-bound {phase} calls"
-            prof = latency.with_attention_floor(prof, fa.value_s, src, phase, mla)
+            prof = latency.with_attention_floor(prof, fa.value_s, src, phase, mla, kv)
             notes["fits"][name] = fa.record()
         else:
-            notes["kept"].append(f"attention.{name} (no latency-bound {kind} rows)")
-    prof = _decode_rates(gpu, eng, hw, _fp8_decode_floor(gpu, eng, hw, prof, root, notes), root, notes)
+            notes["kept"].append(
+                f"attention.{name} (no latency-bound {kind} rows{'' if kv == 'bfloat16' else ' of ' + kv})"
+            )
+    prof = _decode_rates(gpu, eng, hw, prof, root, notes)
     t = newest_table(gpu, eng, "custom_allreduce", root)
     fc = latency.fit_custom_allreduce(load_table(t), hw, prof, t.label) if t is not None else {}
     if fc:
@@ -113,24 +116,6 @@ def _latencies(
     else:
         notes["kept"].append("comm latency (no custom all-reduce table): NCCL's base and per-hop latency")
     return _allreduce_curves(t, hw, prof, notes)
-
-
-def _fp8_decode_floor(
-    gpu: str, eng: str, hw: HardwareSpec, prof: CalibrationProfile, root: Path | None, notes: dict[str, Any]
-) -> CalibrationProfile:
-    """Step 2 for calls from an fp8 cache: their own floor (``attention.decode_fixed_by_kv["fp8"]``), from the
-    generation-attention table's latency-bound fp8 calls; without them the 16-bit floor stays theirs."""
-    t = newest_table(gpu, eng, "generation_attention", root)
-    f = latency.fit_attention_floor(load_table(t), hw, prof, t.label, kv_dtype="fp8") if t is not None else None
-    if f is None:
-        return prof
-    notes["fits"][f.field.removeprefix("attention.")] = f.record()
-    att = prof.attention
-    src = (
-        f"{f.field}: {SOURCE} {f.table}, median excess over {f.rows_used} latency-bound decode calls from an fp8 cache"
-    )
-    update = {"decode_fixed_by_kv": {"fp8": f.value_s}, "sources": (*att.sources, src)}
-    return prof.model_copy(update={"attention": att.model_copy(update=update)})
 
 
 def _decode_rates(

@@ -174,18 +174,32 @@ def fit_attention_floor(
         return None
     value = max(0.0, float(np.median(ex)))
     res = residual(np.concatenate(fixed_w) + value, np.concatenate(fixed_m))
-    name = f"attention.{'mla_' if mla else ''}{phase}_fixed_s"
-    name = name if kv_dtype == "bfloat16" else f"attention.decode_fixed_by_kv.{KV_FORMATS[kv_dtype].value}"
-    return LatencyFit(name, value, int(ex.size), *res, table)
+    return LatencyFit(f"attention.{floor_field(phase, mla, kv_dtype)}", value, int(ex.size), *res, table)
+
+
+def floor_field(phase: Phase = "decode", mla: bool = False, kv_dtype: str = "bfloat16") -> str:
+    """The attention profile field a floor fit sets: ``[mla_]{phase}_fixed_s`` from a 16-bit cache,
+    ``decode_fixed_by_kv.<format>`` from another (decode, GQA)."""
+    if kv_dtype != "bfloat16":
+        return f"decode_fixed_by_kv.{KV_FORMATS[kv_dtype].value}"
+    return f"{'mla_' if mla else ''}{phase}_fixed_s"
 
 
 def with_attention_floor(
-    profile: CalibrationProfile, value_s: float, source: str, phase: Phase = "decode", mla: bool = False
+    profile: CalibrationProfile,
+    value_s: float,
+    source: str,
+    phase: Phase = "decode",
+    mla: bool = False,
+    kv_dtype: str = "bfloat16",
 ) -> CalibrationProfile:
-    """``profile`` with ``attention.[mla_]{phase}_fixed_s`` = ``value_s`` and its source appended."""
+    """``profile`` with the floor field :func:`floor_field` names = ``value_s`` and its source appended."""
     a = profile.attention
-    update = {f"{'mla_' if mla else ''}{phase}_fixed_s": value_s, "sources": (*a.sources, source)}
-    return profile.model_copy(update={"attention": a.model_copy(update=update)})
+    name = floor_field(phase, mla, kv_dtype)
+    value: object = value_s
+    if kv_dtype != "bfloat16":
+        name, value = "decode_fixed_by_kv", {**a.decode_fixed_by_kv, KV_FORMATS[kv_dtype].value: value_s}
+    return profile.model_copy(update={"attention": a.model_copy(update={name: value, "sources": (*a.sources, source)})})
 
 
 def fit_custom_allreduce(
