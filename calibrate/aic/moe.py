@@ -4,10 +4,12 @@ Each row of a ``moe`` table times one engine's fused MoE module from given route
 GEMM, no all-to-all) for M = ``num_tokens`` tokens, hidden size h, expert intermediate size I, top-k of E experts,
 sharded ``moe_tp_size`` × ``moe_ep_size``, in CUDA-graph replay. Its roofline equivalent is what
 :func:`roofline.ops.ffn.moe_ops` prices for the routed experts, with the routing arithmetic of
-:func:`roofline.ops.ffn.routed_rows` (uniform routing; the ``distribution`` column is not modelled):
+:func:`roofline.ops.ffn.routed_rows` (uniform routing; the ``distribution`` column is not modelled, except the
+``balanced`` rows vLLM's and SGLang's collectors route through DeepSeek-V3's grouped top-k, replayed by
+:func:`calibrate.aic.collector_routing.collector_routing`: half the experts at ep 1, up to 5× the assignments at ep 8):
 
     i = I / moe_tp_size,  local experts = E / moe_ep_size,
-    (touched, assignments, r) = routed_rows(E, k, moe_ep_size, M)
+    (touched, assignments, r) = routed_rows(E, k, moe_ep_size, M)   (or the collector's grouped routing)
     gate_up: grouped GEMM, r rows × n = 2i (gated; i for ``*nongated*`` kernels) × k = h, weights × touched
     act:     elementwise over assignments · i elements, 3 passes (gated) or 2
     down:    grouped GEMM, r rows × n = h × k = i, weights × touched
@@ -28,11 +30,11 @@ the regime it describes, with the base profile's grouped factors neutralised (1 
 
 memory_s / compute_s are the GEMMs' bytes / memory ceiling and FLOPs / compute ceiling at factor 1. A row is used
 only where it takes at least its weights' bytes at the datasheet bandwidth (a faster one did not stream them from
-HBM: L40S keeps small expert sets in its 96 MB L2; DeepSeek-V3's balanced rows at moe_tp 1 / ep 1 claim 5.4 / 7.1–7.6
-/ 8.5–9.8 TB/s on H100 / H200 / B200; 1–14 % of a table's balanced rows) and that term is ≥ :data:`DOMINANCE` (4) ×
-the subtracted act + launch terms (≤ ~20 % of its time then): on h100_sxm vllm the rows of a few MiB per GPU
-(moe_ep_size 16–64) sit near the launch floor, and without the guard they pull the median at 8 rows per expert from
-0.96 to 0.88. Why two streaming
+HBM: L40S keeps small expert sets in its 96 MB L2; DeepSeek-V3's balanced rows at moe_tp 1 / ep 1 read as 5.4 /
+7.1–7.6 / 8.5–9.8 TB/s on H100 / H200 / B200 under uniform routing, with half the experts they touch) and that
+term is ≥ :data:`DOMINANCE` (4) × the subtracted act + launch terms (≤ ~20 % of its time then): on h100_sxm vllm
+the rows of a few MiB per GPU (moe_ep_size 16–64) sit near the launch floor, and without the guard they pull the
+median at 8 rows per expert from 0.96 to 0.88. Why two streaming
 curves: on h100_sxm vllm bf16 the factor of a 4–268 M-element expert matrix is 0.94–1.01 at 4–16 rows per expert
 and falls to 0.57–0.81 at 128 rows (the kernel's tiles approach the compute ridge), so one factor per matrix size
 put Mixtral's decode (8 rows per expert) at 1.21× its row of the table; the size alone sets the rate of the small
@@ -47,13 +49,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from calibrate.aic.collector_routing import collector_routing, grouped_case
 from calibrate.aic.compare import GEMM_FORMATS, ROW_COLUMNS, gemm_formats
 from calibrate.aic.moe_curves import MIN_ROWS, compute_curve, memory_curves
 from calibrate.aic.moe_module import module_kernels, table_engine
 from calibrate.aic.tables import AIC_VERSION, AicTable, list_tables, load_table, tables_newest_first
 from roofline.errors import CalibrationError
 from roofline.evaluate import OpTiming, op_time
-from roofline.ops.ffn import grouped_rows, routed_rows
+from roofline.ops.ffn import grouped_rows
 from roofline.ops.records import Op, elementwise, gemm
 from roofline.profile import CalibrationProfile, Curve, GroupedGemm, default_profile
 from roofline.profile_moe import LayerTimes, format_key, layer_shape
@@ -128,7 +131,8 @@ def moe_ops_for_rows(
     dt, wb, ab = fmt
     col = {c: np.asarray(rows[c], dtype=np.float64) for c in SHAPE}
     h, i = col["hidden_size"], col["inter_size"] / col["moe_tp_size"]
-    touched, assignments, r = routed_rows(col["num_experts"], col["topk"], col["moe_ep_size"], col["num_tokens"])
+    routing = np.asarray(rows["distribution"]).astype(str) if "distribution" in rows else None
+    touched, assignments, r = collector_routing(engine, col, routing)  # uniform, or the collector's grouped top-k
     up = (2.0 if gated else 1.0) * i
 
     weights = GEMM_FORMATS[moe_dtype][0].value  # the checkpoint format whose kernel family prices it (format_key)
@@ -185,6 +189,7 @@ def _priced_by_shape(
     """(predicted seconds, regime) of ``rows`` (one format and gating), each layer shape priced with its ops
     carrying the shape; None for a format roofline does not price (:func:`moe_ops_for_rows`)."""
     cols, engine = {c: rows[c].to_numpy(np.float64) for c in SHAPE}, table_engine(rows)
+    cols["distribution"] = rows["distribution"].astype(str).to_numpy()
     shapes, predicted, regime = row_shapes(rows, gated), np.zeros(len(rows)), np.empty(len(rows), dtype=object)
     for shape in sorted(set(shapes)):
         sel = shapes == shape
@@ -251,8 +256,9 @@ def layer_curves(
         t = _terms(rows, ops, hw, neutral)
         shapes = row_shapes(rows, gated)
         tokens, k, ep = (rows[c].to_numpy(np.float64) for c in ("num_tokens", "topk", "moe_ep_size"))
-        for shape in sorted(set(shapes)):
-            sel = np.flatnonzero(shapes == shape)
+        uneven = grouped_case(rows)
+        for shape in sorted(set(shapes[~uneven])):  # unevenly routed rows do not time uniform routing
+            sel = np.flatnonzero((shapes == shape) & ~uneven)
             sel = sel[np.argsort(tokens[sel], kind="stable")]
             if len(np.unique(tokens[sel])) < MIN_LAYER_KNOTS:
                 continue
