@@ -22,7 +22,7 @@ from roofline.engine.profiles import (
 from roofline.evaluate import comm_bandwidth_bytes_per_s, comm_time_s, op_time
 from roofline.ops.builder import decode_ops, prefill_ops
 from roofline.ops.comm import all_gather, all_reduce
-from roofline.profile import default_profile
+from roofline.profile import default_profile, load_profile
 from roofline.specs.library import hardware, model
 from roofline.specs.scenario import Scenario
 from roofline.specs.topology import comm_path
@@ -245,7 +245,7 @@ def test_engine_profile_moe_decode_never_cheaper_with_batch(model: str, hw: str,
 def test_evidence_says_whether_the_models_moe_layer_was_measured() -> None:
     """The evidence names the scenario's MoE layer shape and whether the profile holds its measured seconds:
     Mixtral-8x7B (bf16) on H100 vLLM at tp 2 and at tp 4 with ep 2 yes; DeepSeek-V3's fp8 layer on H200 SGLang no
-    (only the 16-bit kernels' layers ship); the default profile holds no layers."""
+    (only the 16-bit and Marlin kernels' layers ship); the default profile holds no layers."""
     prof = engine_profile_path("h100-sxm", "vllm")
     yes = roofline.predict("mixtral-8x7b", "h100-sxm", 8, 256, 16, tp=2, engine="vllm", calibration=prof).evidence
     assert any(
@@ -269,6 +269,19 @@ def test_evidence_says_whether_the_models_moe_layer_was_measured() -> None:
     )
     default = roofline.predict("mixtral-8x7b", "h100-sxm", 8, 256, 16, tp=2, engine="vllm").evidence
     assert not any(e.startswith("MoE layer") for e in default)
+
+
+def test_marlin_layers_ship_and_price_kimi_at_its_measured_rows() -> None:
+    """Integer 4-bit (Marlin) layers ship beside the 16-bit ones (calibrate.aic.engine_profile.LAYER_FITS): Kimi-K2.5's
+    shape at moe_tp 8 on H200 vLLM is priced at its table's seconds, e.g. 4 tokens (32 assignments per GPU, the
+    table's 76 µs row: act and launches subtracted, so the layer's two GEMMs hold less than that), not the separable
+    curves' 1.7× at that size."""
+    prof = load_profile(engine_profile_path("h200-sxm", "vllm"))
+    key = "bf16:0.5|h7168.i256.e384.k8.gated"
+    assert key in prof.grouped_gemm.layers
+    layer = prof.grouped_gemm.layers[key]
+    assert 20e-6 < float(np.interp(32.0, layer.x, layer.y)) < 76e-6
+    assert not any(k.startswith(("fp8:", "fp4:")) for k in prof.grouped_gemm.layers)  # other quantised kernels: none
 
 
 def test_blackwell_prices_integer_4_bit_at_marlin_and_mxfp4_at_the_16_bit_rates() -> None:

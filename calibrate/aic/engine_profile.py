@@ -250,13 +250,16 @@ INTEGER_FITS: tuple[tuple[tuple[str, ...], ...], ...] = ((("int4_wo",),),)
 #: mxfp4`` one), left out of that format's fit.
 NOT_NATIVE: dict[str, str] = {"w4a16_mxfp4": "marlin"}
 #: The fits whose measured layer shapes ship as ``grouped_gemm.layers`` (the shape's own kernel seconds): the
-#: 16-bit fused kernel only. The quantised MoE kernels change between engine versions and launchers (vLLM's
-#: MXFP4 path, TensorRT-LLM's fp8-block backends), so one version's table of them is not what a deployment of
-#: another runs: on the public closed-loop sample (438 rows, physics only, engine profiles) every format's layers
-#: took TPOT from 13.5 to 14.9 % (vLLM 9.5 -> 17.0 %: gpt-oss MXFP4 on H100/H200 +6 -> +18 % signed, Kimi int4 +9
-#: -> +19 %; TensorRT-LLM DeepSeek fp8 +12 -> +26 %; SGLang 18.0 -> 13.1 %) while TTFT went 37.7 -> 33.3 %. The
-#: 16-bit layers: Mixtral on the BLIS vLLM 0.15.1 runs, ITL 24.2 -> 15.3 %.
-LAYER_FITS: tuple[tuple[str, ...], ...] = (("bfloat16",),)
+#: 16-bit fused kernel and Marlin (integer 4-bit). The other quantised MoE kernels change between engine versions
+#: and launchers (vLLM's MXFP4 path, TensorRT-LLM's fp8-block backends), so one version's table of them is not what
+#: a deployment of another runs: on the public closed-loop sample (436 rows, physics only, engine profiles, 2026-12-03)
+#: every format's layers take TPOT from 13.8 to 15.2 % (TensorRT-LLM DeepSeek fp8 +13-17 -> +23-44 % signed, vLLM
+#: MiniMax B200 fp8 0 -> +17 %, SGLang Qwen3-235B fp8 0 -> -8 %; Qwen3.5 fp8 -24 -> -20 % the other way). Marlin's
+#: separable curves put its small-M rows at 1.3-1.7x the table (compute at the dense GEMM's M=1 tile padding x its
+#: large-M rate; Kimi-K2.5's shape at moe_tp 8, 1-16 tokens: 69-210 us priced, 41-182 us measured); with its layers
+#: Kimi-K2.5 int4 on H200 vLLM TPOT +19-25 -> +11-13 %, TTFT +81-86 -> +71-80 %, vLLM TPOT 10.3 % unchanged, all
+#: 14.5 -> 13.8 %. The 16-bit layers: Mixtral on the BLIS vLLM 0.15.1 runs, ITL 24.2 -> 15.3 %.
+LAYER_FITS: tuple[tuple[str, ...], ...] = (("bfloat16",), ("int4_wo",))
 
 
 def _first_fit(
