@@ -144,7 +144,10 @@ class EngineConfig(BaseModel):
     Pipeline parallelism: ``pipeline_micro_batches`` micro-batches in flight (None: one per stage, every engine's
     default; :mod:`roofline.pipeline`). Attention data parallelism: ``dp_load_balance``, how new requests are handed
     to the ranks (each its own scheduler and KV pool; ``pooled``: one running set of dp budgets, every rank evenly
-    loaded; :mod:`roofline.serving.sim.dpranks`).
+    loaded; :mod:`roofline.serving.sim.dpranks`). Kernels: ``shared_expert_fusion`` lists (architecture, routed
+    experts) whose one shared expert the engine runs as one more expert of the routed grouped GEMM, fed every token,
+    where the experts are not expert-parallel and the shared expert has the routed experts' width and format
+    (:func:`roofline.ops.ffn.fused_shared_experts`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -180,6 +183,7 @@ class EngineConfig(BaseModel):
     output_lag_steps: float = Field(default=0.0, ge=0, le=1000)
     pipeline_micro_batches: int | None = Field(default=None, ge=1, le=1024)
     dp_load_balance: DPLoadBalance = "round_robin"
+    shared_expert_fusion: tuple[tuple[str, int], ...] = ()
     sources: dict[str, str] = Field(default_factory=dict)
 
     @field_validator(

@@ -91,6 +91,13 @@ SGLANG_MIXED_GRAPHS = (
     "SGLang docs/advanced_features (Piecewise CUDA Graph, 'an experimental feature'): only the decode step is captured "
     "unless --enable-piecewise-cuda-graph is set (ServerArgs default False); extend/prefill batches run eagerly"
 )
+SGLANG_SHARED_FUSION = (
+    "SGLang python/sglang/srt/models/deepseek_v2.py DeepseekV2ForCausalLM.determine_num_fused_shared_experts "
+    "(num_fused_shared_experts = n_shared_experts unless --disable-shared-experts-fusion, kept only for "
+    "architectures[0] == the model class's architecture, n_routed_experts 256, n_shared_experts 1, CUDA, no EP/DeepEP "
+    "MoE; DeepseekV2MoE builds the experts with num_experts = n_routed + fused, top_k = k + fused and no "
+    "shared_experts MLP); GlmMoeDsaForCausalLM passes its own name since PR #18804 (2026-02-16, GLM-5)"
+)
 TRTLLM_MIXED_GRAPHS = (
     "TensorRT-LLM 1.0 PyTorch backend: cuda_graph_config captures generation-only batches (_torch/pyexecutor/"
     "cuda_graph_runner.py); piecewise capture of context/mixed batches is TorchCompileConfig."
@@ -211,7 +218,9 @@ def _sglang(hw: HardwareSpec) -> EngineConfig:
         request_overhead_s=0.32,
         request_overhead_cv=1.0,
         dp_load_balance="round_robin",
+        shared_expert_fusion=(("DeepseekV3ForCausalLM", 256), ("GlmMoeDsaForCausalLM", 256)),
         sources={
+            "shared_expert_fusion": SGLANG_SHARED_FUSION,
             "pipeline_micro_batches": SGLANG_PIPELINE,
             "dp_load_balance": SGLANG_DP_BALANCE,
             "request_overhead_s": SGLANG_FRONTEND,

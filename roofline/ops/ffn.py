@@ -83,6 +83,10 @@ def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     ep, tp = c.sc.ep, c.tp
     shard = expert_shard(c.sc)
     touched, assignments, rows = routed_rows(expert_slots(c.model, c.sc.redundant_experts), moe.top_k, ep, routed(c))
+    fused = fused_shared_experts(c)
+    if fused:  # the shared expert is one more expert of the grouped GEMM, every token routed to it
+        touched, assignments = touched + fused, assignments + fused * routed(c)
+        rows = assignments / touched
     i = moe.expert_intermediate_size / shard
     w = moe.latent_size or h  # the width the routed experts run at
     gated = moe.expert_kind == "gated"
@@ -109,11 +113,24 @@ def moe_ops(c: BuildContext, layer_kind: str, count: int) -> list[Op]:
     if moe.latent_size:
         norm = moe.latent_size * rb * moe.latent_norm  # Kimi-K3 RMSNorm of the latent output, read with latent_out
         ops.append(g("moe.latent_out", M, h, moe.latent_size / tp, wb, bias=norm))
-    if moe.num_shared_experts:
+    if moe.num_shared_experts and not fused:
         assert moe.shared_intermediate_size is not None
         shared = moe.num_shared_experts * moe.shared_intermediate_size
         ops += dense_ffn_ops(c, layer_kind, count, shared, moe.expert_kind, prefix="moe.shared", group="moe")
     return ops
+
+
+def fused_shared_experts(c: BuildContext) -> int:
+    """Shared experts the engine runs inside the routed grouped GEMM (0 or 1): the model's (architecture, routed
+    experts) is in the engine's ``shared_expert_fusion``, it has one shared expert of the routed experts' width,
+    kind and format, and the experts are not expert-parallel (SGLang: DeepSeek-V3/R1 and GLM-5 at ep 1). Then that
+    expert adds 1 to the touched experts and M to the assignments, and its own MLP (and the add) is not launched."""
+    moe, eng = c.model.moe, c.sc.engine
+    if moe is None or eng is None or (c.model.architecture, moe.num_experts) not in eng.shared_expert_fusion:
+        return 0
+    alike = moe.shared_intermediate_size == moe.expert_intermediate_size and not moe.latent_size
+    same_format = c.formats.routed_experts == c.formats.shared_experts
+    return 1 if moe.num_shared_experts == 1 and alike and same_format and c.sc.ep == 1 else 0
 
 
 def expert_shard(sc: Scenario) -> int:
