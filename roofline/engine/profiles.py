@@ -12,7 +12,7 @@ roofline/data/engine_profiles/h100-sxm_vllm.yaml``) to use one.
 :data:`BY_DEFAULT` is off, by measurement: on the held-out vLLM 0.15.1 runs of the BLIS study the engine profiles
 cut median |ITL error| per family (Llama-3.1-8B 4.3 → 5.7 %, Mixtral-8x7B 44.7 → 5.5 %, Qwen3-14B 10.6 → 5.5 %),
 but on a 438-row sample of the public closed-loop rows (large fp8/fp4 MoE models, H100/H200/B200) median |TPOT
-error| goes 15.4 → 14.4 % (vLLM 10.6 → 10.3 %, SGLang 18.3 → 17.1 %) but TTFT 30.3 → 36.0 % (2026-12-03; their
+error| goes 15.6 → 13.9 % (vLLM 10.6 → 10.3 %, SGLang 18.8 → 16.9 %) but TTFT 29.9 → 36.3 % (2026-12-03; their
 fused-MoE prefill rates are below what the deployments reach): they do not generalise yet (docs/accuracy.md §15).
 """
 
