@@ -28,7 +28,17 @@ from roofline.serving.sim.policy import policy_for
 
 M, HW = "llama-3.1-8b", "h100-sxm"
 GIB = 2**30
-NOT_OPTIONS = {"name", "version", "scheduler", "sources", "memory_fraction_of", "cuda_graph_from_max_num_seqs"}
+#: preset structure, not launch options: what the engine's code does (e.g. which model classes SGLang fuses the shared
+#: expert of; its --disable-shared-experts-fusion switch is not an option here)
+NOT_OPTIONS = {
+    "name",
+    "version",
+    "scheduler",
+    "sources",
+    "memory_fraction_of",
+    "cuda_graph_from_max_num_seqs",
+    "shared_expert_fusion",
+}
 FIELDS = sorted(set(EngineConfig.model_fields) - NOT_OPTIONS)
 
 #: a value off the vLLM preset (H100) for each option, and the options its effect needs alongside it
