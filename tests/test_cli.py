@@ -348,12 +348,12 @@ def test_calibrate_without_package(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_every_command_is_registered_plainly() -> None:
     """No silent stubbing: every command module imports, and each command is visible in --help."""
-    from roofline.cli.app import app
+    from roofline.cli.app import commands
 
-    names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
+    names = {c.name for c in commands.registered_commands} | {g.name for g in commands.registered_groups}
     expected = {"predict", "sweep", "compare", "plan", "hardware", "model", "schema", "calibrate", "report"}
     assert expected | {"validate", "accuracy"} <= names
-    assert not any(c.hidden for c in app.registered_commands)
+    assert not any(c.hidden for c in commands.registered_commands)
 
 
 def test_debug_works_after_the_command() -> None:
