@@ -52,23 +52,16 @@ def listing_entry(commands: typer.Typer, name: str) -> TyperCommand | TyperGroup
         return None
     if isinstance(info, CommandInfo):
         doc = inspect.getdoc(info.callback) if info.help is None else inspect.cleandoc(info.help)
-        return TyperCommand(
-            name=name,
-            help=doc,
-            short_help=info.short_help,
-            hidden=info.hidden,
-            deprecated=info.deprecated,
-            rich_help_panel=info.rich_help_panel,
+        cls: type[TyperCommand] | type[TyperGroup] = TyperCommand
+        fields = (doc, info.short_help, info.hidden, info.deprecated, info.rich_help_panel)
+    else:
+        solved = typer.main.solve_typer_info_defaults(info)
+        cls, fields = (
+            TyperGroup,
+            (solved.help, solved.short_help, solved.hidden, solved.deprecated, solved.rich_help_panel),
         )
-    solved = typer.main.solve_typer_info_defaults(info)
-    return TyperGroup(
-        name=name,
-        help=solved.help,
-        short_help=solved.short_help,
-        hidden=solved.hidden,
-        deprecated=solved.deprecated,
-        rich_help_panel=solved.rich_help_panel,
-    )
+    doc, short, hidden, deprecated, panel = fields
+    return cls(name=name, help=doc, short_help=short, hidden=hidden, deprecated=deprecated, rich_help_panel=panel)
 
 
 def build(commands: typer.Typer, name: str, rich_markup_mode: Any) -> TyperCommand | TyperGroup | None:
