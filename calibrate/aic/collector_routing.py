@@ -83,6 +83,14 @@ def rank_load(tokens: int, experts: int, top_k: int, ep: int, groups: int, kept:
     return int((counts > 0).sum()), int(counts.sum())
 
 
+def _case_mask(engine: np.ndarray, shape: list[np.ndarray], key: tuple[str, int, int, int, int]) -> np.ndarray:
+    """Rows (framework, hidden, intermediate, experts, top-k arrays) of one :data:`GROUPED_ROUTING` case."""
+    hit = engine == key[0]
+    for col, value in zip(shape, key[1:], strict=True):
+        hit &= col == value
+    return hit
+
+
 def collector_routing(
     engine: str, cols: dict[str, np.ndarray], distribution: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -95,17 +103,24 @@ def collector_routing(
     keys = ("num_tokens", "hidden_size", "inter_size", "num_experts", "topk", "moe_ep_size")
     n_tok, h, inter, e, k, ep = (np.asarray(cols[c], dtype=np.float64) for c in keys)
     touched, assignments, rows = (np.array(a, dtype=np.float64) for a in routed_rows(e, k, ep, n_tok))
-    balanced = np.zeros(len(n_tok), dtype=bool) if distribution is None else np.asarray(distribution) == "balanced"
-    for i in np.flatnonzero(balanced):
-        grouping = GROUPED_ROUTING.get((engine, int(h[i]), int(inter[i]), int(e[i]), int(k[i])))
-        if grouping is not None:
-            t, a = rank_load(int(n_tok[i]), int(e[i]), int(k[i]), int(ep[i]), *grouping)
-            touched[i], assignments[i], rows[i] = t, a, a / max(t, 1)
+    if distribution is None:
+        return touched, assignments, rows
+    engines, balanced = np.full(len(n_tok), engine), np.asarray(distribution) == "balanced"
+    for key, grouping in GROUPED_ROUTING.items():
+        hit = balanced & _case_mask(engines, [h, inter, e, k], key)
+        pairs = np.unique(np.stack([n_tok[hit], ep[hit]], axis=1), axis=0) if hit.any() else np.zeros((0, 2))
+        for tokens, ranks in pairs:  # one replay per (tokens, ep) of the case, not per row
+            t, a = rank_load(int(tokens), key[3], key[4], int(ranks), *grouping)
+            sel = hit & (n_tok == tokens) & (ep == ranks)
+            touched[sel], assignments[sel], rows[sel] = t, a, a / max(t, 1)
     return touched, assignments, rows
 
 
 def grouped_case(rows: pd.DataFrame) -> np.ndarray:
     """Whether each row of a ``moe_perf`` frame is of a :data:`GROUPED_ROUTING` case (any distribution)."""
-    ints = [rows[c].astype(int) for c in ("hidden_size", "inter_size", "num_experts", "topk")]
-    keys = zip(rows["framework"].astype(str), *ints, strict=True)
-    return np.array([key in GROUPED_ROUTING for key in keys], dtype=bool)
+    shape = [rows[c].to_numpy(np.float64) for c in ("hidden_size", "inter_size", "num_experts", "topk")]
+    engines = rows["framework"].astype(str).to_numpy()
+    out = np.zeros(len(rows), dtype=bool)
+    for key in GROUPED_ROUTING:
+        out |= _case_mask(engines, shape, key)
+    return out
